@@ -1,0 +1,137 @@
+// Tensor factories. Random ones draw from the default Generator on the host
+// and move the result to the requested device.
+#include <cmath>
+#include <cstring>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace minidl {
+namespace {
+
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.device_ != t.device()) t = t.to(options.device_);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+// Fills a new host tensor of options' dtype with f(i) for i in [0, numel).
+template <class F>
+Tensor host_tensor(const Shape& shape, const TensorOptions& options, F&& f) {
+  Tensor t = empty(shape, TensorOptions(options.dtype_));
+  MINIDL_DISPATCH_ALL(t.dtype(), "tensor factory", [&] {
+    scalar_t* p = t.data_ptr<scalar_t>();
+    const int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(f(i));
+  });
+  return finish(t, options);
+}
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    MINIDL_CHECK(s >= 0, op, ": Trying to create tensor with negative dimension ", s, ": ",
+                 shape_str(shape));
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = options.dtype_;
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * element_size(options.dtype_),
+                                            options.device_);
+  Tensor t(std::move(impl));
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) {
+  if (!options.device_.is_cpu()) return full(shape, 0.0, options);
+  Tensor t = empty(shape, options);
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
+
+Tensor full(const Shape& shape, double value, TensorOptions options) {
+  check_shape(shape, "full");
+  return host_tensor(shape, options, [value](int64_t) { return value; });
+}
+
+Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
+
+Tensor arange(double start, double end, double step, TensorOptions options) {
+  MINIDL_CHECK(step != 0.0, "arange: step must be nonzero");
+  MINIDL_CHECK((end - start) / step >= 0, "arange: upper bound and larger bound inconsistent with step sign");
+  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  return host_tensor({n}, options, [=](int64_t i) { return start + static_cast<double>(i) * step; });
+}
+
+Tensor rand(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "rand");
+  MINIDL_CHECK(is_floating(options.dtype_), "rand: expected a floating dtype, got ", dtype_name(options.dtype_));
+  Generator& g = default_generator();
+  return host_tensor(shape, options, [&g](int64_t) { return g.uniform(); });
+}
+
+Tensor randn(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "randn");
+  MINIDL_CHECK(is_floating(options.dtype_), "randn: expected a floating dtype, got ", dtype_name(options.dtype_));
+  Generator& g = default_generator();
+  return host_tensor(shape, options, [&g](int64_t) { return g.normal(); });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
+  check_shape(shape, "randint");
+  Generator& g = default_generator();
+  return host_tensor(shape, options, [&](int64_t) { return static_cast<double>(g.randint(low, high)); });
+}
+
+Tensor randperm(int64_t n, TensorOptions options) {
+  MINIDL_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  Generator& g = default_generator();
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.randint(0, i + 1)]);  // Fisher-Yates
+  return host_tensor({n}, options, [&p](int64_t i) { return static_cast<double>(p[i]); });
+}
+
+static TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), options_of(t)); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), options_of(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), options_of(t)); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, options_of(t)); }
+Tensor randn_like(const Tensor& t) { return randn(t.shape(), options_of(t)); }
+Tensor rand_like(const Tensor& t) { return rand(t.shape(), options_of(t)); }
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
+  const Shape s = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
+  MINIDL_CHECK(numel_of(s) == static_cast<int64_t>(values.size()), "tensor: shape ", shape_str(s),
+               " needs ", numel_of(s), " values, got ", values.size());
+  return host_tensor(s, options, [&values](int64_t i) { return values[i]; });
+}
+template Tensor tensor(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor tensor(const std::vector<double>&, const Shape&, TensorOptions);
+template Tensor tensor(const std::vector<int64_t>&, const Shape&, TensorOptions);
+template Tensor tensor(const std::vector<uint8_t>&, const Shape&, TensorOptions);
+
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, TensorOptions options) {
+  return tensor(std::vector<double>(values), shape, options);
+}
+
+Tensor scalar_tensor(double value, TensorOptions options) {
+  return host_tensor({}, options, [value](int64_t) { return value; });
+}
+
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
+  Tensor t = empty(shape, TensorOptions(dtype));
+  std::memcpy(t.raw_data(), data, t.nbytes());
+  return finish(t, options);
+}
+
+}  // namespace minidl

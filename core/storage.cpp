@@ -1,0 +1,12 @@
+#include "core/storage.h"
+
+namespace minidl {
+
+Storage::Storage(size_t nbytes, Device device)
+    : nbytes_(nbytes), device_(device), allocator_(allocator_for(device.type)) {
+  data_ = allocator_->allocate(nbytes);
+}
+
+Storage::~Storage() { allocator_->deallocate(data_); }
+
+}  // namespace minidl

@@ -1,0 +1,37 @@
+// A block of device memory shared by every tensor view of it. It also holds
+// the version counter that in-place ops bump, so autograd can tell when a
+// tensor saved for backward was modified after it was saved.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/allocator.h"
+#include "core/device.h"
+
+namespace minidl {
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+  uint64_t version_ = 0;
+};
+
+}  // namespace minidl

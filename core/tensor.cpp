@@ -1,0 +1,139 @@
+#include "core/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/engine.h"
+
+namespace minidl {
+
+int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim(), "size")]; }
+
+int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl* t = checked();
+  int64_t expected = 1;
+  for (size_t i = t->shape.size(); i-- > 0;) {
+    if (t->shape[i] == 1) continue;
+    if (t->strides[i] != expected) return false;
+    expected *= t->shape[i];
+  }
+  return true;
+}
+
+template <class T>
+T Tensor::item() const {
+  MINIDL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  MINIDL_CHECK(device().is_cpu(), "item: copy the tensor to the CPU first (it is on ", device(), ")");
+  return MINIDL_DISPATCH_ALL(dtype(), "item", [&] {
+    return static_cast<T>(*static_cast<const scalar_t*>(raw_data()));
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = to(kCPU).contiguous();
+  std::vector<T> out(static_cast<size_t>(c.numel()));
+  MINIDL_DISPATCH_ALL(c.dtype(), "to_vector", [&] {
+    const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+  });
+  return out;
+}
+
+#define MINIDL_INSTANTIATE_ACCESSORS_(T)       \
+  template T Tensor::item<T>() const;          \
+  template std::vector<T> Tensor::to_vector<T>() const;
+MINIDL_INSTANTIATE_ACCESSORS_(float)
+MINIDL_INSTANTIATE_ACCESSORS_(double)
+MINIDL_INSTANTIATE_ACCESSORS_(int64_t)
+MINIDL_INSTANTIATE_ACCESSORS_(uint8_t)
+MINIDL_INSTANTIATE_ACCESSORS_(int)
+MINIDL_INSTANTIATE_ACCESSORS_(bool)
+#undef MINIDL_INSTANTIATE_ACCESSORS_
+
+// ---- autograd ---------------------------------------------------------------
+
+bool Tensor::requires_grad() const {
+  const TensorImpl* t = checked();
+  return t->grad_fn != nullptr || t->requires_grad;
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  MINIDL_CHECK(is_leaf() || requires_grad,
+               "you can only change requires_grad flags of leaf variables. If you want to use a "
+               "computed variable in a subgraph that doesn't require differentiation use "
+               "var_no_grad = var.detach().");
+  MINIDL_CHECK(!requires_grad || is_floating(dtype()),
+               "only Tensors of floating point dtype can require gradients, got ", dtype_name(dtype()));
+  checked()->requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const TensorImpl* t = checked();
+  return t->grad ? Tensor(t->grad) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    MINIDL_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(),
+                 "assigned grad has data of a different type or size: expected ", dtype_name(dtype()),
+                 " ", shape_str(shape()), " on ", device(), ", got ", dtype_name(g.dtype()), " ",
+                 shape_str(g.shape()), " on ", g.device());
+  }
+  checked()->grad = g.impl_ptr();
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl* t = checked();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t->storage;
+  impl->offset = t->offset;
+  impl->shape = t->shape;
+  impl->strides = t->strides;
+  impl->dtype = t->dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor& Tensor::detach_() {
+  TensorImpl* t = checked();
+  t->grad_fn.reset();
+  t->output_nr = 0;
+  t->requires_grad = false;
+  return *this;
+}
+
+HookId Tensor::register_hook(GradHook hook) const {
+  MINIDL_CHECK(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
+  if (grad_fn()) return grad_fn()->add_pre_hook(output_nr(), std::move(hook));
+  const HookId id = autograd::next_hook_id();
+  checked()->hooks.push_back({id, std::move(hook)});
+  return id;
+}
+
+HookId Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  MINIDL_CHECK(is_leaf() && requires_grad(),
+               "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  const HookId id = autograd::next_hook_id();
+  checked()->post_accumulate_hooks.push_back({id, std::move(hook)});
+  return id;
+}
+
+void Tensor::remove_hook(HookId id) const {
+  TensorImpl* t = checked();
+  auto drop = [id](auto& hooks) {
+    return std::erase_if(hooks, [id](const auto& h) { return h.first == id; }) > 0;
+  };
+  if (drop(t->hooks) || drop(t->post_accumulate_hooks)) return;
+  if (t->grad_fn && t->grad_fn->remove_pre_hook(id)) return;
+  MINIDL_FAIL("remove_hook: no hook with id ", id, " on this tensor");
+}
+
+}  // namespace minidl

@@ -1,0 +1,192 @@
+// Tensor: a cheap shared handle to a TensorImpl. Copying a Tensor aliases the
+// same data and autograd state (as in PyTorch); clone() copies the data.
+//
+// Methods that compute something (reshape, sum, add_, ...) are thin wrappers
+// over the free functions in ops/; they are defined in ops/tensor_methods.cpp.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/tensor_impl.h"
+
+namespace minidl {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- identity and metadata -------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  const Shape& shape() const { return checked()->shape; }
+  const Shape& sizes() const { return shape(); }
+  int64_t size(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const { return checked()->numel(); }
+  const Shape& strides() const { return checked()->strides; }
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const { return checked()->offset; }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->device(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_contiguous() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+
+  // Raw access to the first element of this view. data_ptr<T>() checks that T
+  // matches the dtype; the memory is on device(), which may not be the host.
+  void* raw_data() const { return checked()->data(); }
+  template <class T>
+  T* data_ptr() const {
+    MINIDL_CHECK(dtype() == dtype_v<T>, "data_ptr: expected a tensor of dtype ",
+                 dtype_name(dtype_v<T>), ", got ", dtype_name(dtype()));
+    return static_cast<T*>(raw_data());
+  }
+
+  // The single value of a one-element tensor, converted to T.
+  template <class T = double>
+  T item() const;
+  // All values in row-major order, converted to T (copies to the host).
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // ---- autograd ----------------------------------------------------------
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const { return checked()->grad_fn == nullptr; }
+  Tensor grad() const;             // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);  // set_grad(Tensor()) resets it (zero_grad(set_to_none))
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->grad_fn; }
+  uint32_t output_nr() const { return checked()->output_nr; }
+  // Runs backward from this tensor. A non-scalar needs `gradient` (same shape).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;  // shares data, no history
+  Tensor& detach_();
+  // Called with the gradient w.r.t. this tensor when it is computed; may return a
+  // replacement (a defined Tensor) or Tensor() to keep it.
+  HookId register_hook(GradHook hook) const;
+  // Leaves only: called after the gradient was accumulated into .grad().
+  HookId register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
+  void remove_hook(HookId id) const;
+  uint64_t version() const { return checked()->storage->version(); }
+  void bump_version() const { checked()->storage->bump_version(); }
+
+  // ---- conversions and views (ops/shape_ops.cpp, ops/copy.cpp) ------------
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor clone() const;
+  Tensor contiguous() const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;  // requires compatible strides
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+
+  // ---- math (ops/) ---------------------------------------------------------
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor var(bool unbiased = true) const;
+  Tensor var(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor relu() const;
+  Tensor pow(double exponent) const;
+
+  // In-place (bump the version counter; refused on tensors that need grad
+  // while grad mode is on, as autograd cannot record them).
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double other);
+  Tensor& sub_(const Tensor& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
+  Tensor& div_(double other);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype
+
+  std::string str() const;  // PyTorch-style printing
+
+ private:
+  TensorImpl* checked() const {
+    MINIDL_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- factories (core/factories.cpp) ------------------------------------------
+
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}    // NOLINT: implicit, as torch::kFloat64
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+Tensor empty(const Shape& shape, TensorOptions options = {});
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+Tensor arange(double end, TensorOptions options = {});
+Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+Tensor rand(const Shape& shape, TensorOptions options = {});   // U[0, 1)
+Tensor randn(const Shape& shape, TensorOptions options = {});  // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
+Tensor randperm(int64_t n, TensorOptions options = kInt64);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor randn_like(const Tensor& t);
+Tensor rand_like(const Tensor& t);
+
+// From host values; the element type of `values` picks the dtype unless
+// options say otherwise. The shape defaults to 1-D.
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, TensorOptions options = dtype_v<T>);
+Tensor tensor(std::initializer_list<double> values, const Shape& shape = {}, TensorOptions options = {});
+Tensor scalar_tensor(double value, TensorOptions options = {});
+// Copies host memory holding `shape` values of `dtype` into a new tensor (options: device, requires_grad).
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});
+
+}  // namespace minidl

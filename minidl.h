@@ -1,0 +1,12 @@
+// minidl: the umbrella header for users.
+#pragma once
+
+#include "core/autograd/engine.h"
+#include "core/autograd/function.h"
+#include "core/autograd/grad_mode.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "ops/ops.h"

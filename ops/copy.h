@@ -1,0 +1,15 @@
+// Copies between tensors of any strides, dtypes and devices. The CPU kernel
+// lives here; a CUDA backend registers host<->device and device copies.
+#pragma once
+
+#include "core/dispatch.h"
+#include "core/tensor.h"
+
+namespace minidl {
+
+// dst and src have the same shape (src already broadcast); any dtypes.
+using CopyFn = void(const Tensor& dst, const Tensor& src);
+extern DispatchStub<CopyFn> copy_stub;  // keyed by the device that runs the copy
+void register_copy_cpu_kernels();
+
+}  // namespace minidl

@@ -1,0 +1,13 @@
+// Every op's public header.
+#pragma once
+
+#include "ops/binary.h"
+#include "ops/conv2d.h"
+#include "ops/dropout.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/pooling.h"
+#include "ops/reduce.h"
+#include "ops/shape_ops.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"

@@ -1,0 +1,27 @@
+// Reductions over any set of dims (negative dims wrap), with keepdim, and
+// over the whole tensor. An empty `dims` means all dims.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace minidl {
+
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// unbiased: divide by n - 1 (PyTorch's default) instead of n.
+Tensor var(const Tensor& x, bool unbiased = true);
+Tensor var(const Tensor& x, const Shape& dims, bool unbiased = true, bool keepdim = false);
+Tensor max(const Tensor& x);  // the largest element (gradient to the first maximum)
+Tensor min(const Tensor& x);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x);  // index into the flattened tensor
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+}  // namespace minidl

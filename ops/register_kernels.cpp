@@ -1,0 +1,44 @@
+// Explicit registration of every built-in CPU kernel (and, in a CUDA build,
+// the CUDA ones). Called once, lazily, by the first kernel lookup.
+#include <mutex>
+
+#include "core/dispatch.h"
+
+namespace minidl {
+
+void register_copy_cpu_kernels();
+void register_binary_cpu_kernels();
+void register_unary_cpu_kernels();
+void register_reduce_cpu_kernels();
+void register_shape_cpu_kernels();
+void register_matmul_cpu_kernels();
+void register_conv2d_cpu_kernels();
+void register_pooling_cpu_kernels();
+void register_dropout_cpu_kernels();
+void register_softmax_cpu_kernels();
+void register_loss_cpu_kernels();
+#ifdef MINIDL_WITH_CUDA
+void register_cuda_kernels();
+#endif
+
+void ensure_kernels_registered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_copy_cpu_kernels();
+    register_binary_cpu_kernels();
+    register_unary_cpu_kernels();
+    register_reduce_cpu_kernels();
+    register_shape_cpu_kernels();
+    register_matmul_cpu_kernels();
+    register_conv2d_cpu_kernels();
+    register_pooling_cpu_kernels();
+    register_dropout_cpu_kernels();
+    register_softmax_cpu_kernels();
+    register_loss_cpu_kernels();
+#ifdef MINIDL_WITH_CUDA
+    register_cuda_kernels();
+#endif
+  });
+}
+
+}  // namespace minidl

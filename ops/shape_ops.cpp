@@ -1,0 +1,1 @@
+namespace minidl { void register_shape_cpu_kernels() {} }

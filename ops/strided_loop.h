@@ -1,0 +1,80 @@
+// The one loop every elementwise CPU kernel runs on: walks N operands that
+// share a shape but may have any strides (views, broadcasting with stride 0),
+// row by row along the innermost dimension, rows in parallel with OpenMP.
+//
+//   for_each_row<2>(shape, {out_strides, in_strides},
+//       [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
+//         for (int64_t i = 0; i < n; ++i) out[off[0] + i * step[0]] = f(in[off[1] + i * step[1]]);
+//       });
+//
+// Adjacent dimensions that are contiguous for every operand are merged first,
+// so a contiguous tensor is one long row (which the compiler vectorizes).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "core/shape.h"
+
+namespace minidl {
+
+template <size_t N, class RowFn>
+void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, RowFn&& row,
+                  int64_t min_parallel_numel = 32768) {
+  // Collapse dims (innermost last); drop size-1 dims.
+  Shape dims;
+  std::array<Shape, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (shape[d] == 0) return;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      dims.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) st[k].back() = strides[k][d];
+    } else {
+      dims.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+    }
+  }
+  if (dims.empty()) {  // a single element
+    dims.push_back(1);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(1);
+  }
+  const int64_t ndim = static_cast<int64_t>(dims.size());
+  const int64_t inner = dims.back();
+  std::array<int64_t, N> inner_step;
+  for (size_t k = 0; k < N; ++k) inner_step[k] = st[k].back();
+  int64_t outer = 1;
+  for (int64_t d = 0; d + 1 < ndim; ++d) outer *= dims[d];
+
+  auto run_row = [&](int64_t o) {
+    std::array<int64_t, N> off{};
+    int64_t rest = o;
+    for (int64_t d = ndim - 2; d >= 0; --d) {
+      const int64_t i = rest % dims[d];
+      rest /= dims[d];
+      for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
+    }
+    row(off, inner, inner_step);
+  };
+  if (outer == 1 && inner >= min_parallel_numel) {  // one long row: split it
+    constexpr int64_t kChunk = 16384;
+    const int64_t chunks = (inner + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      std::array<int64_t, N> off;
+      for (size_t k = 0; k < N; ++k) off[k] = c * kChunk * inner_step[k];
+      row(off, std::min(kChunk, inner - c * kChunk), inner_step);
+    }
+  } else if (outer > 1 && outer * inner >= min_parallel_numel) {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; ++o) run_row(o);
+  } else {
+    for (int64_t o = 0; o < outer; ++o) run_row(o);
+  }
+}
+
+}  // namespace minidl
