@@ -112,6 +112,9 @@ class Tensor {
   Tensor mean(const Shape& dims, bool keepdim = false) const;
   Tensor var(bool unbiased = true) const;
   Tensor var(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
+  // var({1}) reduces dim 1: without this overload a one-element braced list
+  // would bind to var(bool unbiased).
+  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
   Tensor max() const;
   Tensor min() const;
   Tensor argmax() const;

@@ -1,4 +1,442 @@
-// Placeholder until the binary ops land: registers no kernel.
+// Elementwise binary ops with NumPy/PyTorch broadcasting, and the in-place
+// arithmetic methods (add_, sub_, mul_, div_, fill_, zero_).
+//   add  y = a + alpha*b     da = g            db = alpha*g
+//   sub  y = a - alpha*b     da = g            db = -alpha*g
+//   mul  y = a*b             da = g*b          db = g*a         (saves b for da, a for db)
+//   div  y = a/b             da = g/b          db = -g*a/b^2    (saves b, and a for db)
+//   maximum/minimum          the chosen input gets g; ties split it 0.5/0.5 (saves a, b)
+//   eq, gt, lt               0/1 in a's dtype; not differentiable
+// Every input grad is summed back to that input's shape (sum_to_shape) and
+// overwrites; the engine accumulates. Scalars become 0-d tensors of the
+// tensor's dtype and broadcast like any other operand.
+#include "ops/binary.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/autograd/function.h"
+#include "ops/strided_loop.h"
+#include "ops/unary.h"
+
 namespace minidl {
-void register_binary_cpu_kernels() {}
+
+DispatchStub<BinaryFn> binary_stub("binary");
+DispatchStub<SumToFn> sum_to_stub("sum_to_shape");
+DispatchStub<FillFn> fill_stub("fill_");
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Maximum: return "maximum";
+    case BinaryOp::Minimum: return "minimum";
+    case BinaryOp::Eq: return "eq";
+    case BinaryOp::Gt: return "gt";
+    case BinaryOp::Lt: return "lt";
+  }
+  return "?";
+}
+
+namespace {
+
+// ---- CPU kernels ---------------------------------------------------------------
+
+// out[i] = f(a[i], b[i]) over out's shape; the common layouts (all contiguous,
+// one side a broadcast scalar along the row) get loops the compiler vectorizes.
+template <class T, class F>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  T* o = static_cast<T*>(out.raw_data());
+  const T* x = static_cast<const T*>(a.raw_data());
+  const T* y = static_cast<const T*>(b.raw_data());
+  for_each_row<3>(out.shape(), {out.strides(), a.strides(), b.strides()},
+                  [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& step) {
+                    T* po = o + off[0];
+                    const T* px = x + off[1];
+                    const T* py = y + off[2];
+                    if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
+                    } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {
+                      const T s = py[0];
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], s);
+                    } else if (step[0] == 1 && step[1] == 0 && step[2] == 1) {
+                      const T s = px[0];
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(s, py[i]);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) po[i * step[0]] = f(px[i * step[1]], py[i * step[2]]);
+                    }
+                  });
+}
+
+template <class T>
+void binary_cpu_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
+  auto run = [&](auto f) { binary_loop<T>(out, a, b, f); };
+  const T s = static_cast<T>(alpha);  // callers checked that alpha fits T
+  switch (op) {
+    case BinaryOp::Add:
+      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x + y); });
+      return run([s](T x, T y) { return static_cast<T>(x + s * y); });
+    case BinaryOp::Sub:
+      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x - y); });
+      return run([s](T x, T y) { return static_cast<T>(x - s * y); });
+    case BinaryOp::Mul: return run([](T x, T y) { return static_cast<T>(x * y); });
+    case BinaryOp::Div: return run([](T x, T y) { return static_cast<T>(x / y); });
+    // NaN wins, as in PyTorch (x != x only for NaN).
+    case BinaryOp::Maximum: return run([](T x, T y) { return (x > y || x != x) ? x : y; });
+    case BinaryOp::Minimum: return run([](T x, T y) { return (x < y || x != x) ? x : y; });
+    case BinaryOp::Eq: return run([](T x, T y) { return static_cast<T>(x == y); });
+    case BinaryOp::Gt: return run([](T x, T y) { return static_cast<T>(x > y); });
+    case BinaryOp::Lt: return run([](T x, T y) { return static_cast<T>(x < y); });
+  }
+}
+
+void binary_cpu(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (op == BinaryOp::Div) {  // integer division (and its division by zero) is not offered
+    MINIDL_DISPATCH_FLOATING(out.dtype(), "div", [&] { binary_cpu_typed<scalar_t>(op, alpha, out, a, b); });
+  } else {
+    MINIDL_DISPATCH_ALL(out.dtype(), binary_op_name(op),
+                        [&] { binary_cpu_typed<scalar_t>(op, alpha, out, a, b); });
+  }
+}
+
+// Serial on purpose: several grad rows add into the same output element.
+template <class T>
+void sum_to_cpu_typed(const Tensor& out_view, const Tensor& grad) {
+  using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  T* o = static_cast<T*>(out_view.raw_data());
+  const T* g = static_cast<const T*>(grad.raw_data());
+  for_each_row<2>(
+      grad.shape(), {out_view.strides(), grad.strides()},
+      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
+        T* po = o + off[0];
+        const T* pg = g + off[1];
+        if (step[0] == 0) {  // the whole row reduces into one element
+          // Eight independent partial sums: one running sum would wait on the
+          // latency of every add.
+          acc_t part[8] = {};
+          int64_t i = 0;
+          for (; i + 8 <= n; i += 8)
+            for (int k = 0; k < 8; ++k) part[k] += pg[(i + k) * step[1]];
+          acc_t acc = 0;
+          for (; i < n; ++i) acc += pg[i * step[1]];
+          for (int k = 0; k < 8; ++k) acc += part[k];
+          *po = static_cast<T>(*po + acc);
+        } else {
+          for (int64_t i = 0; i < n; ++i) po[i * step[0]] = static_cast<T>(po[i * step[0]] + pg[i * step[1]]);
+        }
+      },
+      std::numeric_limits<int64_t>::max());
+}
+
+void sum_to_cpu(const Tensor& out_view, const Tensor& grad) {
+  MINIDL_DISPATCH_ALL(grad.dtype(), "sum_to_shape", [&] { sum_to_cpu_typed<scalar_t>(out_view, grad); });
+}
+
+void fill_cpu(const Tensor& out, double value) {
+  MINIDL_DISPATCH_ALL(out.dtype(), "fill_", [&] {
+    scalar_t* o = static_cast<scalar_t*>(out.raw_data());
+    const auto v = static_cast<scalar_t>(value);
+    for_each_row<1>(out.shape(), {out.strides()},
+                    [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& step) {
+                      for (int64_t i = 0; i < n; ++i) o[off[0] + i * step[0]] = v;
+                    });
+  });
+}
+
+// ---- helpers ---------------------------------------------------------------------
+
+TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+
+// A handle that walks `t` as if expanded to `shape` (stride 0 on broadcast
+// dims), with no autograd: kernel operands only.
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->shape = shape;
+  impl->strides.assign(shape.size(), 0);
+  const size_t lead = shape.size() - static_cast<size_t>(t.dim());
+  for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i)
+    if (t.shape()[i] == shape[lead + i]) impl->strides[lead + i] = t.strides()[i];
+  return Tensor(std::move(impl));
+}
+
+// A scalar operand: a 0-d tensor of x's dtype on x's device.
+Tensor scalar_like(const Tensor& x, double value, const char* op) {
+  MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
+  check_scalar_fits(x.dtype(), value, op);
+  return scalar_tensor(value, options_of(x));
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  MINIDL_CHECK(a.defined() && b.defined(), op, ": expected defined tensors, got an undefined ",
+               a.defined() ? "second" : "first", " argument");
+  MINIDL_CHECK(a.dtype() == b.dtype(), op, ": expected both tensors to have the same dtype, got ",
+               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  MINIDL_CHECK(a.device() == b.device(), op,
+               ": Expected all tensors to be on the same device, but found at least two devices, ",
+               a.device(), " and ", b.device(), "!");
+}
+
+// The forward of every binary op: checks, broadcasts, runs the kernel.
+Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alpha = 1.0) {
+  const char* name = binary_op_name(op);
+  check_operands(name, a, b);
+  check_scalar_fits(a.dtype(), alpha, name);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, options_of(a));
+  binary_stub(a.device())(op, alpha, out, broadcast_view(a, shape), broadcast_view(b, shape));
+  return out;
+}
+
+Shape saved_shape(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].to_int_list(); }
+
+void save_shapes(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+  ctx->saved_data["a_shape"] = a.shape();
+  ctx->saved_data["b_shape"] = b.shape();
+}
+
+// ---- autograd functions --------------------------------------------------------
+
+struct Add : autograd::Function<Add> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double alpha) {
+    Tensor out = binary_forward(BinaryOp::Add, a, b, alpha);
+    save_shapes(ctx, a, b);
+    ctx->saved_data["alpha"] = alpha;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor& g = grads[0];
+    const double alpha = ctx->saved_data["alpha"].to_double();
+    Tensor da, db;
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(g, saved_shape(ctx, "a_shape"));
+    if (ctx->needs_input_grad(1)) {
+      db = sum_to_shape(g, saved_shape(ctx, "b_shape"));
+      if (alpha != 1.0) db = mul(db, alpha);
+    }
+    return {da, db, Tensor()};
+  }
+};
+
+struct Sub : autograd::Function<Sub> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double alpha) {
+    Tensor out = binary_forward(BinaryOp::Sub, a, b, alpha);
+    save_shapes(ctx, a, b);
+    ctx->saved_data["alpha"] = alpha;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor& g = grads[0];
+    const double alpha = ctx->saved_data["alpha"].to_double();
+    Tensor da, db;
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(g, saved_shape(ctx, "a_shape"));
+    if (ctx->needs_input_grad(1)) db = mul(sum_to_shape(g, saved_shape(ctx, "b_shape")), -alpha);
+    return {da, db, Tensor()};
+  }
+};
+
+struct Mul : autograd::Function<Mul> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    Tensor out = binary_forward(BinaryOp::Mul, a, b);
+    save_shapes(ctx, a, b);
+    // da needs b and db needs a: keep only what a requested grad needs.
+    ctx->save_for_backward({ctx->needs_input_grad(1) ? a : Tensor(), ctx->needs_input_grad(0) ? b : Tensor()});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor& g = grads[0];
+    const variable_list saved = ctx->get_saved_variables();
+    Tensor da, db;
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(mul(g, saved[1]), saved_shape(ctx, "a_shape"));
+    if (ctx->needs_input_grad(1)) db = sum_to_shape(mul(g, saved[0]), saved_shape(ctx, "b_shape"));
+    return {da, db};
+  }
+};
+
+struct Div : autograd::Function<Div> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    Tensor out = binary_forward(BinaryOp::Div, a, b);
+    save_shapes(ctx, a, b);
+    ctx->save_for_backward({ctx->needs_input_grad(1) ? a : Tensor(), b});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor& a = saved[0];
+    const Tensor& b = saved[1];
+    const Tensor g_over_b = div(grads[0], b);
+    Tensor da, db;
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(g_over_b, saved_shape(ctx, "a_shape"));
+    if (ctx->needs_input_grad(1)) db = sum_to_shape(neg(div(mul(g_over_b, a), b)), saved_shape(ctx, "b_shape"));
+    return {da, db};
+  }
+};
+
+Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return binary_forward(op, a, b); }
+
+// maximum (wins = Gt) and minimum (wins = Lt): the winner's weight is 1, a tie's 0.5.
+template <class Self, BinaryOp kOp, BinaryOp kWins>
+struct Extremum : autograd::Function<Self> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    Tensor out = binary_forward(kOp, a, b);
+    ctx->save_for_backward({a, b});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor& a = saved[0];
+    const Tensor& b = saved[1];
+    const Tensor weight_a = add(compare(kWins, a, b), compare(BinaryOp::Eq, a, b), 0.5);
+    const Tensor ga = mul(grads[0], weight_a);
+    Tensor da, db;
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(ga, a.shape());
+    if (ctx->needs_input_grad(1)) db = sum_to_shape(sub(grads[0], ga), b.shape());
+    return {da, db};
+  }
+};
+struct Maximum : Extremum<Maximum, BinaryOp::Maximum, BinaryOp::Gt> {};
+struct Minimum : Extremum<Minimum, BinaryOp::Minimum, BinaryOp::Lt> {};
+
+struct SumToShape : autograd::Function<SumToShape> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& grad, const Shape& shape) {
+    ctx->saved_data["grad_shape"] = grad.shape();
+    Tensor out = zeros(shape, options_of(grad));
+    sum_to_stub(grad.device())(broadcast_view(out, grad.shape()), grad);
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {broadcast_view(grads[0], saved_shape(ctx, "grad_shape")), Tensor()};
+  }
+};
+
+// ---- in-place ----------------------------------------------------------------------
+
+void check_writable(const Tensor& self, const char* op) {
+  if (autograd::GradMode::is_enabled() && self.requires_grad()) {
+    MINIDL_CHECK(!self.is_leaf(), "a leaf Variable that requires grad is being used in an in-place operation.");
+    MINIDL_FAIL(op, ": in-place operations on tensors that require grad are not supported by minidl's "
+                "autograd; use the out-of-place op instead (e.g. y = x + z)");
+  }
+  for (int64_t d = 0; d < self.dim(); ++d)
+    MINIDL_CHECK(self.strides()[d] != 0 || self.shape()[d] <= 1, op,
+                 ": unsupported operation: more than one element of the written-to tensor refers to a "
+                 "single memory location. Please clone() the tensor before performing the operation.");
+}
+
+// self = op(self, other); other broadcasts to self's shape, never the reverse.
+Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double alpha, const char* name) {
+  check_writable(self, name);
+  check_operands(name, self, other);
+  MINIDL_CHECK(!(autograd::GradMode::is_enabled() && other.requires_grad()), name,
+               ": the operand requires grad, but minidl's autograd cannot record in-place operations; "
+               "use the out-of-place op, or run under NoGradGuard if no gradient should flow");
+  check_scalar_fits(self.dtype(), alpha, name);
+  const Shape shape = broadcast_shapes(self.shape(), other.shape(), name);
+  MINIDL_CHECK(shape == self.shape(), name, ": output with shape ", shape_str(self.shape()),
+               " doesn't match the broadcast shape ", shape_str(shape));
+  Tensor src = broadcast_view(other, shape);
+  // Reading other while writing self is only safe when both walk the same
+  // elements in the same order; any other overlap reads from a copy.
+  const bool same_storage = other.impl()->storage == self.impl()->storage;
+  const bool same_view = src.storage_offset() == self.storage_offset() && src.strides() == self.strides();
+  if (same_storage && !same_view) src = broadcast_view(other.detach().clone(), shape);
+  binary_stub(self.device())(op, alpha, self, self, src);
+  self.bump_version();
+  return self;
+}
+
+}  // namespace
+
+void register_binary_cpu_kernels() {
+  binary_stub.set(DeviceType::CPU, binary_cpu);
+  sum_to_stub.set(DeviceType::CPU, sum_to_cpu);
+  fill_stub.set(DeviceType::CPU, fill_cpu);
+}
+
+// ---- public API ------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return Add::apply(a, b, alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return Sub::apply(a, b, alpha); }
+Tensor mul(const Tensor& a, const Tensor& b) { return Mul::apply(a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return Maximum::apply(a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return Minimum::apply(a, b); }
+
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b, "add")); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b, "sub")); }
+Tensor rsub(const Tensor& a, double b) { return sub(scalar_like(a, b, "rsub"), a); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b, "mul")); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b, "div")); }
+Tensor rdiv(const Tensor& a, double b) { return div(scalar_like(a, b, "rdiv"), a); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
+Tensor gt(const Tensor& a, double b) { return compare(BinaryOp::Gt, a, scalar_like(a, b, "gt")); }
+Tensor lt(const Tensor& a, double b) { return compare(BinaryOp::Lt, a, scalar_like(a, b, "lt")); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+void check_scalar_fits(DType dtype, double value, const char* op) {
+  if (is_floating(dtype)) return;
+  const double lo = dtype == kUInt8 ? 0.0 : -0x1p63;
+  const double end = dtype == kUInt8 ? 256.0 : 0x1p63;  // exclusive
+  MINIDL_CHECK(std::isfinite(value) && value == std::trunc(value) && value >= lo && value < end, op,
+               ": the scalar ", value, " cannot be represented exactly by a ", dtype_name(dtype),
+               " tensor; convert the tensor to a floating dtype first");
+}
+
+Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
+  MINIDL_CHECK(grad.defined(), "sum_to_shape: the gradient is undefined");
+  if (grad.shape() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  bool expandable = lead >= 0;
+  for (int64_t i = 0; expandable && i < static_cast<int64_t>(shape.size()); ++i)
+    expandable = shape[i] == 1 || shape[i] == grad.shape()[lead + i];
+  MINIDL_CHECK(expandable, "sum_to_shape: size ", shape_str(shape), " is not expandable to size ",
+               shape_str(grad.shape()));
+  return SumToShape::apply(grad, shape);
+}
+
+// ---- in-place Tensor methods -------------------------------------------------------------
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return binary_inplace(*this, BinaryOp::Add, other, alpha, "add_");
+}
+Tensor& Tensor::add_(double other) {
+  return binary_inplace(*this, BinaryOp::Add, scalar_like(*this, other, "add_"), 1.0, "add_");
+}
+Tensor& Tensor::sub_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Sub, other, 1.0, "sub_"); }
+Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, 1.0, "mul_"); }
+Tensor& Tensor::mul_(double other) {
+  return binary_inplace(*this, BinaryOp::Mul, scalar_like(*this, other, "mul_"), 1.0, "mul_");
+}
+Tensor& Tensor::div_(double other) {
+  return binary_inplace(*this, BinaryOp::Div, scalar_like(*this, other, "div_"), 1.0, "div_");
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_writable(*this, "fill_");
+  check_scalar_fits(dtype(), value, "fill_");
+  fill_stub(device())(*this, value);
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
 }  // namespace minidl

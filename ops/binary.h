@@ -3,6 +3,7 @@
 // (no silent promotion); a scalar adopts the tensor's dtype.
 #pragma once
 
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -42,5 +43,26 @@ Tensor operator-(const Tensor& a);
 
 // Reduces a broadcast gradient back to `shape` by summing the broadcast dims.
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
+
+// Throws unless `value` converts to `dtype` exactly (integer dtypes take whole
+// numbers in range only, so 0.5 never silently becomes 0); `op` names the caller.
+void check_scalar_fits(DType dtype, double value, const char* op);
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Gt, Lt };  // a +- alpha * b
+const char* binary_op_name(BinaryOp op);
+
+// out = op(a, b); all three have out's shape (a and b are broadcast views with
+// stride 0 on broadcast dims); out may be a strided view that aliases a.
+using BinaryFn = void(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b);
+// out (shape S, zero-filled) += grad (shape G) summed over the dims where S broadcasts to G;
+// `out_view` walks out with G's shape and stride 0 on those dims.
+using SumToFn = void(const Tensor& out_view, const Tensor& grad);
+using FillFn = void(const Tensor& out, double value);  // out may be any strided view
+extern DispatchStub<BinaryFn> binary_stub;
+extern DispatchStub<SumToFn> sum_to_stub;
+extern DispatchStub<FillFn> fill_stub;
+void register_binary_cpu_kernels();
 
 }  // namespace minidl

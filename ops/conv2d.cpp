@@ -1,4 +1,181 @@
-// Placeholder until the conv2d ops land: registers no kernel.
+// conv2d: 2-D cross-correlation (as PyTorch), NCHW, with stride, padding,
+// dilation and groups; x may be unbatched (C, H, W).
+//   y[n][k][i][j] = bias[k] + sum_{c, kh, kw} w[k][c][kh][kw] * xpad[n][g(k)*Cg + c][i*sh + kh*dh][j*sw + kw*dw]
+//   dx = dy convolved back through w (the transposed convolution)
+//   dw[k][c][kh][kw] = sum_{n, i, j} dy[n][k][i][j] * xpad[n][g(k)*Cg + c][i*sh + kh*dh][j*sw + kw*dw]
+//   dbias[k] = sum_{n, i, j} dy[n][k][i][j]
+// Forward saves x (when w needs a grad) and w (when x needs one), plus the
+// geometry. Gradients overwrite (new tensors); the engine accumulates.
+// The CPU kernels are in ops/conv2d_kernels.cpp (implicit GEMM, no im2col).
+#include "ops/conv2d.h"
+
+#include <vector>
+
+#include "core/autograd/function.h"
+#include "core/dispatch.h"
+#include "ops/conv2d_kernels.h"
+
 namespace minidl {
-void register_conv2d_cpu_kernels() {}
+
+using Conv2dForwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Tensor& y);
+// dx, dw, dbias: the grads wanted (undefined when not).
+using Conv2dBackwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& dy,
+                              const Tensor& dx, const Tensor& dw, const Tensor& dbias);
+
+DispatchStub<Conv2dForwardFn> conv2d_forward_stub("conv2d");
+DispatchStub<Conv2dBackwardFn> conv2d_backward_stub("conv2d_backward");
+
+namespace {
+
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+void conv2d_forward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const Tensor& y) {
+  MINIDL_DISPATCH_FLOATING(x.dtype(), "conv2d", [&] {
+    conv2d_forward_kernel<scalar_t>(g, x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(bias),
+                                    y.data_ptr<scalar_t>());
+  });
+}
+
+void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  MINIDL_DISPATCH_FLOATING(dy.dtype(), "conv2d_backward", [&] {
+    if (dx.defined())
+      conv2d_backward_input_kernel<scalar_t>(g, dy.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                                             dx.data_ptr<scalar_t>());
+    if (dw.defined() || dbias.defined())
+      conv2d_backward_weight_kernel<scalar_t>(g, dy.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(x),
+                                              ptr_or_null<scalar_t>(dw), ptr_or_null<scalar_t>(dbias));
+  });
+}
+
+std::vector<int64_t> to_list(const Conv2dGeometry& g) {
+  return {g.batch,    g.in_channels, g.in_h,     g.in_w,     g.out_channels, g.out_h,      g.out_w,      g.kernel_h,
+          g.kernel_w, g.stride_h,    g.stride_w, g.pad_h,    g.pad_w,        g.dilation_h, g.dilation_w, g.groups};
+}
+
+Conv2dGeometry from_list(const std::vector<int64_t>& v) {
+  Conv2dGeometry g;
+  g.batch = v[0], g.in_channels = v[1], g.in_h = v[2], g.in_w = v[3];
+  g.out_channels = v[4], g.out_h = v[5], g.out_w = v[6], g.kernel_h = v[7], g.kernel_w = v[8];
+  g.stride_h = v[9], g.stride_w = v[10], g.pad_h = v[11], g.pad_w = v[12];
+  g.dilation_h = v[13], g.dilation_w = v[14], g.groups = v[15];
+  return g;
+}
+
+// Shape of y (or x) for a batched or unbatched call.
+Shape nchw(bool batched, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return batched ? Shape{n, c, h, w} : Shape{c, h, w};
+}
+
+struct Conv2d : autograd::Function<Conv2d> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                        const Conv2dGeometry& g) {
+    const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+    const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+    Tensor y = empty(nchw(x.dim() == 4, g.batch, g.out_channels, g.out_h, g.out_w),
+                     TensorOptions(x.dtype()).device(x.device()));
+    conv2d_forward_stub(x.device())(g, x, w, bias, y);
+    ctx->save_for_backward({ctx->needs_input_grad(1) ? x : Tensor(), ctx->needs_input_grad(0) ? w : Tensor()});
+    ctx->saved_data["geometry"] = to_list(g);
+    ctx->saved_data["batched"] = x.dim() == 4;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(x.dtype());
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const Conv2dGeometry g = from_list(ctx->saved_data["geometry"].to_int_list());
+    const bool batched = ctx->saved_data["batched"].to_bool();
+    const Tensor dy = grads[0].contiguous();
+    const TensorOptions opts = TensorOptions(dy.dtype()).device(dy.device());
+    const int64_t Cg = g.in_channels / g.groups;
+    Tensor dx = ctx->needs_input_grad(0) ? empty(nchw(batched, g.batch, g.in_channels, g.in_h, g.in_w), opts)
+                                         : Tensor();
+    Tensor dw = ctx->needs_input_grad(1) ? empty({g.out_channels, Cg, g.kernel_h, g.kernel_w}, opts) : Tensor();
+    Tensor dbias = ctx->needs_input_grad(2) ? empty({g.out_channels}, opts) : Tensor();
+    conv2d_backward_stub(dy.device())(g, saved[0], saved[1], dy, dx, dw, dbias);
+    return {dx, dw, dbias, Tensor()};
+  }
+};
+
+// "[2, 4, 32, 32]" for the batched view of x, as PyTorch prints it.
+std::string batched_str(const Tensor& x) {
+  Shape s = x.shape();
+  if (s.size() == 3) s.insert(s.begin(), 1);
+  return shape_str(s);
+}
+
+}  // namespace
+
+void register_conv2d_cpu_kernels() {
+  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_cpu);
+  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_cpu);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
+  MINIDL_CHECK(x.defined(), "conv2d: the input tensor is undefined");
+  MINIDL_CHECK(weight.defined(), "conv2d: the weight tensor is undefined");
+  MINIDL_CHECK(x.dim() == 3 || x.dim() == 4,
+               "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ",
+               shape_str(x.shape()));
+  MINIDL_CHECK(weight.dim() == 4,
+               "conv2d: expected weight of size (out_channels, in_channels / groups, kH, kW), but got weight of "
+               "size ",
+               shape_str(weight.shape()));
+  MINIDL_CHECK(weight.size(2) > 0 && weight.size(3) > 0, "conv2d: expected a kernel of at least 1 x 1, but got weight of size ",
+               shape_str(weight.shape()));
+  MINIDL_CHECK(is_floating(x.dtype()), "conv2d: expected a float32 or float64 input, got ", dtype_name(x.dtype()));
+  MINIDL_CHECK(x.dtype() == weight.dtype(), "Input type (", dtype_name(x.dtype()), ") and weight type (",
+               dtype_name(weight.dtype()), ") should be the same");
+  MINIDL_CHECK(x.device() == weight.device(), "Input type (", x.device(), ") and weight type (", weight.device(),
+               ") should be on the same device");
+  const auto& [sh, sw] = params.stride;
+  const auto& [ph, pw] = params.padding;
+  const auto& [dh, dw] = params.dilation;
+  const int64_t groups = params.groups;
+  MINIDL_CHECK(sh > 0 && sw > 0, "non-positive stride is not supported");
+  MINIDL_CHECK(dh > 0 && dw > 0, "non-positive dilation is not supported");
+  MINIDL_CHECK(ph >= 0 && pw >= 0, "negative padding is not supported");
+  MINIDL_CHECK(groups > 0, "non-positive groups is not supported");
+
+  const bool batched = x.dim() == 4;
+  Conv2dGeometry g;
+  g.batch = batched ? x.size(0) : 1;
+  g.in_channels = x.size(-3), g.in_h = x.size(-2), g.in_w = x.size(-1);
+  g.out_channels = weight.size(0), g.kernel_h = weight.size(2), g.kernel_w = weight.size(3);
+  g.stride_h = sh, g.stride_w = sw, g.pad_h = ph, g.pad_w = pw, g.dilation_h = dh, g.dilation_w = dw;
+  g.groups = groups;
+  const std::string w_str = shape_str(weight.shape());
+  MINIDL_CHECK(g.out_channels >= groups, "Given groups=", groups, ", expected weight to be at least ", groups,
+               " at dimension 0, but got weight of size ", w_str, " instead");
+  MINIDL_CHECK(g.out_channels % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ",
+               groups, " at dimension 0, but got weight of size ", w_str, " instead");
+  MINIDL_CHECK(g.in_channels == weight.size(1) * groups, "Given groups=", groups, ", weight of size ", w_str,
+               ", expected input", batched_str(x), " to have ", weight.size(1) * groups,
+               " channels, but got ", g.in_channels, " channels instead");
+  if (bias.defined()) {
+    MINIDL_CHECK(bias.dtype() == x.dtype(), "Input type (", dtype_name(x.dtype()), ") and bias type (",
+                 dtype_name(bias.dtype()), ") should be the same");
+    MINIDL_CHECK(bias.device() == x.device(), "Input type (", x.device(), ") and bias type (", bias.device(),
+                 ") should be on the same device");
+    MINIDL_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels, "Given weight of size ", w_str,
+                 ", expected bias to be 1-dimensional with ", g.out_channels, " elements, but got bias of size ",
+                 shape_str(bias.shape()), " instead");
+  }
+  const int64_t padded_h = g.in_h + 2 * ph, padded_w = g.in_w + 2 * pw;
+  const int64_t span_h = dh * (g.kernel_h - 1) + 1, span_w = dw * (g.kernel_w - 1) + 1;
+  MINIDL_CHECK(padded_h >= span_h && padded_w >= span_w, "Calculated padded input size per channel: (", padded_h,
+               " x ", padded_w, "). Kernel size: (", span_h, " x ", span_w,
+               "). Kernel size can't be greater than actual input size");
+  conv2d_set_output_size(g);
+  MINIDL_CHECK(g.out_h > 0 && g.out_w > 0, "Given input size per channel: (", g.in_h, " x ", g.in_w,
+               "). Calculated output size per channel: (", g.out_h, " x ", g.out_w, "). Output size is too small");
+  return Conv2d::apply(x, weight, bias, g);
+}
+
 }  // namespace minidl

@@ -2,6 +2,8 @@
 // over the whole tensor. An empty `dims` means all dims.
 #pragma once
 
+#include <initializer_list>
+
 #include "core/tensor.h"
 
 namespace minidl {
@@ -13,7 +15,9 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
 // unbiased: divide by n - 1 (PyTorch's default) instead of n.
 Tensor var(const Tensor& x, bool unbiased = true);
 Tensor var(const Tensor& x, const Shape& dims, bool unbiased = true, bool keepdim = false);
-Tensor max(const Tensor& x);  // the largest element (gradient to the first maximum)
+// var(x, {1}) reduces dim 1 (a one-element braced list would otherwise bind to bool).
+Tensor var(const Tensor& x, std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false);
+Tensor max(const Tensor& x);  // the largest element (gradient shared evenly by ties, as PyTorch)
 Tensor min(const Tensor& x);
 struct ValuesIndices {
   Tensor values;

@@ -33,7 +33,7 @@ inline void check_gradients(const std::function<Tensor(const std::vector<Tensor>
     for (size_t i = 0; i < v.size(); ++i) s += v[i] * probe[i];
     return s;
   };
-  y.backward(tensor(probe, y.shape(), kFloat64));
+  y.backward(tensor(probe, {y.numel()}, kFloat64).reshape(y.shape()));  // reshape keeps 0-d outputs 0-d
 
   for (size_t k = 0; k < inputs.size(); ++k) {
     Tensor x = inputs[k];

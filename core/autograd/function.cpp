@@ -118,7 +118,7 @@ variable_list validate_gradients(const std::string& name, variable_list&& grads,
     if (!grads[i].defined()) continue;
     MINIDL_CHECK(is_tensor_input[i], "function ", name, " returned a gradient different than "
                  "an undefined tensor for non-tensor input ", i);
-    if (input_meta.empty() || input_meta[i].shape.empty() && grads[i].dim() == 0) continue;
+    if (input_meta.empty()) continue;
     const TensorMeta& m = input_meta[i];
     MINIDL_CHECK(grads[i].shape() == m.shape, "Function ", name,
                  " returned an invalid gradient at index ", i, " - got ", shape_str(grads[i].shape()),

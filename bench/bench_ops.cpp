@@ -1,0 +1,104 @@
+// Times minidl's hot ops and prints one JSON object per line:
+//   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
+// bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
+// runs both and compares. Options: --threads N (default 2), --reps N (default 15).
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+int g_reps = 15;
+int g_threads = 2;
+
+// Median wall time of f() in milliseconds, after 3 warm-up calls.
+double median_ms(const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < g_reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void report(const std::string& op, const std::string& shape, double ms, double flops) {
+  std::printf(
+      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":%.1f,\"threads\":%d,"
+      "\"version\":\"eigen %d.%d.%d\"}\n",
+      op.c_str(), shape.c_str(), ms, flops / (ms * 1e6), g_threads, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+      EIGEN_MINOR_VERSION);
+  std::fflush(stdout);
+}
+
+void bench_matmul(int64_t n) {
+  manual_seed(0);
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  NoGradGuard no_grad;
+  const double ms = median_ms([&] { (void)matmul(a, b); });
+  report("matmul", std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n), ms, 2.0 * n * n * n);
+}
+
+struct ConvCase {
+  int64_t N, C, K, H, W, k, stride, pad;
+  std::string shape() const {
+    return "N" + std::to_string(N) + " C" + std::to_string(C) + " K" + std::to_string(K) + " " + std::to_string(H) +
+           "x" + std::to_string(W) + " k" + std::to_string(k) + " s" + std::to_string(stride) + " p" +
+           std::to_string(pad);
+  }
+};
+
+void bench_conv(const ConvCase& c) {
+  manual_seed(0);
+  Tensor x = randn({c.N, c.C, c.H, c.W});
+  Tensor w = randn({c.K, c.C, c.k, c.k}) * 0.05;
+  Conv2dParams p;
+  p.stride = {c.stride, c.stride};
+  p.padding = {c.pad, c.pad};
+  const int64_t oh = (c.H + 2 * c.pad - c.k) / c.stride + 1, ow = (c.W + 2 * c.pad - c.k) / c.stride + 1;
+  const double flops = 2.0 * c.N * c.K * c.C * c.k * c.k * oh * ow;
+  {
+    NoGradGuard no_grad;
+    report("conv2d_fwd", c.shape(), median_ms([&] { (void)conv2d(x, w, Tensor(), p); }), flops);
+  }
+  // Forward + backward with both grads (input and weight): 3x the forward's flops.
+  x.requires_grad_();
+  w.requires_grad_();
+  const Tensor dy = ones({c.N, c.K, oh, ow});
+  report("conv2d_fwd_bwd", c.shape(), median_ms([&] {
+           x.set_grad(Tensor());
+           w.set_grad(Tensor());
+           conv2d(x, w, Tensor(), p).backward(dy);
+         }),
+         3 * flops);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0) g_threads = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  omp_set_num_threads(g_threads);
+  bench_matmul(1024);
+  bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
+  bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage
+  bench_conv({128, 64, 128, 32, 32, 3, 2, 1});   // stride-2 downsampling conv
+  bench_conv({128, 3, 64, 32, 32, 3, 1, 1});     // first layer (RGB input)
+  return 0;
+}

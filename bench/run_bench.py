@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Runs bench_ops (minidl) and bench_torch.py (PyTorch) on the same machine,
+alternating them for --rounds rounds, and prints a side-by-side table.
+
+For each op, the time shown is the best (lowest) of the per-round medians:
+on a shared machine interference only ever adds time, so the best round is
+the closest to what each library can do. ratio = PyTorch time / minidl time
+(> 1: minidl is faster).
+
+Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_lines(cmd, env):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build", help="CMake build directory holding bench/bench_ops")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="also write every raw line to this file")
+    args = parser.parse_args()
+
+    bench_ops = os.path.join(args.build, "bench", "bench_ops")
+    if not os.path.exists(bench_ops):
+        sys.exit(f"{bench_ops} not found: build it first (cmake --build {args.build} --target bench_ops)")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    common = ["--threads", str(args.threads), "--reps", str(args.reps)]
+
+    raw = []
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
+        raw += run_lines([bench_ops] + common, env)
+        raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py")] + common, env)
+    if args.json:
+        with open(args.json, "w") as f:
+            for line in raw:
+                f.write(json.dumps(line) + "\n")
+
+    best = {}  # (impl, op, shape) -> best line
+    order = []
+    versions = {}
+    for line in raw:
+        key = (line["impl"], line["op"], line["shape"])
+        versions[line["impl"]] = line.get("version", "")
+        if (line["op"], line["shape"]) not in order:
+            order.append((line["op"], line["shape"]))
+        if key not in best or line["median_ms"] < best[key]["median_ms"]:
+            best[key] = line
+
+    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; threads: {args.threads}")
+    print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
+    print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
+    header = f"{'op':<16} {'shape':<32} {'minidl ms':>10} {'torch ms':>10} {'minidl GF/s':>12} {'torch GF/s':>11} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for op, shape in order:
+        m, t = best.get(("minidl", op, shape)), best.get(("pytorch", op, shape))
+        if not m or not t:
+            continue
+        ratio = t["median_ms"] / m["median_ms"]
+        print(f"{op:<16} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
+              f"{t['gflops']:>11.1f} {ratio:>6.2f}")
+    print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
+
+
+if __name__ == "__main__":
+    main()

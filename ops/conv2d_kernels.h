@@ -1,0 +1,38 @@
+// CPU kernels of conv2d over raw NCHW pointers (no Tensor), so tests and
+// benchmarks can call them directly; ops/conv2d.cpp wraps them as the op.
+// How they work is described at the top of ops/conv2d_kernels.cpp.
+#pragma once
+
+#include <cstdint>
+
+namespace minidl {
+
+// The sizes of one conv2d call, already validated (ops/conv2d.cpp checks them).
+struct Conv2dGeometry {
+  int64_t batch = 1;
+  int64_t in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+// out_h/out_w from the other fields (PyTorch's formula).
+void conv2d_set_output_size(Conv2dGeometry& g);
+
+// x: (N, C, H, W); w: (K, C/groups, kH, kW); bias: (K) or nullptr;
+// y: (N, K, out_h, out_w). Overwrites y.
+template <class T>
+void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+
+// dx = dL/dx given dy = dL/dy. Overwrites dx (N, C, H, W).
+template <class T>
+void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+
+// dw = dL/dw and dbias = dL/dbias; either may be nullptr (not wanted). Overwrites.
+template <class T>
+void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias);
+
+}  // namespace minidl

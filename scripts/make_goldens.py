@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Writes the PyTorch golden fixtures under tests/goldens/ that tests/test_goldens.cpp reads.
+
+    python3 scripts/make_goldens.py          # needs torch and safetensors (pip)
+
+One .safetensors file per op family. Each case i stores float64 tensors under
+"case<i>.<name>": the inputs (x, w, b, target, ...), the output y, a fixed random
+upstream gradient gy, and the gradients of sum(y * gy) with respect to every
+floating input (gx, gw, gb). The configurations live in the metadata under the
+single key "cases": a JSON list with one object per case (one key only, because
+the Rust writer stores metadata keys in random order and the files should be
+byte-for-byte reproducible). Every file starts from torch.manual_seed(0).
+"""
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+OUT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "goldens"))
+f64 = torch.float64
+
+
+def randn(*shape):
+    return torch.randn(shape, dtype=f64)
+
+
+class Writer:
+    """Collects cases for one file: tensors under "case<i>.<name>" and one config per case."""
+
+    def __init__(self, filename):
+        self.filename = filename
+        self.tensors = {}
+        self.configs = []
+
+    def add(self, config, inputs, fn):
+        """inputs: name -> tensor; the floating ones get gradients named "g<name>"."""
+        i = len(self.configs)
+        leaves = {k: v.clone().requires_grad_(v.is_floating_point()) for k, v in inputs.items()}
+        y = fn(**leaves)
+        gy = randn(*y.shape)  # 0-d for reduced losses
+        y.backward(gy)
+        for k, v in leaves.items():
+            self.tensors[f"case{i}.{k}"] = v.detach().contiguous()
+            if v.is_floating_point():
+                self.tensors[f"case{i}.g{k}"] = v.grad.detach().contiguous()
+        self.tensors[f"case{i}.y"] = y.detach().contiguous()
+        self.tensors[f"case{i}.gy"] = gy
+        self.configs.append(config)
+
+    def save(self):
+        path = os.path.join(OUT_DIR, self.filename)
+        save_file(self.tensors, path, metadata={"cases": json.dumps(self.configs, sort_keys=True)})
+        print(f"{path}: {len(self.configs)} cases, {os.path.getsize(path)} bytes")
+
+
+def conv2d():
+    w = Writer("conv2d.safetensors")
+    # (x shape, w shape, stride, padding, dilation, groups, has_bias)
+    configs = [
+        ((3, 5, 7, 6), (4, 5, 3, 3), (1, 1), (1, 1), (1, 1), 1, True),
+        ((2, 3, 9, 8), (6, 3, 3, 3), (2, 2), (1, 1), (2, 2), 1, True),
+        ((2, 5, 6, 7), (5, 1, 3, 3), (1, 1), (1, 1), (1, 1), 5, True),    # depthwise
+        ((2, 5, 6, 7), (10, 1, 3, 3), (2, 1), (0, 1), (1, 1), 5, False),  # depthwise, multiplier 2
+        ((2, 4, 5, 6), (6, 2, 3, 3), (1, 2), (0, 1), (1, 1), 2, True),    # groups, not depthwise
+        ((2, 3, 4, 5), (7, 3, 1, 1), (1, 1), (0, 0), (1, 1), 1, True),    # 1x1
+        ((2, 3, 6, 7), (4, 3, 2, 3), (2, 1), (1, 0), (1, 1), 1, False),   # 2x3 kernel, no bias
+        ((3, 6, 5), (2, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, True),       # unbatched
+        ((1, 2, 8, 9), (3, 2, 3, 2), (3, 2), (2, 1), (2, 3), 1, True),    # everything asymmetric
+    ]
+    for xs, ws, stride, padding, dilation, groups, has_bias in configs:
+        inputs = {"x": randn(*xs), "w": randn(*ws)}
+        if has_bias:
+            inputs["b"] = randn(ws[0])
+        cfg = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, has_bias=has_bias)
+        w.add(cfg, inputs, lambda x, w, b=None: F.conv2d(x, w, b, stride, padding, dilation, groups))
+    w.save()
+
+
+def linear():
+    w = Writer("linear.safetensors")
+    for xs, has_bias in [((5, 7), True), ((2, 3, 7), True), ((5, 7), False), ((2, 3, 7), False),
+                         ((1, 1), True)]:
+        inputs = {"x": randn(*xs), "w": randn(4, xs[-1])}
+        if has_bias:
+            inputs["b"] = randn(4)
+        w.add({"has_bias": has_bias}, inputs, lambda x, w, b=None: F.linear(x, w, b))
+    w.save()
+
+
+def pooling():
+    w = Writer("pooling.safetensors")
+    # (op, x shape, kernel, stride (None = kernel), padding, count_include_pad, output_size)
+    cases = [
+        ("max_pool2d", (2, 3, 8, 8), (2, 2), None, (0, 0), None, None),
+        ("max_pool2d", (2, 3, 7, 9), (3, 3), (2, 2), (1, 1), None, None),
+        ("max_pool2d", (2, 2, 7, 6), (3, 2), (2, 1), (1, 0), None, None),
+        ("max_pool2d", (3, 5, 5), (2, 2), (1, 1), (1, 1), None, None),  # unbatched
+        ("avg_pool2d", (2, 3, 7, 9), (3, 3), (2, 2), (1, 1), True, None),
+        ("avg_pool2d", (2, 3, 7, 9), (3, 3), (2, 2), (1, 1), False, None),
+        ("avg_pool2d", (2, 3, 8, 6), (2, 2), None, (0, 0), True, None),
+        ("avg_pool2d", (3, 6, 5), (3, 2), (1, 2), (1, 1), False, None),  # unbatched
+        ("adaptive_avg_pool2d", (2, 3, 5, 6), None, None, None, None, (1, 1)),
+        ("adaptive_avg_pool2d", (2, 3, 7, 6), None, None, None, None, (3, 4)),
+        ("adaptive_avg_pool2d", (3, 7, 6), None, None, None, None, (3, 4)),  # unbatched
+        ("adaptive_avg_pool2d", (1, 2, 3, 4), None, None, None, None, (5, 7)),  # upsampling
+        ("adaptive_max_pool2d", (2, 3, 7, 6), None, None, None, None, (3, 4)),
+        ("adaptive_max_pool2d", (2, 3, 5, 6), None, None, None, None, (1, 1)),
+    ]
+    for op, xs, kernel, stride, padding, cip, out_size in cases:
+        cfg = {"op": op}
+        if op == "max_pool2d":
+            cfg.update(kernel_size=kernel, stride=stride or kernel, padding=padding)
+            fn = lambda x: F.max_pool2d(x, kernel, stride, padding)
+        elif op == "avg_pool2d":
+            cfg.update(kernel_size=kernel, stride=stride or kernel, padding=padding, count_include_pad=cip)
+            fn = lambda x: F.avg_pool2d(x, kernel, stride, padding, count_include_pad=cip)
+        elif op == "adaptive_avg_pool2d":
+            cfg.update(output_size=out_size)
+            fn = lambda x: F.adaptive_avg_pool2d(x, out_size)
+        else:
+            cfg.update(output_size=out_size)
+            fn = lambda x: F.adaptive_max_pool2d(x, out_size)
+        w.add(cfg, {"x": randn(*xs)}, fn)
+    w.save()
+
+
+def softmax():
+    w = Writer("softmax.safetensors")
+    for op, xs, dim, scale in [("softmax", (3, 4, 5), 1, 1.0), ("softmax", (3, 4, 5), -1, 1.0),
+                               ("log_softmax", (3, 4, 5), 1, 1.0), ("log_softmax", (3, 4, 5), -1, 1.0),
+                               ("softmax", (2, 3, 4), 0, 1.0),
+                               ("softmax", (4, 7), -1, 40.0),  # large logits: needs the max subtracted
+                               ("log_softmax", (4, 7), -1, 40.0)]:
+        fn = (lambda x: F.softmax(x, dim)) if op == "softmax" else (lambda x: F.log_softmax(x, dim))
+        w.add({"op": op, "dim": dim}, {"x": scale * randn(*xs)}, fn)
+    w.save()
+
+
+def cross_entropy():
+    w = Writer("cross_entropy.safetensors")
+    # (logits shape, reduction, ignore_index, label_smoothing, how many targets are ignored)
+    cases = [
+        ((6, 5), "mean", -100, 0.0, 0),
+        ((6, 5), "sum", -100, 0.0, 0),
+        ((6, 5), "none", -100, 0.0, 0),
+        ((6, 5), "mean", -100, 0.1, 0),
+        ((8, 5), "mean", -100, 0.0, 3),
+        ((8, 5), "sum", 2, 0.0, 3),     # ignore_index is a real class id
+        ((8, 5), "none", -100, 0.0, 3),
+        ((8, 5), "mean", -100, 0.1, 3),  # smoothing and ignoring together
+        ((2, 4, 3, 5), "mean", -100, 0.0, 0),  # spatial
+        ((2, 4, 3, 5), "none", -100, 0.1, 4),
+        ((2, 4, 3, 5), "sum", -100, 0.0, 4),
+    ]
+    for xs, reduction, ignore_index, smoothing, n_ignored in cases:
+        n, c = xs[0], xs[1]
+        target = torch.randint(0, c, (n,) + xs[2:], dtype=torch.int64)
+        if n_ignored:
+            flat = target.view(-1)
+            flat[torch.randperm(flat.numel())[:n_ignored]] = ignore_index
+        cfg = dict(reduction=reduction, ignore_index=ignore_index, label_smoothing=smoothing)
+        fn = lambda x, target: F.cross_entropy(x, target, reduction=reduction, ignore_index=ignore_index,
+                                               label_smoothing=smoothing)
+        w.add(cfg, {"x": 3 * randn(*xs), "target": target}, fn)
+    w.save()
+
+
+def safetensors_dtypes():
+    """A file in every dtype minidl reads, with values tests/test_safetensors.cpp knows by heart."""
+    tensors = {
+        "f32": torch.arange(6, dtype=torch.float32).reshape(2, 3) - 2.5,
+        "f64": torch.arange(4, dtype=f64) * 0.25,
+        "i64": torch.tensor([-3, 0, 2**40], dtype=torch.int64),
+        "u8": torch.arange(250, 256, dtype=torch.uint8).reshape(3, 1, 2),
+        "f16": torch.tensor([1.5, -2.0, 65504.0], dtype=torch.float16),
+        "bf16": torch.tensor([1.0, -0.5], dtype=torch.bfloat16),
+        "scalar": torch.tensor(3.25, dtype=f64),
+        "empty": torch.zeros(0, 3, dtype=torch.float32),
+    }
+    path = os.path.join(OUT_DIR, "safetensors_dtypes.safetensors")
+    save_file(tensors, path, metadata={"format": "pt"})
+    print(f"{path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
+
+
+def main():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    safetensors_dtypes()
+    for make in [conv2d, linear, pooling, softmax, cross_entropy]:
+        torch.manual_seed(0)
+        make()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,383 @@
+// conv2d: forward and both grads against direct loops written here (double),
+// over many geometries (stride, padding, dilation, groups, depthwise,
+// non-square kernels, bias, unbatched, images big enough for several cache
+// blocks); the raw-pointer kernels; float64 gradient checks on odd shapes;
+// 1 vs several threads; error paths with PyTorch's wording.
+#include <omp.h>
+
+#include <random>
+
+#include "ops/conv2d_kernels.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::allclose;
+using minidl::testing::check_gradients;
+
+namespace {
+
+struct Config {
+  int64_t N, C, H, W, K, kH, kW;
+  Conv2dParams p;
+  bool bias = true;
+  bool unbatched = false;
+};
+
+std::string describe(const Config& c) {
+  std::ostringstream os;
+  os << "N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W << " K=" << c.K << " k=" << c.kH << "x" << c.kW
+     << " stride=" << c.p.stride[0] << "," << c.p.stride[1] << " pad=" << c.p.padding[0] << "," << c.p.padding[1]
+     << " dil=" << c.p.dilation[0] << "," << c.p.dilation[1] << " groups=" << c.p.groups << " bias=" << c.bias
+     << " unbatched=" << c.unbatched;
+  return os.str();
+}
+
+Conv2dParams params(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  Conv2dParams p;
+  p.stride = {sh, sw};
+  p.padding = {ph, pw};
+  p.dilation = {dh, dw};
+  p.groups = groups;
+  return p;
+}
+
+Conv2dGeometry geometry(const Config& c) {
+  Conv2dGeometry g;
+  g.batch = c.N, g.in_channels = c.C, g.in_h = c.H, g.in_w = c.W, g.out_channels = c.K;
+  g.kernel_h = c.kH, g.kernel_w = c.kW;
+  g.stride_h = c.p.stride[0], g.stride_w = c.p.stride[1], g.pad_h = c.p.padding[0], g.pad_w = c.p.padding[1];
+  g.dilation_h = c.p.dilation[0], g.dilation_w = c.p.dilation[1], g.groups = c.p.groups;
+  conv2d_set_output_size(g);
+  return g;
+}
+
+// Calls f(n, k, c, i, j, kh, kw, xi, xj) for every term of the direct sum
+// y[n][k][i][j] += w[k][c][kh][kw] * x[n][group(k)*Cg + c][xi][xj] (inside the image only).
+template <class F>
+void for_each_term(const Conv2dGeometry& g, F f) {
+  const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t k = 0; k < g.out_channels; ++k)
+      for (int64_t i = 0; i < g.out_h; ++i)
+        for (int64_t j = 0; j < g.out_w; ++j)
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+              for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+                const int64_t xi = i * g.stride_h - g.pad_h + kh * g.dilation_h;
+                const int64_t xj = j * g.stride_w - g.pad_w + kw * g.dilation_w;
+                if (xi < 0 || xi >= g.in_h || xj < 0 || xj >= g.in_w) continue;
+                f(n, k, (k / Kg) * Cg + c, c, i, j, kh, kw, xi, xj);
+              }
+}
+
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+
+// Direct loops: y, and the grads of sum(y * dy).
+Reference reference(const Conv2dGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                    const std::vector<double>& b, const std::vector<double>& dy) {
+  const int64_t Cg = g.in_channels / g.groups;
+  const int64_t HW = g.in_h * g.in_w, OHW = g.out_h * g.out_w, taps = g.kernel_h * g.kernel_w;
+  Reference r;
+  r.y.assign(static_cast<size_t>(g.batch * g.out_channels * OHW), 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dw.assign(w.size(), 0.0);
+  r.db.assign(static_cast<size_t>(g.out_channels), 0.0);
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t k = 0; k < g.out_channels; ++k)
+      for (int64_t q = 0; q < OHW; ++q) {
+        const size_t yi = static_cast<size_t>((n * g.out_channels + k) * OHW + q);
+        if (!b.empty()) r.y[yi] = b[static_cast<size_t>(k)];
+        r.db[static_cast<size_t>(k)] += dy[yi];
+      }
+  for_each_term(g, [&](int64_t n, int64_t k, int64_t xc, int64_t c, int64_t i, int64_t j, int64_t kh, int64_t kw,
+                       int64_t xi, int64_t xj) {
+    const size_t yi = static_cast<size_t>((n * g.out_channels + k) * OHW + i * g.out_w + j);
+    const size_t xidx = static_cast<size_t>((n * g.in_channels + xc) * HW + xi * g.in_w + xj);
+    const size_t widx = static_cast<size_t>((k * Cg + c) * taps + kh * g.kernel_w + kw);
+    r.y[yi] += w[widx] * x[xidx];
+    r.dx[xidx] += w[widx] * dy[yi];
+    r.dw[widx] += x[xidx] * dy[yi];
+  });
+  return r;
+}
+
+std::vector<double> random_values(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist;
+  std::vector<double> v(n);
+  for (double& e : v) e = dist(gen);
+  return v;
+}
+
+Shape x_shape(const Config& c) { return c.unbatched ? Shape{c.C, c.H, c.W} : Shape{c.N, c.C, c.H, c.W}; }
+
+// Runs conv2d forward + backward in `dtype` and compares with the reference.
+void check_against_reference(const Config& c, DType dtype, uint64_t seed) {
+  INFO(describe(c), " dtype=", dtype_name(dtype));
+  const Conv2dGeometry g = geometry(c);
+  const auto xv = random_values(static_cast<size_t>(c.N * c.C * c.H * c.W), seed);
+  const auto wv = random_values(static_cast<size_t>(c.K * (c.C / c.p.groups) * c.kH * c.kW), seed + 1);
+  const auto bv = c.bias ? random_values(static_cast<size_t>(c.K), seed + 2) : std::vector<double>();
+  const Shape y_shape = c.unbatched ? Shape{c.K, g.out_h, g.out_w} : Shape{c.N, c.K, g.out_h, g.out_w};
+  const auto dyv = random_values(static_cast<size_t>(numel_of(y_shape)), seed + 3);
+  const Reference ref = reference(g, xv, wv, bv, dyv);
+
+  Tensor x = tensor(xv, x_shape(c), dtype).requires_grad_();
+  Tensor w = tensor(wv, {c.K, c.C / c.p.groups, c.kH, c.kW}, dtype).requires_grad_();
+  Tensor b = c.bias ? tensor(bv, {c.K}, dtype).requires_grad_() : Tensor();
+  Tensor y = conv2d(x, w, b, c.p);
+  REQUIRE(y.shape() == y_shape);
+  const double rtol = dtype == kFloat32 ? 1e-4 : 1e-10, atol = dtype == kFloat32 ? 1e-4 : 1e-10;
+  CHECK(allclose(y, tensor(ref.y, y_shape, kFloat64), rtol, atol));
+  y.backward(tensor(dyv, y_shape, dtype));
+  CHECK(allclose(x.grad(), tensor(ref.dx, x.shape(), kFloat64), rtol, atol));
+  CHECK(allclose(w.grad(), tensor(ref.dw, w.shape(), kFloat64), rtol, atol));
+  if (c.bias) CHECK(allclose(b.grad(), tensor(ref.db, {c.K}, kFloat64), rtol, atol));
+}
+
+std::vector<Config> reference_configs() {
+  std::vector<Config> cs;
+  // Batch 3, 5 channels, 7x6 images, in many variants.
+  for (bool bias : {true, false}) {
+    cs.push_back({3, 5, 7, 6, 4, 3, 3, params(1, 1, 1, 1, 1, 1, 1), bias});
+    cs.push_back({3, 5, 7, 6, 4, 1, 1, params(1, 1, 0, 0, 1, 1, 1), bias});
+    cs.push_back({3, 5, 7, 6, 6, 2, 3, params(1, 1, 0, 0, 1, 1, 1), bias});
+  }
+  cs.push_back({3, 5, 7, 6, 10, 3, 3, params(1, 1, 1, 1, 1, 1, 5)});   // groups 5, 2 filters each
+  cs.push_back({3, 5, 7, 6, 5, 3, 3, params(1, 1, 1, 1, 1, 1, 5)});    // depthwise
+  cs.push_back({3, 5, 7, 6, 15, 3, 3, params(1, 1, 1, 1, 1, 1, 5)});   // depthwise, multiplier 3
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(2, 2, 1, 1, 1, 1, 1)});    // stride 2
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(2, 2, 0, 0, 1, 1, 1)});
+  cs.push_back({3, 5, 7, 6, 4, 1, 1, params(2, 2, 0, 0, 1, 1, 1)});    // 1x1 stride 2 (a ResNet shortcut)
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(1, 1, 2, 2, 2, 2, 1)});    // dilation 2
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(1, 1, 0, 0, 2, 2, 1)});
+  cs.push_back({3, 5, 7, 6, 4, 2, 3, params(2, 1, 1, 0, 2, 1, 1)});    // everything different per axis
+  cs.push_back({3, 5, 7, 6, 4, 2, 3, params(3, 2, 2, 1, 1, 3, 1)});    // stride 3 > kernel height
+  cs.push_back({3, 5, 7, 6, 4, 3, 2, params(2, 3, 2, 0, 2, 1, 1)});
+  cs.push_back({3, 6, 7, 6, 4, 3, 3, params(2, 1, 1, 1, 1, 2, 2)});    // groups 2 with stride and dilation
+  cs.push_back({3, 5, 7, 6, 4, 7, 6, params(1, 1, 0, 0, 1, 1, 1)});    // kernel = image: 1x1 output
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(1, 1, 3, 4, 1, 1, 1)});    // padding wider than the kernel
+  cs.push_back({3, 5, 7, 6, 4, 3, 3, params(5, 5, 1, 1, 1, 1, 1)});    // stride > image
+  Config unb{1, 5, 7, 6, 4, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
+  unb.unbatched = true;
+  cs.push_back(unb);
+  Config unb2{1, 5, 7, 6, 4, 3, 3, params(2, 2, 1, 1, 1, 1, 1)};
+  unb2.unbatched = true;
+  cs.push_back(unb2);
+  cs.push_back({1, 5, 7, 6, 4, 3, 3, params(1, 1, 1, 1, 1, 1, 1)});    // one image: tiles split over threads
+  // Tile remainders: 15 and 40 filters (row tiles 8+4+2+1; weight-grad widths 4+2+1 vectors).
+  cs.push_back({2, 3, 9, 11, 15, 3, 3, params(1, 1, 1, 1, 1, 1, 1)});
+  cs.push_back({2, 3, 9, 11, 40, 3, 3, params(1, 1, 1, 1, 1, 1, 1)});
+  // Big enough for several cache blocks of output and weight-grad rows.
+  cs.push_back({2, 4, 48, 40, 8, 3, 3, params(1, 1, 1, 1, 1, 1, 1)});
+  cs.push_back({1, 4, 48, 40, 8, 3, 3, params(2, 2, 1, 1, 1, 1, 1)});
+  cs.push_back({2, 3, 1, 2, 4, 1, 1, params(1, 1, 3, 3, 1, 1, 1)});    // output mostly padding
+  // No input channels: y = bias.
+  cs.push_back({2, 0, 5, 5, 3, 3, 3, params(1, 1, 1, 1, 1, 1, 1)});
+  return cs;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d forward and grads match direct loops (float32 and float64)") {
+  uint64_t seed = 10;
+  for (const Config& c : reference_configs()) {
+    check_against_reference(c, kFloat32, seed);
+    check_against_reference(c, kFloat64, seed + 100);
+    seed += 7;
+  }
+}
+
+TEST_CASE("conv2d raw kernels on random geometries (float64, 1-3 threads)") {
+  const int saved = omp_get_max_threads();
+  std::mt19937 rng(2024);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int runs = 0;
+  while (runs < 150) {
+    Conv2dGeometry g;
+    g.groups = pick(1, 3);
+    g.batch = pick(1, 3), g.in_channels = pick(0, 4) * g.groups, g.out_channels = pick(1, 11) * g.groups;
+    g.in_h = pick(1, 11), g.in_w = pick(1, 11), g.kernel_h = pick(1, 4), g.kernel_w = pick(1, 4);
+    g.stride_h = pick(1, 4), g.stride_w = pick(1, 4), g.pad_h = pick(0, 3), g.pad_w = pick(0, 3);
+    g.dilation_h = pick(1, 3), g.dilation_w = pick(1, 3);
+    if (g.in_h + 2 * g.pad_h < g.dilation_h * (g.kernel_h - 1) + 1 ||
+        g.in_w + 2 * g.pad_w < g.dilation_w * (g.kernel_w - 1) + 1)
+      continue;
+    conv2d_set_output_size(g);
+    ++runs;
+    omp_set_num_threads(pick(1, 3));
+    const int64_t Cg = g.in_channels / g.groups, taps = g.kernel_h * g.kernel_w;
+    const auto x = random_values(static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w), rng());
+    const auto w = random_values(static_cast<size_t>(g.out_channels * Cg * taps), rng());
+    const auto b = random_values(static_cast<size_t>(g.out_channels), rng());
+    const auto dy = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), rng());
+    const Reference ref = reference(g, x, w, b, dy);
+    std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+    conv2d_forward_kernel<double>(g, x.data(), w.data(), b.data(), y.data());
+    conv2d_backward_input_kernel<double>(g, dy.data(), w.data(), dx.data());
+    conv2d_backward_weight_kernel<double>(g, dy.data(), x.data(), dw.data(), db.data());
+    auto close = [](const std::vector<double>& a, const std::vector<double>& r) {
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!(std::abs(a[i] - r[i]) <= 1e-10 * (1 + std::abs(r[i])))) return false;
+      return true;
+    };
+    INFO("N=", g.batch, " C=", g.in_channels, " K=", g.out_channels, " ", g.in_h, "x", g.in_w, " k=", g.kernel_h, "x",
+         g.kernel_w, " s=", g.stride_h, ",", g.stride_w, " p=", g.pad_h, ",", g.pad_w, " d=", g.dilation_h, ",",
+         g.dilation_w, " groups=", g.groups);
+    CHECK(close(y, ref.y));
+    CHECK(close(dx, ref.dx));
+    CHECK(close(dw, ref.dw));
+    CHECK(close(db, ref.db));
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("conv2d: empty batch") {
+  Tensor x = zeros({0, 3, 5, 5});
+  Tensor w = ones({4, 3, 3, 3});
+  Tensor y = conv2d(x, w, Tensor(), params(1, 1, 1, 1, 1, 1, 1));
+  CHECK(y.shape() == Shape{0, 4, 5, 5});
+}
+
+TEST_CASE("conv2d raw-pointer kernels (no Tensor)") {
+  // 1 image, 1 channel 3x3 of 1..9, one 2x2 kernel of ones, padding 0:
+  // each output is the sum of a 2x2 window.
+  Conv2dGeometry g;
+  g.batch = 1, g.in_channels = 1, g.in_h = 3, g.in_w = 3, g.out_channels = 1, g.kernel_h = 2, g.kernel_w = 2;
+  conv2d_set_output_size(g);
+  REQUIRE(g.out_h == 2);
+  REQUIRE(g.out_w == 2);
+  const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const float w[4] = {1, 1, 1, 1};
+  const float bias[1] = {0.5f};
+  float y[4];
+  conv2d_forward_kernel<float>(g, x, w, bias, y);
+  CHECK(y[0] == 12.5f);
+  CHECK(y[1] == 16.5f);
+  CHECK(y[2] == 24.5f);
+  CHECK(y[3] == 28.5f);
+  // dy = ones: dx counts how many windows cover each pixel; dw sums each window position.
+  const float dy[4] = {1, 1, 1, 1};
+  float dx[9], dw[4], db[1];
+  conv2d_backward_input_kernel<float>(g, dy, w, dx);
+  const float expect_dx[9] = {1, 2, 1, 2, 4, 2, 1, 2, 1};
+  for (int i = 0; i < 9; ++i) CHECK(dx[i] == expect_dx[i]);
+  conv2d_backward_weight_kernel<float>(g, dy, x, dw, db);
+  CHECK(dw[0] == 12.0f);  // 1+2+4+5
+  CHECK(dw[1] == 16.0f);
+  CHECK(dw[2] == 24.0f);
+  CHECK(dw[3] == 28.0f);
+  CHECK(db[0] == 4.0f);
+}
+
+TEST_CASE("conv2d gives the same result on 1 and 3 threads") {
+  const int saved = omp_get_max_threads();
+  const Config c{4, 6, 10, 9, 8, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
+  std::vector<Tensor> outs;
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    manual_seed(5);
+    Tensor x = randn(x_shape(c)).requires_grad_();
+    Tensor w = randn({c.K, c.C, c.kH, c.kW}).requires_grad_();
+    Tensor y = conv2d(x, w, Tensor(), c.p);
+    y.backward(ones_like(y));
+    outs.insert(outs.end(), {y, x.grad(), w.grad()});
+  }
+  omp_set_num_threads(saved);
+  for (size_t i = 0; i < 3; ++i) CHECK(allclose(outs[i], outs[i + 3], 1e-5, 1e-5));
+}
+
+TEST_CASE("conv2d float64 gradient checks on odd shapes") {
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 5, 4}, {2, 3, 3, 3}, params(1, 1, 1, 1, 1, 1, 1), true},
+      {{1, 3, 5, 7}, {3, 3, 2, 3}, params(2, 1, 1, 0, 1, 2, 1), true},
+      {{2, 4, 5, 5}, {6, 2, 3, 1}, params(1, 2, 0, 1, 2, 1, 2), false},
+      {{2, 3, 5, 4}, {3, 1, 3, 3}, params(1, 1, 1, 1, 1, 1, 3), true},  // depthwise
+      {{3, 5, 3}, {2, 3, 1, 1}, params(1, 1, 0, 0, 1, 1, 1), true},      // unbatched 1x1
+      {{1, 2, 7, 5}, {3, 2, 3, 3}, params(3, 2, 2, 1, 1, 1, 1), true},   // stride 3
+  };
+  uint64_t seed = 77;
+  for (const Case& k : cases) {
+    INFO("x=", shape_str(k.x), " w=", shape_str(k.w));
+    manual_seed(seed++);
+    Tensor x = randn(k.x, kFloat64).requires_grad_();
+    Tensor w = randn(k.w, kFloat64).requires_grad_();
+    Tensor b = k.bias ? randn({k.w[0]}, kFloat64).requires_grad_() : Tensor();
+    std::vector<Tensor> inputs = {x, w};
+    if (k.bias) inputs.push_back(b);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], k.bias ? in[2] : Tensor(), k.p); },
+        inputs);
+  }
+}
+
+TEST_CASE("conv2d only computes the grads that are needed") {
+  manual_seed(3);
+  Tensor x = randn({2, 3, 6, 6});  // no grad: the first layer of a network
+  Tensor w = randn({4, 3, 3, 3}).requires_grad_();
+  Tensor b = zeros({4}).requires_grad_();
+  Tensor y = conv2d(x, w, b, params(1, 1, 1, 1, 1, 1, 1));
+  y.sum().backward();
+  CHECK(!x.grad().defined());
+  CHECK(w.grad().defined());
+  CHECK(allclose(b.grad(), full({4}, 2 * 36)));  // N * H * W ones per filter
+}
+
+TEST_CASE("conv2d errors use PyTorch's wording") {
+  const Tensor w = zeros({64, 3, 3, 3});
+  const Conv2dParams p1 = params(1, 1, 0, 0, 1, 1, 1);
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 4, 32, 32}), w, Tensor(), p1),
+                        "Given groups=1, weight of size [64, 3, 3, 3], expected input[2, 4, 32, 32] to have 3 "
+                        "channels, but got 4 channels instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({4, 32, 32}), w, Tensor(), p1),
+                        "expected input[1, 4, 32, 32] to have 3 channels, but got 4 channels instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3}), w, Tensor(), p1),
+                        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [2, 3]");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 4, 4, 4}), w, Tensor(), p1),
+                        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [2, 3, 4, 4, 4]");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 2, 2}), w, Tensor(), p1),
+                        "Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't "
+                        "be greater than actual input size");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({1, 3, 3, 3}), w, Tensor(), params(1, 1, 0, 0, 1, 2, 1)),
+                        "Calculated padded input size per channel: (3 x 3). Kernel size: (3 x 5)");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, Tensor(), params(0, 1, 0, 0, 1, 1, 1)),
+                        "non-positive stride is not supported");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, Tensor(), params(1, -1, 0, 0, 1, 1, 1)),
+                        "non-positive stride is not supported");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, Tensor(), params(1, 1, 0, 0, 0, 1, 1)),
+                        "non-positive dilation is not supported");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, Tensor(), params(1, 1, -1, 0, 1, 1, 1)),
+                        "negative padding is not supported");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 6, 8, 8}), w, Tensor(), params(1, 1, 0, 0, 1, 1, 0)),
+                        "non-positive groups is not supported");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 6, 8, 8}), zeros({64, 2, 3, 3}), Tensor(), params(1, 1, 0, 0, 1, 1, 3)),
+                        "Given groups=3, expected weight to be divisible by 3 at dimension 0, but got weight of size "
+                        "[64, 2, 3, 3] instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 6, 8, 8}), w, Tensor(), params(1, 1, 0, 0, 1, 1, 4)),
+                        "Given groups=4, weight of size [64, 3, 3, 3], expected input[2, 6, 8, 8] to have 12 "
+                        "channels, but got 6 channels instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 6, 4, 8}), zeros({0, 6, 1, 1}), Tensor(), p1),
+                        "Given groups=1, expected weight to be at least 1 at dimension 0, but got weight of size "
+                        "[0, 6, 1, 1] instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 6, 4, 8}), zeros({4, 6, 0, 1}), Tensor(), p1), "kernel of at least 1 x 1");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), zeros({64, 3, 3}), Tensor(), p1), "conv2d: expected weight");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, zeros({3}), p1),
+                        "Given weight of size [64, 3, 3, 3], expected bias to be 1-dimensional with 64 elements, but "
+                        "got bias of size [3] instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, zeros({64, 1}), p1), "but got bias of size [64, 1] instead");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}, kFloat64), w, Tensor(), p1),
+                        "Input type (float64) and weight type (float32) should be the same");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), w, zeros({64}, kFloat64), p1),
+                        "Input type (float32) and bias type (float64) should be the same");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}, kInt64), zeros({64, 3, 3, 3}, kInt64), Tensor(), p1),
+                        "conv2d: expected a float32 or float64 input, got int64");
+  CHECK_THROWS_CONTAINS(conv2d(Tensor(), w, Tensor(), p1), "conv2d: the input tensor is undefined");
+  CHECK_THROWS_CONTAINS(conv2d(zeros({2, 3, 8, 8}), Tensor(), Tensor(), p1), "conv2d: the weight tensor is undefined");
+}
