@@ -8,5 +8,8 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/generator.h"
+#include "core/parallel.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "nn/nn.h"

@@ -8,6 +8,8 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 (> 1: minidl is faster).
 
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
+                                  [--suites ops,norm]
+Suites: ops (bench_ops: matmul, conv2d) and norm (bench_norm: BN, GN, LN, IN).
 """
 import argparse
 import json
@@ -42,19 +44,26 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
+    parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm")
     args = parser.parse_args()
 
-    bench_ops = os.path.join(args.build, "bench", "bench_ops")
-    if not os.path.exists(bench_ops):
-        sys.exit(f"{bench_ops} not found: build it first (cmake --build {args.build} --target bench_ops)")
+    suites = [s for s in args.suites.split(",") if s]
+    programs = {"ops": "bench_ops", "norm": "bench_norm"}
+    for suite in suites:
+        if suite not in programs:
+            sys.exit(f"unknown suite {suite!r} (choose from {', '.join(programs)})")
+        path = os.path.join(args.build, "bench", programs[suite])
+        if not os.path.exists(path):
+            sys.exit(f"{path} not found: build it first (cmake --build {args.build} --target {programs[suite]})")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     common = ["--threads", str(args.threads), "--reps", str(args.reps)]
 
     raw = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
-        raw += run_lines([bench_ops] + common, env)
-        raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py")] + common, env)
+        for suite in suites:
+            raw += run_lines([os.path.join(args.build, "bench", programs[suite])] + common, env)
+            raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py"), "--suite", suite] + common, env)
     if args.json:
         with open(args.json, "w") as f:
             for line in raw:
@@ -74,7 +83,7 @@ def main():
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; threads: {args.threads}")
     print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
     print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
-    header = f"{'op':<16} {'shape':<32} {'minidl ms':>10} {'torch ms':>10} {'minidl GF/s':>12} {'torch GF/s':>11} {'ratio':>6}"
+    header = f"{'op':<22} {'shape':<32} {'minidl ms':>10} {'torch ms':>10} {'minidl GF/s':>12} {'torch GF/s':>11} {'ratio':>6}"
     print(header)
     print("-" * len(header))
     for op, shape in order:
@@ -82,7 +91,7 @@ def main():
         if not m or not t:
             continue
         ratio = t["median_ms"] / m["median_ms"]
-        print(f"{op:<16} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
+        print(f"{op:<22} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
               f"{t['gflops']:>11.1f} {ratio:>6.2f}")
     print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
 

@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 
@@ -11,6 +13,20 @@ namespace {
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    // Blocks of 2 MiB or more are 2 MiB aligned and marked for transparent huge
+    // pages: their first touch then costs one page fault per 2 MiB instead of
+    // one per 4 KiB (for a 32 MiB activation, ~8000 faults that cost more than
+    // the op writing it). PyTorch does the same when THP_MEM_ALLOC_ENABLE=1.
+    constexpr size_t kHugePage = size_t{2} << 20;
+    if (nbytes >= kHugePage) {
+      const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+      void* p = std::aligned_alloc(kHugePage, rounded);
+      MINIDL_CHECK(p != nullptr, "CPU allocator: out of memory allocating ", nbytes, " bytes");
+#ifdef MADV_HUGEPAGE
+      madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
+#endif
+      return p;
+    }
     constexpr size_t kAlignment = 64;
     const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);

@@ -239,7 +239,7 @@ struct ShiftedProblem {
   std::vector<Slot> slots;
   std::vector<int64_t> taps;  // kernel tap (kh * kW + kw) of each term
   std::vector<int64_t> off;   // its read offset into the buffer
-  int64_t q_count = 0, q_pad = 0;  // out_rows * pitch, rounded up to whole vectors
+  int64_t q_pad = 0;               // out_rows * pitch, rounded up to whole vectors
   int64_t buffer_size = 0;         // including the zero tail that the last reads run into
 
   // Finishes the layout once out_*, slots, row/col maps and per-term
@@ -266,8 +266,7 @@ struct ShiftedProblem {
     off.resize(taps.size());
     for (size_t i = 0; i < taps.size(); ++i)
       off[i] = term_slot[i] * J * plane + term_dy[i] * pitch + term_dx[i];
-    q_count = out_rows * pitch;
-    q_pad = round_up(q_count, lanes);
+    q_pad = round_up(out_rows * pitch, lanes);
     buffer_size = static_cast<int64_t>(slots.size()) * J * plane + max_dx + lanes;
   }
 };

@@ -5,10 +5,12 @@
 //   op(A) is m x k (A stored k x m when trans_a), op(B) is k x n; every
 //   matrix is row-major with its own leading dimension (row pitch).
 //
-// gemm() runs on the calling thread. gemm_parallel() splits C into one block
-// per OpenMP thread along its longer side and runs Eigen single-threaded in
-// each: on this kind of 2-core machine that is about twice as fast as Eigen's
-// own OpenMP GEMM, whose threads synchronize per block (bench/RESULTS.md).
+// gemm() runs on the calling thread (inside a parallel region Eigen stays
+// single-threaded). gemm_parallel() splits C into one block per OpenMP thread
+// along its longer side and runs Eigen single-threaded in each. On a quiet
+// machine that is as fast as Eigen's own OpenMP GEMM; when another process
+// competes for a core it held up twice as well in our measurements, as the
+// blocks need no synchronization until the end (bench/RESULTS.md).
 #pragma once
 
 #include <omp.h>

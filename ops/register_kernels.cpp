@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/dispatch.h"
+#include "core/parallel.h"
 
 namespace minidl {
 
@@ -17,6 +18,7 @@ void register_pooling_cpu_kernels();
 void register_dropout_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
+void register_norm_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
 void register_cuda_kernels();
 #endif
@@ -24,6 +26,7 @@ void register_cuda_kernels();
 void ensure_kernels_registered() {
   static std::once_flag once;
   std::call_once(once, [] {
+    init_num_threads_from_env();
     register_copy_cpu_kernels();
     register_binary_cpu_kernels();
     register_unary_cpu_kernels();
@@ -35,6 +38,7 @@ void ensure_kernels_registered() {
     register_dropout_cpu_kernels();
     register_softmax_cpu_kernels();
     register_loss_cpu_kernels();
+    register_norm_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
     register_cuda_kernels();
 #endif

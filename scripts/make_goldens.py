@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the PyTorch golden fixtures under tests/goldens/ that tests/test_goldens.cpp reads.
+"""Writes the PyTorch golden fixtures under tests/goldens/ that tests/test_goldens.cpp reads
+(and the normalization ones, *_norm.safetensors, that tests/test_norm_goldens.cpp reads).
 
     python3 scripts/make_goldens.py          # needs torch and safetensors (pip)
 
@@ -10,6 +11,7 @@ floating input (gx, gw, gb). The configurations live in the metadata under the
 single key "cases": a JSON list with one object per case (one key only, because
 the Rust writer stores metadata keys in random order and the files should be
 byte-for-byte reproducible). Every file starts from torch.manual_seed(0).
+The normalization files store several steps per case; see NormWriter below.
 """
 import json
 import os
@@ -167,6 +169,166 @@ def cross_entropy():
     w.save()
 
 
+# ---- normalization: run real torch.nn modules through several steps ----------
+#
+# Tensors of case i: "case<i>.weight", "case<i>.bias" (when affine; random, not
+# the ones/zeros init, so their gradients mean something), then for each
+# training step s = 0, 1, ... "case<i>.step<s>.<name>" with x, gy, y, gx,
+# gweight, gbias and, when the module tracks running stats, running_mean,
+# running_var and num_batches_tracked as they are AFTER the step (the module
+# starts from its init: running_mean 0, running_var 1, num_batches_tracked 0).
+# Then "case<i>.eval.<name>" (x, gy, y, gx, gweight, gbias) for one forward and
+# backward in eval mode on a new input. The parameters are never updated
+# between steps; each step's gradients are fresh (the module's grads are reset).
+# The config gives the module, its arguments and the number of steps, so a test
+# can drive either the functional op (computing the factor 1/num_batches_tracked
+# itself for momentum None) or the module.
+
+
+def channel_input(shape, channel_dim=1):
+    """randn with a random scale and shift per channel, so running stats move visibly."""
+    c = shape[channel_dim]
+    view = [1] * len(shape)
+    view[channel_dim] = c
+    scale = (0.5 + 2 * torch.rand(c, dtype=f64)).view(view)
+    shift = (3 * randn(c)).view(view)
+    return randn(*shape) * scale + shift
+
+
+class NormWriter:
+    def __init__(self, filename):
+        self.filename = filename
+        self.tensors = {}
+        self.configs = []
+
+    def _forward_backward(self, module, prefix, x):
+        for p in module.parameters():
+            p.grad = None
+        x = x.clone().requires_grad_(True)
+        y = module(x)
+        gy = randn(*y.shape)
+        y.backward(gy)
+        t = self.tensors
+        t[prefix + "x"] = x.detach().clone()
+        t[prefix + "gy"] = gy
+        t[prefix + "y"] = y.detach().clone()
+        t[prefix + "gx"] = x.grad.detach().clone()
+        for name in ("weight", "bias"):
+            p = getattr(module, name, None)
+            if p is not None:
+                t[prefix + "g" + name] = p.grad.detach().clone()
+
+    def add(self, config, module, make_input, steps=3):
+        """Runs `steps` training steps on fresh inputs, then one eval step; records everything."""
+        i = len(self.configs)
+        module = module.to(f64)
+        with torch.no_grad():
+            for name in ("weight", "bias"):
+                p = getattr(module, name, None)
+                if p is not None:
+                    p.copy_(1 + 0.5 * randn(*p.shape) if name == "weight" else 0.5 * randn(*p.shape))
+                    self.tensors[f"case{i}.{name}"] = p.detach().clone()
+        tracks = getattr(module, "running_mean", None) is not None
+        module.train()
+        for s in range(steps):
+            prefix = f"case{i}.step{s}."
+            self._forward_backward(module, prefix, make_input())
+            if tracks:
+                self.tensors[prefix + "running_mean"] = module.running_mean.detach().clone()
+                self.tensors[prefix + "running_var"] = module.running_var.detach().clone()
+                self.tensors[prefix + "num_batches_tracked"] = module.num_batches_tracked.detach().clone()
+        module.eval()
+        self._forward_backward(module, f"case{i}.eval.", make_input())
+        self.configs.append(dict(config, steps=steps))
+
+    def save(self):
+        path = os.path.join(OUT_DIR, self.filename)
+        save_file(self.tensors, path, metadata={"cases": json.dumps(self.configs, sort_keys=True)})
+        print(f"{path}: {len(self.configs)} cases, {os.path.getsize(path)} bytes")
+
+
+def batch_norm():
+    w = NormWriter("batch_norm.safetensors")
+    shapes = {"BatchNorm1d": [(7, 6), (3, 6, 7)], "BatchNorm2d": [(3, 6, 3, 5)], "BatchNorm3d": [(2, 5, 3, 2, 3)]}
+    for module_name, shape_list in shapes.items():
+        for shape in shape_list:
+            for affine in (True, False):
+                for momentum in (0.1, None):
+                    cfg = dict(module=module_name, shape=shape, affine=affine, momentum=momentum,
+                               track_running_stats=True, eps=1e-5)
+                    m = getattr(torch.nn, module_name)(shape[1], eps=1e-5, momentum=momentum, affine=affine)
+                    w.add(cfg, m, lambda: channel_input(shape))
+    # Other eps and momentum; and no running stats, where eval uses the batch statistics too.
+    for module_name, shape, affine, momentum, eps, track in [
+            ("BatchNorm2d", (3, 6, 3, 5), True, 0.3, 1e-3, True),
+            ("BatchNorm2d", (3, 6, 3, 5), True, 0.1, 1e-5, False),
+            ("BatchNorm1d", (5, 6), False, 0.1, 1e-5, False)]:
+        cfg = dict(module=module_name, shape=shape, affine=affine, momentum=momentum,
+                   track_running_stats=track, eps=eps)
+        m = getattr(torch.nn, module_name)(shape[1], eps=eps, momentum=momentum, affine=affine,
+                                           track_running_stats=track)
+        w.add(cfg, m, lambda: channel_input(shape))
+    w.save()
+
+
+def instance_norm():
+    w = NormWriter("instance_norm.safetensors")
+    # momentum None in InstanceNorm means 0.0: the running stats never move (not a cumulative average).
+    for module_name, shape, affine, track, momentum in [
+            ("InstanceNorm1d", (3, 6, 7), False, False, 0.1),
+            ("InstanceNorm1d", (3, 6, 7), True, False, 0.1),
+            ("InstanceNorm1d", (3, 6, 7), True, True, 0.1),
+            ("InstanceNorm1d", (3, 6, 7), False, True, None),
+            ("InstanceNorm2d", (3, 6, 3, 5), False, False, 0.1),
+            ("InstanceNorm2d", (3, 6, 3, 5), True, False, 0.1),
+            ("InstanceNorm2d", (3, 6, 3, 5), False, True, 0.1),
+            ("InstanceNorm2d", (3, 6, 3, 5), True, True, 0.1)]:
+        cfg = dict(module=module_name, shape=shape, affine=affine, momentum=momentum,
+                   track_running_stats=track, eps=1e-5)
+        m = getattr(torch.nn, module_name)(shape[1], eps=1e-5, momentum=momentum, affine=affine,
+                                           track_running_stats=track)
+        w.add(cfg, m, lambda: channel_input(shape), steps=3 if track else 1)
+    w.save()
+
+
+def layer_norm():
+    w = NormWriter("layer_norm.safetensors")
+    for shape, normalized_shape, affine, bias, eps in [
+            ((5, 7), (7,), True, True, 1e-5),
+            ((3, 4, 3, 5), (5,), True, True, 1e-5),
+            ((3, 4, 3, 5), (5,), False, False, 1e-5),
+            ((3, 4, 3, 5), (3, 5), True, True, 1e-5),
+            ((3, 4, 3, 5), (3, 5), False, False, 1e-5),
+            ((3, 4, 3, 5), (4, 3, 5), True, True, 1e-3),
+            ((3, 4, 3, 5), (4, 3, 5), False, False, 1e-5),
+            ((3, 4, 3, 5), (3, 5), True, False, 1e-5),  # weight only
+            ((6, 7), (7,), True, False, 1e-5)]:
+        cfg = dict(module="LayerNorm", shape=shape, normalized_shape=normalized_shape,
+                   elementwise_affine=affine, bias=bias, eps=eps)
+        m = torch.nn.LayerNorm(normalized_shape, eps=eps, elementwise_affine=affine, bias=bias)
+        w.add(cfg, m, lambda: 2 * randn(*shape) + 1, steps=1)  # train and eval are the same op
+    w.save()
+
+
+def group_norm():
+    w = NormWriter("group_norm.safetensors")
+    for shape, groups, affine, eps in [
+            ((3, 6, 2, 5), 2, True, 1e-5),
+            ((3, 6, 2, 5), 2, False, 1e-5),
+            ((3, 6, 2, 5), 3, True, 1e-5),
+            ((3, 6, 2, 5), 3, False, 1e-3),
+            ((3, 6, 2, 5), 6, True, 1e-5),  # GroupNorm(C, C): InstanceNorm-like
+            ((3, 6, 2, 5), 1, True, 1e-5),  # GroupNorm(1, C): LayerNorm-like over (C, H, W)
+            ((3, 6, 7), 3, True, 1e-5),
+            ((2, 6, 3, 2, 3), 2, True, 1e-5),
+            ((5, 6), 2, True, 1e-5)]:
+        cfg = dict(module="GroupNorm", shape=shape, num_groups=groups, num_channels=shape[1],
+                   affine=affine, eps=eps)
+        m = torch.nn.GroupNorm(groups, shape[1], eps=eps, affine=affine)
+        w.add(cfg, m, lambda: channel_input(shape), steps=1)  # train and eval are the same op
+    w.save()
+
+
 def safetensors_dtypes():
     """A file in every dtype minidl reads, with values tests/test_safetensors.cpp knows by heart."""
     tensors = {
@@ -187,7 +349,8 @@ def safetensors_dtypes():
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     safetensors_dtypes()
-    for make in [conv2d, linear, pooling, softmax, cross_entropy]:
+    for make in [conv2d, linear, pooling, softmax, cross_entropy,
+                 batch_norm, instance_norm, layer_norm, group_norm]:
         torch.manual_seed(0)
         make()
 

@@ -1,0 +1,95 @@
+// Times the normalization layers' training step (forward, and forward +
+// backward) on a CIFAR-ResNet-sized activation and prints one JSON object per
+// line, like bench_ops:
+//   {"impl":"minidl","op":"batch_norm_fwd_bwd","shape":"128x64x32x32",...}
+// bench/bench_torch.py --norm prints the PyTorch twins; bench/run_bench.py
+// runs both. Options: --threads N (default 2), --reps N (default 15).
+//
+// Cases (training mode, float32): BatchNorm2d(64) with running stats,
+// GroupNorm(32, 64), LayerNorm([64, 32, 32]) (elementwise affine), and
+// InstanceNorm2d(64) (its defaults: no affine, no running stats).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "minidl.h"
+#include "ops/batch_norm.h"
+#include "ops/group_norm.h"
+#include "ops/instance_norm.h"
+#include "ops/layer_norm.h"
+
+using namespace minidl;
+
+namespace {
+
+int g_reps = 15;
+int g_threads = 2;
+
+// Median wall time of f() in milliseconds, after 3 warm-up calls.
+double median_ms(const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < g_reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// gflops here counts one "flop" per element touched per pass: it is only a
+// throughput figure for comparing the two libraries on the same case.
+void report(const std::string& op, const std::string& shape, double ms, double elements) {
+  std::printf(
+      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":%.1f,\"threads\":%d,"
+      "\"version\":\"minidl\"}\n",
+      op.c_str(), shape.c_str(), ms, elements / (ms * 1e6), g_threads);
+  std::fflush(stdout);
+}
+
+void bench_case(const std::string& name, const Tensor& x, const Tensor& dy, const std::vector<Tensor>& params,
+                const std::function<Tensor()>& f) {
+  const std::string shape = "128x64x32x32";
+  const double n = static_cast<double>(x.numel());
+  {
+    NoGradGuard no_grad;
+    report(name + "_fwd", shape, median_ms([&] { (void)f(); }), n);
+  }
+  report(name + "_fwd_bwd", shape, median_ms([&] {
+           Tensor(x).set_grad(Tensor());
+           for (const Tensor& p : params) Tensor(p).set_grad(Tensor());
+           f().backward(dy);
+         }),
+         n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0) g_threads = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  omp_set_num_threads(g_threads);
+  manual_seed(0);
+  const int64_t N = 128, C = 64, H = 32, W = 32;
+  Tensor x = randn({N, C, H, W}).requires_grad_();
+  const Tensor dy = randn({N, C, H, W});
+  Tensor w = ones({C}).requires_grad_(), b = zeros({C}).requires_grad_();
+  Tensor lw = ones({C, H, W}).requires_grad_(), lb = zeros({C, H, W}).requires_grad_();
+  Tensor rm = zeros({C}), rv = ones({C});
+
+  bench_case("batch_norm", x, dy, {w, b}, [&] { return batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5); });
+  bench_case("group_norm", x, dy, {w, b}, [&] { return group_norm(x, 32, w, b, 1e-5); });
+  bench_case("layer_norm", x, dy, {lw, lb}, [&] { return layer_norm(x, {C, H, W}, lw, lb, 1e-5); });
+  bench_case("instance_norm", x, dy, {}, [&] { return instance_norm(x); });
+  return 0;
+}

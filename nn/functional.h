@@ -1,0 +1,57 @@
+// nn::functional: the stateless counterparts of the layers, as
+// torch.nn.functional. They are the ops themselves (ops/*.h), re-exported so
+// model code can write `namespace F = minidl::nn::functional; F::relu(x)`.
+// Pooling sizes also accept a single int here (F::max_pool2d(x, 2)).
+#pragma once
+
+#include <optional>
+
+#include "nn/options.h"
+#include "ops/batch_norm.h"
+#include "ops/conv2d.h"
+#include "ops/dropout.h"
+#include "ops/group_norm.h"
+#include "ops/instance_norm.h"
+#include "ops/layer_norm.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/pooling.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+
+namespace minidl::nn::functional {
+
+using minidl::batch_norm;
+using minidl::conv2d;
+using minidl::Conv2dParams;
+using minidl::cross_entropy;
+using minidl::dropout;
+using minidl::gelu;
+using minidl::group_norm;
+using minidl::instance_norm;
+using minidl::layer_norm;
+using minidl::leaky_relu;
+using minidl::linear;
+using minidl::log_softmax;
+using minidl::mse_loss;
+using minidl::nll_loss;
+using minidl::Reduction;
+using minidl::relu;
+using minidl::sigmoid;
+using minidl::softmax;
+using minidl::tanh;
+
+// stride defaults to the kernel size (PyTorch's stride=None).
+inline Tensor max_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                         Int2 padding = 0) {
+  return minidl::max_pool2d(x, kernel_size, stride.value_or(kernel_size), padding);
+}
+inline Tensor avg_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                         Int2 padding = 0, bool count_include_pad = true) {
+  return minidl::avg_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad);
+}
+inline Tensor adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
+  return minidl::adaptive_avg_pool2d(x, output_size);
+}
+
+}  // namespace minidl::nn::functional

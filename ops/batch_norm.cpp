@@ -1,0 +1,80 @@
+// Batch normalization over (N, C, *) (PyTorch's F.batch_norm). Per channel c,
+// over its n = N * prod(*) values:
+//   training: mean_c = sum x / n, var_c = sum (x - mean_c)^2 / n (biased)
+//   eval:     mean_c = running_mean_c, var_c = running_var_c
+//   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
+// Training also updates the running statistics in place (no grad, version bumped):
+//   running_mean = (1 - momentum) running_mean + momentum mean_c
+//   running_var  = (1 - momentum) running_var  + momentum var_c n / (n - 1)   (unbiased)
+// Backward (xhat = (x - mean) invstd, g = dy * weight, sums over the channel):
+//   training: dx = invstd (g - sum g / n - xhat sum(g xhat) / n)
+//   eval:     dx = invstd g   (the statistics are constants)
+//   dweight = sum dy xhat,  dbias = sum dy
+// Saves the input, the weight and the float64 per-channel mean and invstd it
+// used (ops/norm_core.h: A = N, G = C, K = 1, S = prod(*)). Gradients are fresh
+// tensors; the engine accumulates them.
+#include "ops/batch_norm.h"
+
+#include <vector>
+
+#include "core/autograd/function.h"
+#include "ops/norm_core.h"
+
+namespace minidl {
+
+namespace {
+
+struct BatchNorm : autograd::Function<BatchNorm> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
+                        const Tensor& bias, const norm::NormGeometry& geo, double eps,
+                        bool use_input_stats, norm::GroupStats* stats) {
+    return norm::autograd_forward(ctx, input, weight, bias, geo, eps, use_input_stats, *stats);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return norm::autograd_backward(ctx, grads);
+  }
+};
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  MINIDL_CHECK(input.defined(), "batch_norm: the input tensor is undefined");
+  MINIDL_CHECK(input.dim() >= 2, "batch_norm: expected input of shape (N, C, *) with at least 2 dims, got input of size ",
+               shape_str(input.shape()));
+  MINIDL_CHECK(is_floating(input.dtype()), "\"batch_norm\" not implemented for '", dtype_name(input.dtype()), "'");
+  if (!training) {
+    MINIDL_CHECK(running_mean.defined(), "running_mean must be defined in evaluation mode");
+    MINIDL_CHECK(running_var.defined(), "running_var must be defined in evaluation mode");
+  }
+  MINIDL_CHECK(running_mean.defined() == running_var.defined(),
+               "running_mean and running_var must either both be None or neither be None");
+  const int64_t N = input.size(0), C = input.size(1);
+  int64_t spatial = 1;
+  for (int64_t d = 2; d < input.dim(); ++d) spatial *= input.size(d);
+  norm::check_param(running_mean, "running_mean", C, input, "batch_norm");
+  norm::check_param(running_var, "running_var", C, input, "batch_norm");
+  norm::check_param(weight, "weight", C, input, "batch_norm");
+  norm::check_param(bias, "bias", C, input, "batch_norm");
+  const int64_t n = N * spatial;  // values per channel
+  if (training)
+    MINIDL_CHECK(n != 1, "Expected more than 1 value per channel when training, got input size ",
+                 shape_str(input.shape()));
+
+  const norm::NormGeometry geo{N, C, 1, spatial, C};
+  norm::GroupStats stats;
+  if (!training) stats = norm::stats_from_running(running_mean, running_var, eps);
+  Tensor y = BatchNorm::apply(input, weight, bias, geo, eps, training, &stats);
+
+  if (training && running_mean.defined() && input.numel() > 0) {
+    const std::vector<double> mean = stats.mean.to_vector<double>();
+    std::vector<double> var = stats.var.to_vector<double>();
+    for (double& v : var) v *= static_cast<double>(n) / static_cast<double>(n - 1);
+    norm::update_running(running_mean, mean, momentum);
+    norm::update_running(running_var, var, momentum);
+  }
+  return y;
+}
+
+}  // namespace minidl

@@ -1,0 +1,127 @@
+// The one statistics core and the one backward core that BatchNorm,
+// InstanceNorm, GroupNorm, LayerNorm and SyncBatchNorm's building blocks share.
+//
+// Every normalization views its contiguous input as (A, G, K, S):
+//   element (a, g, k, s) sits at ((a * G + g) * K + k) * S + s,
+//   statistics are per g over (a, k, s)   (M = A * K * S values),
+//   its affine parameter is channel c = (g % P) * K + k.
+//
+//               A    G          K              S      P
+//   BatchNorm   N    C          1              HW     C
+//   InstanceNorm 1   N*C        1              HW     C
+//   GroupNorm   1    N*groups   C/groups       HW     groups
+//   LayerNorm   1    rows       prod(normalized_shape) 1  1
+//
+// Statistics: per group, each contiguous run of at most kChunk values is
+// reduced exactly with two passes in double (mean, then sum of squared
+// deviations), and the runs are merged with Chan's parallel formula; the
+// variance is biased (M2 / M).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/autograd/function.h"
+#include "core/dispatch.h"
+#include "core/tensor.h"
+
+namespace minidl::norm {
+
+struct NormGeometry {
+  int64_t A = 1, G = 1, K = 1, S = 1, P = 1;
+  int64_t group_size() const { return A * K * S; }  // M, values per statistic
+  int64_t numel() const { return A * G * K * S; }
+  int64_t channels() const { return P * K; }  // affine parameters
+};
+
+// ---- kernels (through DispatchStubs, filled by register_norm_cpu_kernels) ----
+
+// Forward: y = (x - mean_g) * invstd_g * w_c + b_c (w, b optional).
+// use_input_stats: mean, var (biased) and invstd = 1/sqrt(var + eps) are
+// computed per group and written to the (G) arrays; otherwise mean and invstd
+// are read from them. An undefined output computes the statistics only.
+struct NormForwardArgs {
+  Tensor input, output, weight, bias;  // contiguous
+  NormGeometry geo;
+  double eps = 1e-5;
+  bool use_input_stats = true;
+  // float64 (G) tensors on the input's device.
+  Tensor mean, invstd;
+  Tensor var;  // written when use_input_stats (optional)
+};
+
+// Backward. With xmu = x - mean_g and w_c (1 without weight), per group:
+//   sum_dy = sum(w_c * dy), sum_dy_xmu = sum(w_c * dy * xmu)
+//   grad_weight_c = sum over its groups of invstd_g * sum(dy * xmu),  grad_bias_c = sum(dy)
+//   batch_stats:  dx = (w_c * dy - sum_dy / count - xmu * invstd^2 * sum_dy_xmu / count) * invstd
+//   otherwise (statistics were constants): dx = w_c * dy * invstd
+// The sums come from this input (count = M) unless given (SyncBN passes the
+// all-reduced sums and the global count). Undefined outputs are skipped;
+// gradients are written (overwrite), never accumulated.
+struct NormBackwardArgs {
+  Tensor grad_out, input, weight;  // contiguous; weight optional
+  NormGeometry geo;
+  Tensor mean, invstd;  // float64 (G)
+  Tensor grad_input, grad_weight, grad_bias;  // outputs, each optional
+  bool batch_stats = true;
+  Tensor given_sum_dy, given_sum_dy_xmu;  // float64 (G), w-weighted, with given_count
+  double given_count = 0;
+  Tensor out_sum_dy, out_sum_dy_xmu;  // float64 (G), optional: the local w-weighted sums
+};
+
+using NormForwardFn = void(const NormForwardArgs& args);
+using NormBackwardFn = void(const NormBackwardArgs& args);
+extern DispatchStub<NormForwardFn> norm_forward_stub;
+extern DispatchStub<NormBackwardFn> norm_backward_stub;
+
+// ---- Tensor-level helpers used by the op files ------------------------------
+
+// Per-group statistics as float64 (G) tensors.
+struct GroupStats {
+  Tensor mean, var, invstd;
+};
+
+// Runs the forward kernel on contiguous x; with use_input_stats the returned
+// stats are computed, otherwise `given` (mean, invstd) is used and returned.
+Tensor forward(const Tensor& x, const NormGeometry& geo, const Tensor& weight, const Tensor& bias,
+               double eps, bool use_input_stats, GroupStats& stats);
+
+// The statistics alone (no output).
+GroupStats moments(const Tensor& x, const NormGeometry& geo, double eps);
+
+struct Grads {
+  Tensor input, weight, bias;
+};
+// Backward of forward(); mean/invstd are the float64 (G) stats forward used.
+Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
+               const Tensor& weight, const Tensor& mean, const Tensor& invstd, bool batch_stats,
+               bool need_input, bool need_weight, bool need_bias);
+
+// The bodies of every normalization's autograd Function, whose forward
+// arguments are (input, weight, bias, geometry, eps, use_input_stats,
+// GroupStats* stats): forward saves the contiguous input, the weight and the
+// float64 (G) mean/invstd it used; backward returns the gradients of input,
+// weight and bias (fresh tensors, in their shapes) and nothing for the rest.
+Tensor autograd_forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
+                        const Tensor& bias, const NormGeometry& geo, double eps,
+                        bool use_input_stats, GroupStats& stats);
+variable_list autograd_backward(AutogradContext* ctx, const variable_list& grads);
+
+// Running statistics: running = (1 - momentum) running + momentum batch, in
+// place (no grad, version bumped); and float64 mean / invstd = 1/sqrt(var + eps)
+// tensors made from running_mean / running_var, repeated `repeat` times.
+void update_running(const Tensor& running, const std::vector<double>& batch, double momentum);
+GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_var, double eps,
+                              int64_t repeat = 1);
+
+// Geometry as an int list for ctx->saved_data, and back.
+std::vector<int64_t> to_list(const NormGeometry& geo);
+NormGeometry from_list(const std::vector<int64_t>& v);
+
+// Checks an optional per-channel tensor (weight, bias, running stats): CPU,
+// the input's dtype, `expected` elements; PyTorch's wording
+// "running_mean should contain 3 elements not 4".
+void check_param(const Tensor& t, const char* name, int64_t expected, const Tensor& input,
+                 const char* op);
+
+}  // namespace minidl::norm
