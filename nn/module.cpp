@@ -43,6 +43,16 @@ std::string add_indent(const std::string& s, int spaces) {
 
 }  // namespace
 
+// ---- AnyModule ------------------------------------------------------------------
+
+AnyModule::AnyModule(std::shared_ptr<Module> module)
+    : slot_(std::make_shared<std::shared_ptr<Module>>(std::move(module))) {}
+
+Module* AnyModule::get() const {
+  MINIDL_CHECK(slot_ && *slot_, "Accessing an empty AnyModule");
+  return slot_->get();
+}
+
 Module::Module(std::string name) : name_(std::move(name)) {}
 
 Tensor Module::forward(const Tensor&) {
@@ -104,11 +114,22 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+AnyModule Module::register_module(const std::string& name, AnyModule member) {
+  MINIDL_CHECK(!member.is_empty(), "register_module: module '", name, "' is empty (nullptr)");
+  add_child(name, member.ptr());
+  bound_slots_.emplace_back(name, member.slot_);
+  return member;
+}
+
 std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   MINIDL_CHECK(module != nullptr, "replace_module: the new module for '", name, "' is empty (nullptr)");
   for (auto& [child_name, child] : children_) {
     if (child_name == name) {
       std::swap(child, module);
+      // Re-point the AnyModule members bound to this entry; forget dead ones.
+      std::erase_if(bound_slots_, [](const auto& b) { return b.second.expired(); });
+      for (auto& [slot_name, weak_slot] : bound_slots_)
+        if (auto slot = weak_slot.lock(); slot && slot_name == name) *slot = child;
       return module;  // the old one
     }
   }
@@ -236,8 +257,30 @@ void Module::apply(const std::function<void(Module&)>& fn) {
 // ---- modes and state ----------------------------------------------------------------
 
 void Module::train(bool on) {
-  training_ = on;
+  training_ = on && !eval_locked_;
   for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::set_eval_locked(bool locked) {
+  eval_locked_ = locked;
+  if (locked) training_ = false;
+}
+
+HookId Module::register_forward_pre_hook(ForwardPreHook hook) {
+  MINIDL_CHECK(hook != nullptr, "register_forward_pre_hook: the hook is empty");
+  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_pre_hook(HookId id) {
+  std::erase_if(forward_pre_hooks_, [id](const auto& h) { return h.first == id; });
+}
+
+void Module::run_forward_pre_hooks(const Tensor& input) {
+  if (forward_pre_hooks_.empty()) return;
+  // A copy: a hook may add or remove hooks.
+  const auto hooks = forward_pre_hooks_;
+  for (const auto& [id, hook] : hooks) hook(*this, input);
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -32,6 +32,15 @@
 // absent from parameters(), buffers(), state_dict() and load_state_dict(), and
 // registering a defined tensor under that name later replaces it.
 //
+// Swappable children (nn::AnyModule): replace_module() changes the registry; a
+// typed member such as `nn::BatchNorm2d bn1;` cannot follow it (it can only
+// hold a BatchNorm2d). A child that may be swapped later (BN -> GroupNorm by
+// nn::convert_batch_norm_to_group_norm, or by hand) is held as an AnyModule
+// and registered through it; replace_module then re-points the member too:
+//   bn1 = register_module("bn1", nn::AnyModule(nn::BatchNorm2d(64)));
+//   Tensor forward(const Tensor& x) override { return bn1(conv1(x)); }
+//   nn::AnyModule bn1;
+//
 // Handles stay valid: a Tensor is a shared handle to a TensorImpl, and every
 // method here that changes values (to(), load_state_dict(), zero_grad()) works
 // on that same TensorImpl, so the `weight` member of a layer and the tensors an
@@ -55,6 +64,43 @@
 #include "nn/options.h"
 
 namespace minidl::nn {
+
+class Module;
+
+// A member handle to a child module of any type, called through the
+// single-tensor forward. Copies alias one slot; registering it with
+// Module::register_module(name, AnyModule) binds that slot to the child's
+// registry entry, so replace_module(name, m) makes every copy call m.
+//   nn::AnyModule norm(nn::BatchNorm2d(8));   // explicit: a plain holder is not bound
+//   norm(x); norm->train(false); norm.ptr_as<nn::BatchNorm2dImpl>()
+class AnyModule {
+ public:
+  AnyModule() = default;  // empty
+  explicit AnyModule(std::shared_ptr<Module> module);
+  template <ModuleHolderType Holder>
+  explicit AnyModule(const Holder& holder) : AnyModule(std::shared_ptr<Module>(holder.ptr())) {}
+
+  Tensor operator()(const Tensor& input) const;  // get()->forward(input)
+  Module* operator->() const { return get(); }
+  Module& operator*() const { return *get(); }
+  Module* get() const;  // throws when empty
+  std::shared_ptr<Module> ptr() const { return slot_ ? *slot_ : nullptr; }
+  // The module as T (nullptr when it is not a T), e.g. after a swap.
+  template <class T>
+  std::shared_ptr<T> ptr_as() const {
+    return std::dynamic_pointer_cast<T>(ptr());
+  }
+  bool is_empty() const { return ptr() == nullptr; }
+  explicit operator bool() const { return !is_empty(); }
+
+ private:
+  friend class Module;
+  std::shared_ptr<std::shared_ptr<Module>> slot_;
+};
+
+// Called with the module and its input before a forward that runs them (see
+// Module::register_forward_pre_hook).
+using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -100,12 +146,14 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, holder.ptr());
     return holder;
   }
+  // Registers member's module and binds member's slot to the entry, so that
+  // replace_module(name, m) also re-points member (and its copies) at m.
+  AnyModule register_module(const std::string& name, AnyModule member);
   // Swaps the child called `name` for `module` and returns the old one.
-  // Only the registry changes (parameters(), state_dict(), printing, and
-  // Sequential's forward follow it). A typed member the parent kept (its
-  // `bn1` handle) still points to the old module: a parent whose children may
-  // be swapped should call them through the registry, child("bn1")->forward(x),
-  // or hold them as std::shared_ptr<Module> and reassign them.
+  // The registry changes (parameters(), state_dict(), printing, and
+  // Sequential's forward follow it), and so do AnyModule members registered
+  // under `name`. A typed member the parent kept (`nn::BatchNorm2d bn1`) still
+  // points to the old module: hold swappable children as nn::AnyModule.
   std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> module);
   template <ModuleHolderType Holder>
   Holder replace_module(const std::string& name, Holder holder) {
@@ -135,6 +183,20 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void train(bool on = true);  // sets this module and all children
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // An eval-locked module stays in eval mode: train(true) on it or on a parent
+  // leaves it in eval (its children still follow). Locking also puts it in
+  // eval now; unlocking leaves the mode as it is (call train() to change it).
+  // nn::freeze_batch_norm locks BatchNorm layers this way.
+  void set_eval_locked(bool locked);
+  bool is_eval_locked() const { return eval_locked_; }
+
+  // ---- forward pre-hooks (torch.nn.Module.register_forward_pre_hook, minus
+  // the input replacement). They run where a module's forward calls
+  // run_forward_pre_hooks(input), at its start; BatchNorm1d/2d/3d do, so the
+  // hooks see every call, whether through a holder, a container or ->forward().
+  // A module whose forward does not call it never runs its hooks.
+  HookId register_forward_pre_hook(ForwardPreHook hook);
+  void remove_forward_pre_hook(HookId id);  // unknown ids are ignored
 
   // set_to_none: grads become undefined; otherwise they are zeroed in place.
   void zero_grad(bool set_to_none = true);
@@ -168,6 +230,8 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children_registry() const {
     return children_;
   }
+  // Runs the forward pre-hooks in registration order (a forward calls this first).
+  void run_forward_pre_hooks(const Tensor& input);
 
  private:
   struct TensorEntry {
@@ -187,6 +251,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string name_;
   bool training_ = true;
+  bool eval_locked_ = false;
+  // AnyModule slots bound to children by name (weak: the members own them).
+  std::vector<std::pair<std::string, std::weak_ptr<std::shared_ptr<Module>>>> bound_slots_;
+  std::vector<std::pair<HookId, ForwardPreHook>> forward_pre_hooks_;
+  HookId next_hook_id_ = 0;
   // unique_ptr entries: references returned by register_* survive later registrations.
   std::vector<std::unique_ptr<TensorEntry>> parameters_;
   std::vector<std::unique_ptr<TensorEntry>> buffers_;
@@ -194,6 +263,8 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+inline Tensor AnyModule::operator()(const Tensor& input) const { return get()->forward(input); }
 
 template <class Impl>
 std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& holder) {

@@ -12,4 +12,5 @@
 #include "nn/modules/flatten.h"
 #include "nn/modules/linear.h"
 #include "nn/modules/pooling.h"
+#include "nn/norm_utils.h"
 #include "nn/serialize.h"

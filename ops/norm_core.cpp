@@ -4,17 +4,16 @@
 // Forward, per group g over its M = A*K*S values (biased variance):
 //   mean = sum x / M,  var = sum (x - mean)^2 / M,  invstd = 1 / sqrt(var + eps)
 //   y = (x - mean) * invstd * w_c + b_c
-// computed as: each contiguous run of <= kChunk values in two exact passes in
-// double, runs merged with Chan's formula; then the group is normalized while
-// its data is still in cache (one trip to memory for the statistics).
+// Statistics: each contiguous run of <= kChunk values is reduced exactly in
+// two passes in double, and the runs are merged with Chan's formula (so one
+// trip to memory, and no cancellation for data far from zero).
 // Backward, per group (sums over the group, w_c = 1 without weight):
 //   sum_dy = sum w_c dy,  sum_dy_xmu = sum w_c dy (x - mean)
 //   dx = (w_c dy - sum_dy / M - (x - mean) invstd^2 sum_dy_xmu / M) * invstd
 //   dweight_c = sum dy (x - mean) invstd,  dbias_c = sum dy  (over every group using c)
-// again reduce-then-elementwise per group while its data is in cache. Sums are
-// in double; per-channel gradient sums go to per-thread double buffers, added
-// up at the end. The kernels write their outputs (never accumulate); the
-// autograd engine accumulates into .grad.
+// Sums are in double. Forward saves nothing itself (the op files save x,
+// weight and the float64 mean/invstd through autograd_forward). The kernels
+// write their outputs (never accumulate); the engine accumulates into .grad.
 #include "ops/norm_core.h"
 
 #include <omp.h>
@@ -92,6 +91,15 @@ void column_moments(const T* x, int64_t G, int64_t a0, int64_t a1, double* mean,
       m2[g] += d * d;
     }
   }
+}
+
+// Calls f(k0, k1) over [0, K) in pieces of about kChunk values, the last
+// piece first. A second pass over a long row that walks it backwards starts on
+// the data the first pass read last, which is still in cache.
+template <class F>
+void last_chunk_first(int64_t K, int64_t S, F&& f) {
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(S, 1));
+  for (int64_t k1 = K; k1 > 0; k1 -= per) f(std::max<int64_t>(0, k1 - per), k1);
 }
 
 // Calls f(has_weight, has_bias) with compile-time booleans, so the inner
@@ -220,7 +228,9 @@ const T* data_or_null(const Tensor& t) {
 // group's rows are A strided blocks: rows are swept in memory order, their
 // partial results merged per group in a fixed order (so the result does not
 // depend on the thread count), then rows are swept again; (N, C) input, whose
-// rows are single values, is swept as columns instead.
+// rows are single values, is swept as columns instead. In the A == 1
+// backward, the per-channel weight/bias sums go to per-thread double buffers
+// added up at the end (LayerNorm has one parameter per element of a row).
 
 template <class T>
 void forward_kernel(const NormForwardArgs& args) {
@@ -255,7 +265,11 @@ void forward_kernel(const NormForwardArgs& args) {
         add_run(m, x + g * run, run);
         set_stats(g, m);
       }
-      if (y) normalize_row(x + g * run, y + g * run, K, S, (g % geo.P) * K, w, b, mean_out[g], invstd_out[g]);
+      if (y)
+        last_chunk_first(K, S, [&](int64_t k0, int64_t k1) {
+          const int64_t off = g * run + k0 * S;
+          normalize_row(x + off, y + off, k1 - k0, S, (g % geo.P) * K + k0, w, b, mean_out[g], invstd_out[g]);
+        });
     }
     return;
   }
@@ -380,10 +394,11 @@ void backward_kernel(const NormBackwardArgs& args) {
         if (!dx) continue;
         double beta, gamma;
         coefficients(g, s1, s2, beta, gamma);
-        for (int64_t a = 0; a < geo.A; ++a) {
-          const int64_t off = (a * G + g) * run;
-          elemt_row(dy + off, x + off, dx + off, K, S, c0, w, means[g], invstds[g], beta, gamma);
-        }
+        for (int64_t a = 0; a < geo.A; ++a)
+          last_chunk_first(K, S, [&](int64_t k0, int64_t k1) {
+            const int64_t off = (a * G + g) * run + k0 * S;
+            elemt_row(dy + off, x + off, dx + off, k1 - k0, S, c0 + k0, w, means[g], invstds[g], beta, gamma);
+          });
       }
     }
     if (want_params) write_params(acc, threads);

@@ -46,6 +46,7 @@ std::string NormBaseImpl::extra_repr() const {
 Tensor BatchNormImplBase::forward(const Tensor& input) {
   MINIDL_CHECK(input.defined(), name(), ": the input tensor is undefined");
   check_input_dim(input);
+  run_forward_pre_hooks(input);  // nn::precise_bn records batch sizes here
   const auto& o = options;
   double factor = o.momentum().value_or(0.0);
   if (is_training() && o.track_running_stats() && num_batches_tracked.defined()) {
