@@ -13,3 +13,5 @@
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "nn/nn.h"
+#include "models/models.h"
+#include "data/data.h"

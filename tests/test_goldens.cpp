@@ -5,73 +5,21 @@
 // in float32 on the same inputs converted (to ~1e-4 of the tensor's scale).
 #include <nlohmann/json.hpp>
 
-#include "core/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/golden_util.h"
 
 using namespace minidl;
 using json = nlohmann::json;
 
 namespace {
 
-struct Golden {
-  std::string file;
-  SafetensorsFile data;
-  json cases;  // one config object per case
-
-  const Tensor& get(size_t i, const std::string& name) const {
-    return data.at("case" + std::to_string(i) + "." + name);
-  }
-  bool has(size_t i, const std::string& name) const {
-    return data.contains("case" + std::to_string(i) + "." + name);
-  }
-};
-
-Golden load_golden(const std::string& name) {
-  Golden g;
-  g.file = std::string(MINIDL_GOLDENS_DIR) + "/" + name;
-  g.data = load_safetensors(g.file);
-  REQUIRE_MESSAGE(g.data.metadata.count("cases"), g.file, " has no \"cases\" metadata");
-  g.cases = json::parse(g.data.metadata.at("cases"));
-  REQUIRE(g.cases.is_array());
-  REQUIRE(!g.cases.empty());
-  return g;
-}
-
-struct Precision {
-  DType dtype;
-  double tol;  // allowed max |got - want|, relative to max(1, max |want|)
-};
-const Precision kPrecisions[] = {{kFloat64, 1e-10}, {kFloat32, 1e-4}};
+using minidl::testing::check_close;
+using minidl::testing::Golden;
+using minidl::testing::kPrecisions;
+using minidl::testing::load_golden;
+using minidl::testing::Precision;
 
 // A fresh leaf holding `t` converted to `dtype`.
 Tensor leaf(const Tensor& t, DType dtype) { return t.to(dtype).clone().detach().requires_grad_(true); }
-
-// max |got - want| with NaN counted as infinitely wrong, and max |want|.
-std::pair<double, double> diff_and_scale(const Tensor& got, const Tensor& want) {
-  std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
-  double diff = 0.0, scale = 1.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(a[i] - b[i]);
-    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return {diff, scale};
-}
-
-void check_close(const std::string& what, const Tensor& got, const Tensor& want, const Precision& p) {
-  if (!got.defined()) {
-    FAIL_CHECK(what, ": undefined (expected a tensor of shape ", shape_str(want.shape()), ")");
-    return;
-  }
-  CHECK_MESSAGE(got.dtype() == p.dtype, what, ": dtype ", std::string(dtype_name(got.dtype())));
-  if (got.shape() != want.shape()) {
-    FAIL_CHECK(what, ": shape ", shape_str(got.shape()), ", PyTorch has ", shape_str(want.shape()));
-    return;
-  }
-  const auto [diff, scale] = diff_and_scale(got, want);
-  CHECK_MESSAGE(diff <= p.tol * scale, what, ": max abs diff ", diff,
-                " > tolerance ", p.tol * scale);
-}
 
 std::string label(const Golden& g, size_t i, const Precision& p, const std::string& tensor) {
   return g.file.substr(g.file.rfind('/') + 1) + " case" + std::to_string(i) + " " + g.cases[i].dump() +

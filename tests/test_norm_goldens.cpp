@@ -21,7 +21,6 @@
 #include <map>
 #include <optional>
 
-#include "core/safetensors.h"
 #include "ops/batch_norm.h"
 #include "ops/group_norm.h"
 #include "ops/instance_norm.h"
@@ -30,39 +29,17 @@
 #include "nn/modules/group_norm.h"
 #include "nn/modules/instance_norm.h"
 #include "nn/modules/layer_norm.h"
-#include "tests/test_util.h"
+#include "tests/golden_util.h"
 
 using namespace minidl;
 using json = nlohmann::json;
 
 namespace {
 
-struct Golden {
-  std::string file;
-  SafetensorsFile data;
-  json cases;
-
-  std::string key(size_t i, const std::string& name) const { return "case" + std::to_string(i) + "." + name; }
-  const Tensor& get(size_t i, const std::string& name) const { return data.at(key(i, name)); }
-  bool has(size_t i, const std::string& name) const { return data.contains(key(i, name)); }
-};
-
-Golden load_golden(const std::string& name) {
-  Golden g;
-  g.file = std::string(MINIDL_GOLDENS_DIR) + "/" + name;
-  g.data = load_safetensors(g.file);
-  REQUIRE_MESSAGE(g.data.metadata.count("cases"), g.file, " has no \"cases\" metadata");
-  g.cases = json::parse(g.data.metadata.at("cases"));
-  REQUIRE(g.cases.is_array());
-  REQUIRE(!g.cases.empty());
-  return g;
-}
-
-struct Precision {
-  DType dtype;
-  double tol;  // allowed max |got - want|, relative to max(1, max |want|)
-};
-const Precision kPrecisions[] = {{kFloat64, 1e-10}, {kFloat32, 1e-4}};
+using minidl::testing::Golden;
+using minidl::testing::kPrecisions;
+using minidl::testing::load_golden;
+using minidl::testing::Precision;
 
 // Largest relative difference seen per precision, printed at the end of each test case.
 struct MaxDiff {
@@ -75,25 +52,8 @@ struct MaxDiff {
 
 void check_close(const std::string& what, const Tensor& got, const Tensor& want, const Precision& p,
                  MaxDiff& seen) {
-  if (!got.defined()) {
-    FAIL_CHECK(what, ": undefined (expected a tensor of shape ", shape_str(want.shape()), ")");
-    return;
-  }
-  CHECK_MESSAGE(got.dtype() == p.dtype, what, ": dtype ", std::string(dtype_name(got.dtype())));
-  if (got.shape() != want.shape()) {
-    FAIL_CHECK(what, ": shape ", shape_str(got.shape()), ", PyTorch has ", shape_str(want.shape()));
-    return;
-  }
-  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
-  double diff = 0.0, scale = 1.0;
-  for (size_t k = 0; k < a.size(); ++k) {
-    const double d = std::abs(a[k] - b[k]);
-    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
-    scale = std::max(scale, std::abs(b[k]));
-  }
   double& worst = seen.by_dtype[p.dtype == kFloat64 ? 0 : 1];
-  worst = std::max(worst, diff / scale);
-  CHECK_MESSAGE(diff <= p.tol * scale, what, ": max abs diff ", diff, " > tolerance ", p.tol * scale);
+  worst = std::max(worst, minidl::testing::check_close(what, got, want, p));
 }
 
 // What a test case drives: a fresh normalization layer in one dtype, holding

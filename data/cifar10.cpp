@@ -1,0 +1,96 @@
+// CIFAR-10 binary reader. Every file is checked before it is used: it must
+// exist, hold a whole number of 3073-byte records, and every label must be
+// 0-9; errors name the file and the byte offset of the bad record.
+#include "data/cifar10.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/check.h"
+
+namespace minidl::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MINIDL_CHECK(in.good(), "CIFAR10: cannot open ", path, ": ", std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MINIDL_CHECK(!in.bad(), "CIFAR10: error reading ", path);
+  return bytes;
+}
+
+std::vector<std::string> read_class_names(const std::string& path) {
+  std::vector<std::string> names;
+  std::ifstream in(path);
+  MINIDL_CHECK(in.good(), "CIFAR10: cannot open class names file ", path);
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  MINIDL_CHECK(names.size() == 10, "CIFAR10: expected 10 class names in ", path, ", got ", names.size());
+  return names;
+}
+
+}  // namespace
+
+CIFAR10::CIFAR10(const std::string& root, bool train) {
+  std::vector<std::string> files;
+  if (train) {
+    for (int i = 1; i <= 5; ++i) files.push_back((fs::path(root) / ("data_batch_" + std::to_string(i) + ".bin")).string());
+  } else {
+    files.push_back((fs::path(root) / "test_batch.bin").string());
+  }
+  load(files, "");
+}
+
+CIFAR10 CIFAR10::from_files(const std::vector<std::string>& files, const std::string& meta_file) {
+  CIFAR10 dataset;
+  dataset.load(files, meta_file);
+  return dataset;
+}
+
+void CIFAR10::load(const std::vector<std::string>& files, const std::string& meta_file) {
+  MINIDL_CHECK(!files.empty(), "CIFAR10: no files given");
+  constexpr int64_t kImageBytes = kRecordBytes - 1;
+  std::vector<std::vector<uint8_t>> contents;
+  int64_t total = 0;
+  for (const auto& path : files) {
+    contents.push_back(read_file(path));
+    const auto size = static_cast<int64_t>(contents.back().size());
+    MINIDL_CHECK(size > 0, "CIFAR10: ", path, " is empty");
+    MINIDL_CHECK(size % kRecordBytes == 0, "CIFAR10: ", path, ": size ", size,
+                 " is not a whole number of ", kRecordBytes, "-byte records (a partial record of ",
+                 size % kRecordBytes, " bytes starts at byte offset ", size - size % kRecordBytes, ")");
+    total += size / kRecordBytes;
+  }
+
+  images_ = empty({total, 3, 32, 32}, kUInt8);
+  auto* out = images_.data_ptr<uint8_t>();
+  labels_.resize(static_cast<size_t>(total));
+  int64_t n = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const auto& bytes = contents[f];
+    const auto records = static_cast<int64_t>(bytes.size()) / kRecordBytes;
+    for (int64_t r = 0; r < records; ++r, ++n) {
+      const uint8_t* record = bytes.data() + r * kRecordBytes;
+      MINIDL_CHECK(record[0] <= 9, "CIFAR10: ", files[f], ": label ", int(record[0]),
+                   " at byte offset ", r * kRecordBytes, " (record ", r, ") is not a class index 0-9");
+      labels_[static_cast<size_t>(n)] = record[0];
+      std::memcpy(out + n * kImageBytes, record + 1, kImageBytes);
+    }
+  }
+
+  std::string meta = meta_file;
+  if (meta.empty()) {
+    const fs::path beside = fs::path(files.front()).parent_path() / "batches.meta.txt";
+    if (fs::exists(beside)) meta = beside.string();
+  }
+  if (!meta.empty()) classes_ = read_class_names(meta);
+}
+
+}  // namespace minidl::data

@@ -1,0 +1,100 @@
+// DataLoader: batches a Dataset, with worker threads that read, decode and
+// augment batches ahead of the training loop.
+//
+//   DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 3,
+//                               .seed = 1, .transform = train_transform});
+//   for (int64_t epoch = 0; epoch < 10; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (Batch& b : loader) { ... b.data (N, C, H, W), b.targets (N) int64 ... }
+//   }
+//
+// Determinism: the batch order comes from the sampler (a function of the
+// epoch), and each sample's transform gets its own Generator seeded from
+// (seed, epoch, dataset index). So the batches and their augmented pixels are
+// the same for any num_workers, and batches are always yielded in order.
+//
+// Each pass over the loader (each begin()) uses epoch() and then advances it
+// by one, so loops without set_epoch still reshuffle every epoch.
+//
+// Workers: num_workers == 0 builds each batch on the calling thread when it is
+// needed. Otherwise the workers keep at most prefetch_factor * num_workers
+// batches built or in flight beyond the one being consumed (bounded memory).
+// Leaving the loop early is fine: the workers stop and are joined at the next
+// begin() or when the loader is destroyed. An exception while loading sample i
+// is rethrown to the consumer, in batch order, as a minidl::Error naming i.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/transforms.h"
+
+namespace minidl::data {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;                    // RandomSampler(seed) when no sampler is given
+  std::shared_ptr<const Sampler> sampler;  // overrides shuffle
+  bool drop_last = false;                  // drop a last batch smaller than batch_size
+  int num_workers = 0;                     // threads; 0 = load on the calling thread
+  int prefetch_factor = 2;                 // batches ahead per worker
+  uint64_t seed = 0;                       // shuffling and augmentation
+  TransformPtr transform;                  // applied to each sample's data
+};
+
+// data: the samples stacked along a new dim 0, in the samples' dtype (float32
+// when the transform ends with ToFloat/Normalize); targets: int64 (N);
+// indices: the dataset indices of the samples, in order.
+struct Batch {
+  Tensor data;
+  Tensor targets;
+  std::vector<int64_t> indices;
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  class Iterator;
+  Iterator begin();
+  Iterator end();
+
+  int64_t size() const;  // batches per epoch
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+  class EpochRun;  // one pass: the batch plan and, with workers, the threads
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  int64_t epoch_ = 0;
+  std::unique_ptr<EpochRun> run_;
+};
+
+// An input iterator; valid until the next begin() or the loader's destruction.
+class DataLoader::Iterator {
+ public:
+  Iterator() = default;
+  Batch& operator*() { return batch_; }
+  Batch* operator->() { return &batch_; }
+  Iterator& operator++();
+  bool operator==(const Iterator& other) const { return run_ == other.run_; }
+  bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+ private:
+  friend class DataLoader;
+  explicit Iterator(EpochRun* run);
+  EpochRun* run_ = nullptr;  // nullptr once exhausted (== end())
+  Batch batch_;
+};
+
+}  // namespace minidl::data

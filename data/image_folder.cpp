@@ -1,0 +1,79 @@
+// ImageFolder: scan once (sorted, so the index -> file mapping is
+// reproducible), check headers up front, decode lazily.
+#include "data/image_folder.h"
+
+#include <stb/stb_image.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "core/check.h"
+
+namespace minidl::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+bool is_image(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".tga" || ext == ".gif";
+}
+}  // namespace
+
+ImageFolder::ImageFolder(const std::string& root, int channels) : channels_(channels) {
+  MINIDL_CHECK(channels == 1 || channels == 3 || channels == 4,
+               "ImageFolder: channels must be 1, 3 or 4, got ", channels);
+  std::error_code ec;
+  MINIDL_CHECK(fs::is_directory(root, ec), "ImageFolder: ", root, " is not a directory");
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) classes_.push_back(entry.path().filename().string());
+  }
+  std::sort(classes_.begin(), classes_.end());
+  MINIDL_CHECK(!classes_.empty(), "ImageFolder: no class folders found in ", root);
+
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(fs::path(root) / classes_[c])) {
+      if (entry.is_regular_file() && is_image(entry.path())) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      int w = 0, h = 0, n = 0;
+      MINIDL_CHECK(stbi_info(f.c_str(), &w, &h, &n), "ImageFolder: cannot read image ", f, ": ",
+                   stbi_failure_reason());
+      if (paths_.empty()) {
+        height_ = h;
+        width_ = w;
+      }
+      MINIDL_CHECK(h == height_ && w == width_, "ImageFolder: ", f, " is ", h, "x", w, " (HxW) but ",
+                   paths_.front(), " is ", height_, "x", width_,
+                   "; ImageFolder does not resize, all images must have the same size");
+      paths_.push_back(std::move(f));
+      labels_.push_back(static_cast<int64_t>(c));
+    }
+  }
+  MINIDL_CHECK(!paths_.empty(), "ImageFolder: no images (.png, .jpg, .jpeg, .bmp, .tga, .gif) found under ", root);
+}
+
+Example ImageFolder::get(int64_t index) const {
+  detail::check_index("ImageFolder", index, size());
+  const std::string& path = paths_[static_cast<size_t>(index)];
+  int w = 0, h = 0, n = 0;
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &n, channels_), stbi_image_free);
+  MINIDL_CHECK(pixels != nullptr, "ImageFolder: cannot decode image ", path, ": ", stbi_failure_reason());
+  MINIDL_CHECK(h == height_ && w == width_, "ImageFolder: ", path, " is now ", h, "x", w, ", expected ",
+               height_, "x", width_);
+  // stb gives HWC; the framework uses CHW.
+  Tensor out = empty({channels_, h, w}, kUInt8);
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  const int64_t plane = int64_t(h) * w;
+  for (int64_t p = 0; p < plane; ++p)
+    for (int c = 0; c < channels_; ++c) dst[c * plane + p] = pixels.get()[p * channels_ + c];
+  return {out, labels_[static_cast<size_t>(index)]};
+}
+
+}  // namespace minidl::data

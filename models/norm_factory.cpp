@@ -1,0 +1,35 @@
+// make_norm: the norm layer named by a string. See models/norm_factory.h.
+#include "models/norm_factory.h"
+
+#include "core/check.h"
+#include "nn/modules/batch_norm.h"
+#include "nn/modules/group_norm.h"
+#include "nn/modules/instance_norm.h"
+#include "nn/modules/linear.h"
+#include "nn/norm_utils.h"
+
+namespace minidl::models {
+
+const std::vector<std::string>& norm_kinds() {
+  static const std::vector<std::string> kinds{"batchnorm", "groupnorm", "layernorm", "instancenorm", "none",
+                                              "syncbatchnorm"};
+  return kinds;
+}
+
+nn::AnyModule make_norm(const std::string& kind, int64_t channels) {
+  MINIDL_CHECK(channels > 0, "make_norm: expected a positive number of channels, got ", channels);
+  if (kind == "batchnorm") return nn::AnyModule(nn::BatchNorm2d(channels));
+  if (kind == "groupnorm") return nn::AnyModule(nn::GroupNorm(nn::group_norm_groups_for(channels, 32), channels));
+  if (kind == "layernorm") return nn::AnyModule(nn::GroupNorm(1, channels));  // over (C, H, W): see the header
+  if (kind == "instancenorm")
+    return nn::AnyModule(nn::InstanceNorm2d(nn::BatchNormOptions(channels).affine(true).track_running_stats(false)));
+  if (kind == "none") return nn::AnyModule(nn::Identity());
+  MINIDL_CHECK(kind != "syncbatchnorm",
+               "make_norm: 'syncbatchnorm' is not available yet: it comes with the dist module (distributed "
+               "training); use 'batchnorm' for a single process");
+  std::string choices;
+  for (const std::string& k : norm_kinds()) choices += (choices.empty() ? "" : ", ") + k;
+  MINIDL_FAIL("make_norm: unknown norm kind '", kind, "'; expected one of: ", choices);
+}
+
+}  // namespace minidl::models

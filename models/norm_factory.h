@@ -1,0 +1,34 @@
+// The normalization layer of a model, chosen by name, so every model can be
+// built with BatchNorm, GroupNorm, LayerNorm, InstanceNorm or none:
+//
+//   nn::AnyModule bn1 = register_module("bn1", models::make_norm("groupnorm", 64));  // GroupNorm(32, 64)
+//
+// kinds (for 2-D feature maps, NCHW):
+//   batchnorm     BatchNorm2d(C)
+//   groupnorm     GroupNorm(G, C), G = the largest divisor of C not above 32
+//                 (nn::group_norm_groups_for): 64 -> 32, 48 -> 24, 16 -> 16
+//   layernorm     GroupNorm(1, C): normalizes each sample over (C, H, W), with a
+//                 per-channel affine. This is what conv nets use as "LayerNorm"
+//                 (PyTorch's nn.LayerNorm([C, H, W]) would need the spatial size
+//                 and would learn a gamma per pixel).
+//   instancenorm  InstanceNorm2d(C, affine=true), no running stats (PyTorch's default)
+//   none          Identity
+//   syncbatchnorm not available yet (it comes with the dist module): throws
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace minidl::models {
+
+// The kinds make_norm accepts, in the order listed in error messages.
+const std::vector<std::string>& norm_kinds();
+
+// A new norm layer over `channels` channels, as an AnyModule ready to be
+// registered (so nn::convert_batch_norm_to_group_norm can swap it later).
+nn::AnyModule make_norm(const std::string& kind, int64_t channels);
+
+}  // namespace minidl::models

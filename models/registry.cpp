@@ -1,0 +1,41 @@
+// create_model: the models of models/ by name. See models/registry.h.
+#include "models/registry.h"
+
+#include "core/check.h"
+#include "models/mlp.h"
+#include "models/resnet_cifar.h"
+#include "models/small_net.h"
+
+namespace minidl::models {
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names{"resnet18", "resnet20", "resnet56", "smallnet", "mlp"};
+  return names;
+}
+
+std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOptions& options) {
+  if (name == "resnet18") return resnet18_cifar(options).ptr();
+  if (name == "resnet20") return resnet20(options).ptr();
+  if (name == "resnet56") return resnet56(options).ptr();
+  if (name == "smallnet") return SmallNet(options).ptr();
+  if (name == "mlp") {
+    const std::string norm = options.norm_or("none");
+    MINIDL_CHECK(norm == "none", "create_model: the mlp has no normalization layers; expected norm 'none' (or unset), got '",
+                 norm, "'");
+    MINIDL_CHECK(options.input_size() > 0, "create_model: expected input_size > 0 for the mlp, got ",
+                 options.input_size());
+    MINIDL_CHECK(options.in_channels() > 0, "create_model: expected in_channels > 0, got ", options.in_channels());
+    std::vector<int64_t> hidden;
+    for (int64_t h : options.hidden_sizes()) {
+      MINIDL_CHECK(h > 0, "create_model: expected hidden sizes > 0 for the mlp, got ", h);
+      hidden.push_back(scaled_width(h, options.width()));
+    }
+    return MLP(options.in_channels() * options.input_size() * options.input_size(), hidden, options.num_classes())
+        .ptr();
+  }
+  std::string choices;
+  for (const std::string& n : model_names()) choices += (choices.empty() ? "" : ", ") + n;
+  MINIDL_FAIL("create_model: unknown model '", name, "'; expected one of: ", choices);
+}
+
+}  // namespace minidl::models
