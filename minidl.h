@@ -13,5 +13,6 @@
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "models/models.h"
 #include "data/data.h"

@@ -346,6 +346,110 @@ def safetensors_dtypes():
     print(f"{path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
 
 
+# ---- optimizers and LR schedulers (tests/test_optim.cpp) ----------------------
+#
+# One file, optim.safetensors, with two kinds of case (config "kind"):
+#   "optimizer": two float64 parameters p0 (3, 4) and p1 (5,) in one group;
+#     "case<i>.p0", "case<i>.p1" are their initial values, and for each step s
+#     "case<i>.step<s>.g0/g1" the gradients set before optimizer.step() and
+#     "case<i>.step<s>.p0/p1" the parameters after it. The gradient scale
+#     changes per step so that AMSGrad's running max matters.
+#   "scheduler": an SGD (or config["optimizer"]) over two groups with initial
+#     lrs config["lrs"]; "case<i>.lr" (steps + 1, groups) holds the lrs after
+#     construction and after each scheduler.step(), and "case<i>.momentum"
+#     the momentum (SGD) or beta1 (Adam) when OneCycleLR cycles it. config["scheduler"] names the torch class;
+#     "SequentialLR" is LinearLR(warmup) followed by config["after"], as
+#     minidl's LinearWarmup.
+
+
+def optim_goldens():
+    tensors, configs = {}, []
+
+    def add_optimizer(name, steps=3, **kwargs):
+        i = len(configs)
+        params = [randn(3, 4).requires_grad_(True), randn(5).requires_grad_(True)]
+        for k, p in enumerate(params):
+            tensors[f"case{i}.p{k}"] = p.detach().clone()
+        opt = getattr(torch.optim, name)(params, **kwargs)
+        for s, scale in zip(range(steps), [2.0, 0.3, 1.0, 0.5]):
+            for k, p in enumerate(params):
+                p.grad = scale * randn(*p.shape)
+                tensors[f"case{i}.step{s}.g{k}"] = p.grad.clone()
+            opt.step()
+            for k, p in enumerate(params):
+                tensors[f"case{i}.step{s}.p{k}"] = p.detach().clone()
+        cfg = dict(kind="optimizer", optimizer=name, steps=steps, **kwargs)
+        if "betas" in cfg:
+            cfg["betas"] = list(cfg["betas"])
+        configs.append(cfg)
+
+    add_optimizer("SGD", lr=0.1)
+    add_optimizer("SGD", lr=0.1, momentum=0.9)
+    add_optimizer("SGD", lr=0.1, momentum=0.9, nesterov=True)
+    add_optimizer("SGD", lr=0.1, weight_decay=0.05)
+    add_optimizer("SGD", lr=0.1, momentum=0.9, dampening=0.5, weight_decay=0.05)
+    add_optimizer("SGD", lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01)
+    add_optimizer("Adam", lr=0.01)
+    add_optimizer("Adam", lr=0.01, weight_decay=0.1)
+    add_optimizer("Adam", lr=0.01, amsgrad=True)
+    add_optimizer("Adam", lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1, amsgrad=True)
+    add_optimizer("AdamW", lr=0.01)
+    add_optimizer("AdamW", lr=0.01, weight_decay=0.1, amsgrad=True)
+
+    def add_scheduler(cfg, make, lrs=(0.1, 0.05), steps=30, optimizer="SGD"):
+        i = len(configs)
+        p0, p1 = torch.zeros(2, dtype=f64, requires_grad=True), torch.zeros(3, dtype=f64, requires_grad=True)
+        groups = [{"params": [p0], "lr": lrs[0]}, {"params": [p1], "lr": lrs[1]}]
+        opt = getattr(torch.optim, optimizer)(groups, lr=lrs[0])
+        sched = make(opt)
+        momentum = (lambda g: g["betas"][0]) if optimizer != "SGD" else (lambda g: g["momentum"])
+        seq, mom = [[g["lr"] for g in opt.param_groups]], [[momentum(g) for g in opt.param_groups]]
+        for _ in range(steps):
+            opt.step()  # no gradients: changes nothing, keeps torch's order check quiet
+            sched.step()
+            seq.append([g["lr"] for g in opt.param_groups])
+            mom.append([momentum(g) for g in opt.param_groups])
+        tensors[f"case{i}.lr"] = torch.tensor(seq, dtype=f64)
+        if cfg.get("cycle_momentum"):  # SGD's momentum or Adam's beta1, as OneCycleLR sets them
+            tensors[f"case{i}.momentum"] = torch.tensor(mom, dtype=f64)
+        configs.append(dict(cfg, kind="scheduler", optimizer=optimizer, lrs=list(lrs), steps=steps))
+
+    S = torch.optim.lr_scheduler
+    add_scheduler(dict(scheduler="StepLR", step_size=7, gamma=0.5), lambda o: S.StepLR(o, 7, gamma=0.5))
+    add_scheduler(dict(scheduler="MultiStepLR", milestones=[5, 12, 12, 20], gamma=0.3),
+                  lambda o: S.MultiStepLR(o, [5, 12, 12, 20], gamma=0.3))
+    add_scheduler(dict(scheduler="CosineAnnealingLR", T_max=10, eta_min=0.001),  # runs past T_max
+                  lambda o: S.CosineAnnealingLR(o, 10, eta_min=0.001))
+    add_scheduler(dict(scheduler="CosineAnnealingLR", T_max=30, eta_min=0.0), lambda o: S.CosineAnnealingLR(o, 30))
+    add_scheduler(dict(scheduler="LinearLR", start_factor=0.2, end_factor=1.0, total_iters=8),
+                  lambda o: S.LinearLR(o, start_factor=0.2, end_factor=1.0, total_iters=8))
+    for max_lr, pct, anneal, three, cycle, optimizer in [
+            ([1.0, 0.5], 0.3, "cos", False, False, "SGD"), ([0.8, 0.4], 0.25, "linear", False, False, "SGD"),
+            ([1.0, 0.5], 0.3, "cos", True, False, "SGD"), ([1.0, 0.5], 0.3, "cos", False, True, "SGD"),
+            ([0.8, 0.4], 0.25, "linear", True, True, "Adam")]:
+        add_scheduler(dict(scheduler="OneCycleLR", max_lr=max_lr, total_steps=30, pct_start=pct,
+                           anneal_strategy=anneal, div_factor=25.0, final_div_factor=1e4, three_phase=three,
+                           cycle_momentum=cycle, base_momentum=0.85, max_momentum=0.95),
+                      lambda o: S.OneCycleLR(o, max_lr, total_steps=30, pct_start=pct, anneal_strategy=anneal,
+                                             three_phase=three, cycle_momentum=cycle), optimizer=optimizer)
+    add_scheduler(dict(scheduler="SequentialLR", warmup=5, start_factor=0.1,
+                       after=dict(scheduler="CosineAnnealingLR", T_max=25, eta_min=1e-4)),
+                  lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.1, total_iters=5),
+                                               S.CosineAnnealingLR(o, 25, eta_min=1e-4)], milestones=[5]))
+    add_scheduler(dict(scheduler="SequentialLR", warmup=3, start_factor=0.25,
+                       after=dict(scheduler="StepLR", step_size=5, gamma=0.5)),
+                  lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.25, total_iters=3),
+                                               S.StepLR(o, 5, gamma=0.5)], milestones=[3]))
+    add_scheduler(dict(scheduler="SequentialLR", warmup=4, start_factor=0.5,
+                       after=dict(scheduler="MultiStepLR", milestones=[6, 10], gamma=0.1)),
+                  lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.5, total_iters=4),
+                                               S.MultiStepLR(o, [6, 10], gamma=0.1)], milestones=[4]))
+
+    path = os.path.join(OUT_DIR, "optim.safetensors")
+    save_file(tensors, path, metadata={"cases": json.dumps(configs, sort_keys=True)})
+    print(f"{path}: {len(configs)} cases, {os.path.getsize(path)} bytes")
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     safetensors_dtypes()
@@ -353,6 +457,8 @@ def main():
                  batch_norm, instance_norm, layer_norm, group_norm]:
         torch.manual_seed(0)
         make()
+    torch.manual_seed(0)
+    optim_goldens()
 
 
 if __name__ == "__main__":
