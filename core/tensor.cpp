@@ -14,6 +14,7 @@ int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this-
 
 bool Tensor::is_contiguous() const {
   const TensorImpl* t = checked();
+  if (t->numel() == 0) return true;  // no element to misplace (as PyTorch)
   int64_t expected = 1;
   for (size_t i = t->shape.size(); i-- > 0;) {
     if (t->shape[i] == 1) continue;
