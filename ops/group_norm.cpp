@@ -18,16 +18,10 @@ namespace minidl {
 
 namespace {
 
-struct GroupNorm : autograd::Function<GroupNorm> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                        const Tensor& bias, const norm::NormGeometry& geo, double eps,
-                        bool use_input_stats, norm::GroupStats* stats) {
-    return norm::autograd_forward(ctx, input, weight, bias, geo, eps, use_input_stats, *stats);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return norm::autograd_backward(ctx, grads);
-  }
+struct GroupNormName {
+  static constexpr const char* kName = "GroupNorm";
 };
+using GroupNorm = norm::NormFunction<GroupNormName>;
 
 void check_affine(const Tensor& t, const char* name, const Tensor& input, int64_t C) {
   if (!t.defined()) return;

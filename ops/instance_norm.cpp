@@ -24,16 +24,10 @@ namespace minidl {
 
 namespace {
 
-struct InstanceNorm : autograd::Function<InstanceNorm> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                        const Tensor& bias, const norm::NormGeometry& geo, double eps,
-                        bool use_input_stats, norm::GroupStats* stats) {
-    return norm::autograd_forward(ctx, input, weight, bias, geo, eps, use_input_stats, *stats);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return norm::autograd_backward(ctx, grads);
-  }
+struct InstanceNormName {
+  static constexpr const char* kName = "InstanceNorm";
 };
+using InstanceNorm = norm::NormFunction<InstanceNormName>;
 
 }  // namespace
 

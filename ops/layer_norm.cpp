@@ -19,16 +19,10 @@ namespace minidl {
 
 namespace {
 
-struct LayerNorm : autograd::Function<LayerNorm> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
-                        const Tensor& bias, const norm::NormGeometry& geo, double eps,
-                        bool use_input_stats, norm::GroupStats* stats) {
-    return norm::autograd_forward(ctx, input, weight, bias, geo, eps, use_input_stats, *stats);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return norm::autograd_backward(ctx, grads);
-  }
+struct LayerNormName {
+  static constexpr const char* kName = "LayerNorm";
 };
+using LayerNorm = norm::NormFunction<LayerNormName>;
 
 void check_affine(const Tensor& t, const char* name, const Tensor& input, const Shape& normalized_shape) {
   if (!t.defined()) return;

@@ -107,6 +107,21 @@ Tensor autograd_forward(AutogradContext* ctx, const Tensor& input, const Tensor&
                         bool use_input_stats, GroupStats& stats);
 variable_list autograd_backward(AutogradContext* ctx, const variable_list& grads);
 
+// The autograd Function of each normalization; Name gives the node its name
+// (struct BatchNormName { static constexpr const char* kName = "BatchNorm"; }).
+template <class Name>
+struct NormFunction : autograd::Function<NormFunction<Name>> {
+  static constexpr const char* kName = Name::kName;
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& weight,
+                        const Tensor& bias, const NormGeometry& geo, double eps,
+                        bool use_input_stats, GroupStats* stats) {
+    return autograd_forward(ctx, input, weight, bias, geo, eps, use_input_stats, *stats);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return autograd_backward(ctx, grads);
+  }
+};
+
 // Running statistics: running = (1 - momentum) running + momentum batch, in
 // place (no grad, version bumped); and float64 mean / invstd = 1/sqrt(var + eps)
 // tensors made from running_mean / running_var, repeated `repeat` times.

@@ -17,7 +17,8 @@
 // backward gets one gradient per forward output (zeros for outputs that got
 // none, unless set_materialize_grads(false)) and returns one per forward
 // argument: tensors in a std::vector<Tensor> argument count one each, and a
-// non-tensor argument gets an undefined Tensor().
+// non-tensor argument gets an undefined Tensor(). The node is named after the
+// struct ("SquareBackward"), or after `static constexpr const char* kName`.
 #pragma once
 
 #include <cstddef>
@@ -74,7 +75,12 @@ template <class T>
 class CppNode final : public Node {
  public:
   variable_list apply(variable_list&& grads) override;
-  std::string name() const override { return demangled_name(typeid(T)) + "Backward"; }
+  std::string name() const override {
+    if constexpr (requires { T::kName; })
+      return std::string(T::kName) + "Backward";  // a template Function names itself
+    else
+      return demangled_name(typeid(T)) + "Backward";
+  }
   void release_saved() override { ctx.release_saved(); }
 
   AutogradContext ctx;
