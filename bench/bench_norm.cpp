@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "minidl.h"
 #include "ops/batch_norm.h"
 #include "ops/group_norm.h"
@@ -29,30 +30,12 @@ using namespace minidl;
 
 namespace {
 
-int g_reps = 15;
-int g_threads = 2;
+bench::Options g_options;
 
-// Median wall time of f() in milliseconds, after 3 warm-up calls.
-double median_ms(const std::function<void()>& f) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < g_reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+double median_ms(const std::function<void()>& f) { return bench::median_ms(f, g_options.reps); }
 
-// gflops here counts one "flop" per element touched per pass: it is only a
-// throughput figure for comparing the two libraries on the same case.
 void report(const std::string& op, const std::string& shape, double ms, double elements) {
-  std::printf(
-      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":%.1f,\"threads\":%d,"
-      "\"version\":\"minidl\"}\n",
-      op.c_str(), shape.c_str(), ms, elements / (ms * 1e6), g_threads);
-  std::fflush(stdout);
+  bench::print_result(op, shape, ms, elements, g_options.threads, "minidl");
 }
 
 void bench_case(const std::string& name, const Tensor& x, const Tensor& dy, const std::vector<Tensor>& params,
@@ -74,11 +57,7 @@ void bench_case(const std::string& name, const Tensor& x, const Tensor& dy, cons
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--threads") == 0) g_threads = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::max(1, std::atoi(argv[i + 1]));
-  }
-  omp_set_num_threads(g_threads);
+  g_options = bench::parse_options(argc, argv);
   manual_seed(0);
   const int64_t N = 128, C = 64, H = 32, W = 32;
   Tensor x = randn({N, C, H, W}).requires_grad_();

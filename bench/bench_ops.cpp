@@ -14,35 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "minidl.h"
 
 using namespace minidl;
 
 namespace {
 
-int g_reps = 15;
-int g_threads = 2;
+bench::Options g_options;
 
-// Median wall time of f() in milliseconds, after 3 warm-up calls.
-double median_ms(const std::function<void()>& f) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < g_reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+double median_ms(const std::function<void()>& f) { return bench::median_ms(f, g_options.reps); }
 
 void report(const std::string& op, const std::string& shape, double ms, double flops) {
-  std::printf(
-      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":%.1f,\"threads\":%d,"
-      "\"version\":\"eigen %d.%d.%d\"}\n",
-      op.c_str(), shape.c_str(), ms, flops / (ms * 1e6), g_threads, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
-      EIGEN_MINOR_VERSION);
-  std::fflush(stdout);
+  bench::print_result(op, shape, ms, flops, g_options.threads, "eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION));
 }
 
 void bench_matmul(int64_t n) {
@@ -90,11 +74,7 @@ void bench_conv(const ConvCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--threads") == 0) g_threads = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::max(1, std::atoi(argv[i + 1]));
-  }
-  omp_set_num_threads(g_threads);
+  g_options = bench::parse_options(argc, argv);
   bench_matmul(1024);
   bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
   bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage
