@@ -1,0 +1,276 @@
+// SVG line plots. Each panel maps data to pixels with a linear scale whose
+// range is widened to whole "nice" tick steps (1, 2, 2.5 or 5 times a power
+// of ten), so ticks land on round numbers. The legend goes into whichever
+// corner of the plot area covers the least of the drawn lines.
+#include "examples/common/svg_plot.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "core/check.h"
+
+namespace minidl::examples {
+namespace {
+
+constexpr double kPanelW = 480, kPanelH = 360;
+constexpr double kLeft = 72, kRight = 30, kTop = 38, kBottom = 52;  // plot-area margins
+constexpr double kTitleH = 36;
+constexpr const char* kFont = "DejaVu Sans, Helvetica, Arial, sans-serif";
+// Matplotlib's tab10: distinct and colour-blind tolerable.
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string num(double v) {  // pixel coordinates: 2 decimals is plenty
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+double nice_step(double span, int target_ticks) {
+  double raw = span / target_ticks;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+struct Axis {
+  double lo, hi, step;
+  std::vector<double> ticks;
+  int decimals;
+};
+
+// lo/hi are the data range (finite, lo <= hi).
+Axis make_axis(double lo, double hi) {
+  if (hi - lo <= 1e-12 * std::max(1.0, std::abs(hi))) {  // flat data: give it some room
+    double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  Axis a;
+  a.step = nice_step(hi - lo, 5);
+  a.lo = std::floor(lo / a.step + 1e-9) * a.step;
+  a.hi = std::ceil(hi / a.step - 1e-9) * a.step;
+  for (int i = 0;; ++i) {
+    double t = a.lo + i * a.step;
+    if (t > a.hi + a.step * 1e-6) break;
+    a.ticks.push_back(std::abs(t) < a.step * 1e-9 ? 0.0 : t);
+  }
+  a.decimals = std::max(0, static_cast<int>(-std::floor(std::log10(a.step) + 1e-9)));
+  if (std::fmod(a.step * std::pow(10.0, a.decimals), 1.0) > 1e-6) ++a.decimals;  // 2.5 steps
+  return a;
+}
+
+std::string tick_label(double v, const Axis& a) {
+  char buf[48];
+  double mag = std::max(std::abs(a.lo), std::abs(a.hi));
+  if (mag >= 1e6 || (mag < 1e-3 && mag > 0))
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", a.decimals, v);
+  return buf;
+}
+
+void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy) {
+  const double x0 = ox + kLeft, x1 = ox + kPanelW - kRight;
+  const double y0 = oy + kTop, y1 = oy + kPanelH - kBottom;  // y0 top, y1 bottom
+  os << "<g>\n";
+  if (!panel.title.empty())
+    os << "<text x=\"" << num((x0 + x1) / 2) << "\" y=\"" << num(oy + 24)
+       << "\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">"
+       << escape(panel.title) << "</text>\n";
+
+  double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
+  for (const auto& s : panel.series) {
+    MINIDL_CHECK(s.x.size() == s.y.size(), "write_svg_plot: series '", s.name,
+                 "' has ", s.x.size(), " x values but ", s.y.size(), " y values");
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      xmin = std::min(xmin, s.x[i]);
+      xmax = std::max(xmax, s.x[i]);
+      ymin = std::min(ymin, s.y[i]);
+      ymax = std::max(ymax, s.y[i]);
+    }
+  }
+  const bool empty = !(xmin <= xmax);
+  if (empty) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
+  if (panel.y_from_zero) ymin = std::min(ymin, 0.0), ymax = std::max(ymax, 0.0);
+  const Axis ax = make_axis(xmin, xmax), ay = make_axis(ymin, ymax);
+  auto px = [&](double x) { return x0 + (x - ax.lo) / (ax.hi - ax.lo) * (x1 - x0); };
+  auto py = [&](double y) { return y1 - (y - ay.lo) / (ay.hi - ay.lo) * (y1 - y0); };
+
+  // Grid, ticks, tick labels.
+  for (double t : ax.ticks) {
+    os << "<line x1=\"" << num(px(t)) << "\" y1=\"" << num(y0) << "\" x2=\"" << num(px(t))
+       << "\" y2=\"" << num(y1) << "\" stroke=\"#e5e5e5\"/>\n";
+    os << "<text x=\"" << num(px(t)) << "\" y=\"" << num(y1 + 18)
+       << "\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">" << tick_label(t, ax)
+       << "</text>\n";
+  }
+  for (double t : ay.ticks) {
+    os << "<line x1=\"" << num(x0) << "\" y1=\"" << num(py(t)) << "\" x2=\"" << num(x1)
+       << "\" y2=\"" << num(py(t)) << "\" stroke=\"#e5e5e5\"/>\n";
+    os << "<text x=\"" << num(x0 - 6) << "\" y=\"" << num(py(t) + 4)
+       << "\" text-anchor=\"end\" font-size=\"12\" fill=\"#333\">" << tick_label(t, ay)
+       << "</text>\n";
+  }
+  os << "<rect x=\"" << num(x0) << "\" y=\"" << num(y0) << "\" width=\"" << num(x1 - x0)
+     << "\" height=\"" << num(y1 - y0) << "\" fill=\"none\" stroke=\"#444\"/>\n";
+  if (!panel.xlabel.empty())
+    os << "<text x=\"" << num((x0 + x1) / 2) << "\" y=\"" << num(y1 + 40)
+       << "\" text-anchor=\"middle\" font-size=\"14\">" << escape(panel.xlabel) << "</text>\n";
+  if (!panel.ylabel.empty()) {
+    double cx = ox + 18, cy = (y0 + y1) / 2;
+    os << "<text x=\"" << num(cx) << "\" y=\"" << num(cy) << "\" transform=\"rotate(-90 "
+       << num(cx) << " " << num(cy) << ")\" text-anchor=\"middle\" font-size=\"14\">"
+       << escape(panel.ylabel) << "</text>\n";
+  }
+  if (empty) {
+    os << "<text x=\"" << num((x0 + x1) / 2) << "\" y=\"" << num((y0 + y1) / 2)
+       << "\" text-anchor=\"middle\" font-size=\"14\" fill=\"#888\">no data</text>\n</g>\n";
+    return;
+  }
+
+  // Lines: a polyline per run of finite points; dots when points are few.
+  std::vector<std::pair<double, double>> samples;  // pixel points along the lines
+  for (size_t k = 0; k < panel.series.size(); ++k) {
+    const Series& s = panel.series[k];
+    const char* color = kColors[k % std::size(kColors)];
+    const bool dots = s.x.size() <= 40;
+    std::string pts;
+    double prev_x = NAN, prev_y = NAN;
+    auto flush_line = [&] {
+      if (!pts.empty())
+        os << "<polyline fill=\"none\" stroke=\"" << color
+           << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"" << pts << "\"/>\n";
+      pts.clear();
+      prev_x = prev_y = NAN;
+    };
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+        flush_line();
+        continue;
+      }
+      double X = px(s.x[i]), Y = py(s.y[i]);
+      pts += num(X) + "," + num(Y) + " ";
+      if (dots)
+        os << "<circle cx=\"" << num(X) << "\" cy=\"" << num(Y) << "\" r=\"2.5\" fill=\""
+           << color << "\"/>\n";
+      // Sample the segment every ~3 px so long straight segments count too.
+      if (std::isnan(prev_x)) {
+        samples.emplace_back(X, Y);
+      } else {
+        int n = std::max(1, static_cast<int>(std::hypot(X - prev_x, Y - prev_y) / 3));
+        for (int j = 1; j <= n; ++j)
+          samples.emplace_back(prev_x + (X - prev_x) * j / n, prev_y + (Y - prev_y) * j / n);
+      }
+      prev_x = X, prev_y = Y;
+    }
+    flush_line();
+  }
+
+  // Legend in the corner whose box covers the fewest line samples (ties
+  // prefer top-right, the usual spot).
+  std::vector<const Series*> named;
+  for (const auto& s : panel.series)
+    if (!s.name.empty()) named.push_back(&s);
+  if (named.empty()) {
+    os << "</g>\n";
+    return;
+  }
+  size_t longest = 0;
+  for (auto* s : named) longest = std::max(longest, s->name.size());
+  const double row_h = 18, w = 40 + 7.5 * static_cast<double>(longest),
+               h = 8 + row_h * static_cast<double>(named.size());
+  auto box_x = [&](int c) { return (c & 1) ? x1 - w - 8 : x0 + 8; };  // corners: TL TR BL BR
+  auto box_y = [&](int c) { return (c & 2) ? y1 - h - 8 : y0 + 8; };
+  int corner = 1;
+  size_t best = SIZE_MAX;
+  for (int c : {1, 3, 0, 2}) {
+    size_t covered = 0;
+    for (auto [X, Y] : samples)
+      covered += X >= box_x(c) - 4 && X <= box_x(c) + w + 4 && Y >= box_y(c) - 4 &&
+                 Y <= box_y(c) + h + 4;
+    if (covered < best) best = covered, corner = c;
+  }
+  const double lx = box_x(corner), ly = box_y(corner);
+  os << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"" << num(w)
+     << "\" height=\"" << num(h) << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#bbb\" rx=\"3\"/>\n";
+  for (size_t k = 0; k < panel.series.size(); ++k) {
+    const Series& s = panel.series[k];
+    if (s.name.empty()) continue;
+    size_t row = std::find(named.begin(), named.end(), &s) - named.begin();
+    double ry = ly + 4 + row_h * (static_cast<double>(row) + 0.5);
+    const char* color = kColors[k % std::size(kColors)];
+    os << "<line x1=\"" << num(lx + 6) << "\" y1=\"" << num(ry) << "\" x2=\"" << num(lx + 26)
+       << "\" y2=\"" << num(ry) << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"/>\n";
+    os << "<text x=\"" << num(lx + 30) << "\" y=\"" << num(ry + 4)
+       << "\" font-size=\"12\">" << escape(s.name) << "</text>\n";
+  }
+  os << "</g>\n";
+}
+
+}  // namespace
+
+void write_svg_plot(const std::string& path, const std::vector<Panel>& panels,
+                    const std::string& title) {
+  const size_t n = std::max<size_t>(1, panels.size());
+  const double top = title.empty() ? 0 : kTitleH;
+  const double W = kPanelW * static_cast<double>(n), H = kPanelH + top;
+  std::ostringstream os;
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(W) << "\" height=\""
+     << num(H) << "\" viewBox=\"0 0 " << num(W) << " " << num(H) << "\" font-family=\""
+     << kFont << "\">\n";
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  if (!title.empty())
+    os << "<text x=\"" << num(W / 2) << "\" y=\"25\" text-anchor=\"middle\" font-size=\"18\" "
+          "font-weight=\"bold\">"
+       << escape(title) << "</text>\n";
+  for (size_t i = 0; i < panels.size(); ++i)
+    draw_panel(os, panels[i], kPanelW * static_cast<double>(i), top);
+  os << "</svg>\n";
+
+  // Atomic replace: write a temp file next to the target, then rename.
+  std::filesystem::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  std::string tmp = path + ".tmp." + std::to_string(static_cast<long long>(getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    MINIDL_CHECK(out.is_open(), "write_svg_plot: cannot open '", tmp, "' for writing");
+    const std::string text = os.str();
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    MINIDL_CHECK(out.good(), "write_svg_plot: write to '", tmp, "' failed");
+  }
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    MINIDL_FAIL("write_svg_plot: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  }
+}
+
+}  // namespace minidl::examples

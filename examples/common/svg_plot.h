@@ -1,0 +1,27 @@
+// Line plots as a standalone SVG file: one or more panels side by side, each
+// with axes, ~5 nice ticks, a legend and one colour per series.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace minidl::examples {
+
+struct Series {
+  std::string name;
+  std::vector<double> x, y;
+};
+
+struct Panel {
+  std::string title, xlabel, ylabel;
+  std::vector<Series> series;
+  bool y_from_zero = false;  // include 0 in the y range
+};
+
+// Written atomically (temp file + rename), so a viewer never sees half a plot.
+// Non-finite points are skipped. Throws minidl::Error on I/O failure or when
+// a series has x and y of different lengths.
+void write_svg_plot(const std::string& path, const std::vector<Panel>& panels,
+                    const std::string& title = "");
+
+}  // namespace minidl::examples

@@ -1,0 +1,581 @@
+// train_cifar10: trains a CIFAR-10 (or Fashion-MNIST) classifier end to end on
+// the CPU, with progress bars, per-epoch metrics (CSV, TensorBoard, SVG curves)
+// and exact checkpoint/resume.
+//
+//   build/examples/train_cifar10 --epochs 5 --log-dir runs/c10 --checkpoint-dir runs/c10/ckpt
+//   build/examples/train_cifar10 --epochs 10 --resume runs/c10/ckpt   # continues at epoch 6
+//
+// Data: --data DIR with data_batch_{1..5}.bin and test_batch.bin (the official
+// binary release). Without test_batch.bin (the shared subset) it trains on
+// batches 1-4 and tests on batch 5. --train-files/--test-files pick files.
+//
+// Exact resume: the model init comes from --seed; each epoch's batch order and
+// augmentation are a function of (seed, epoch, sample index) in the DataLoader,
+// so a checkpoint needs only the model, optimizer and scheduler state, the
+// epoch and the default generator's state. A run of 4 epochs and a run of
+// 2 + resume + 2 give the same bits with --threads 1.
+//
+// Checkpoints are committed by checkpoint.json (written temp + rename): it
+// names the epoch's model and optimizer files, which are written first; so a
+// crash at any point leaves the previous epoch's checkpoint usable.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "examples/common/csv_log.h"
+#include "examples/common/progress.h"
+#include "examples/common/svg_plot.h"
+#include "examples/common/tensorboard.h"
+#include "minidl.h"
+
+namespace fs = std::filesystem;
+using namespace minidl;
+using nlohmann::json;
+
+namespace {
+
+struct Args {
+  std::string data, dataset = "cifar10", model = "smallnet", norm;  // norm "": the model's default
+  std::vector<std::string> train_files, test_files;
+  double width = 1.0;
+  int64_t epochs = 10, stop_after = 0, batch_size = 128, limit_train = 0, limit_test = 0;
+  double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
+  std::string optimizer = "sgd", schedule = "cosine";
+  int64_t warmup_epochs = 0, step_size = 0;
+  int workers = 2, threads = 0, eval_every = 1;
+  uint64_t seed = 0;
+  std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
+  double expect_train_acc = -1.0, expect_test_acc = -1.0;
+  bool no_augment = false;
+};
+
+// Per-epoch metrics; kept in the checkpoint so resumed runs plot whole curves.
+struct EpochMetrics {
+  int64_t epoch = 0;
+  double lr = 0, train_loss = NAN, train_acc = NAN, test_loss = NAN, test_acc = NAN, test_acc_train_mode = NAN;
+  double seconds = 0, images_per_s = 0;
+};
+
+json to_json(const EpochMetrics& m) {
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  return {{"epoch", m.epoch}, {"lr", m.lr}, {"train_loss", num(m.train_loss)}, {"train_acc", num(m.train_acc)},
+          {"test_loss", num(m.test_loss)}, {"test_acc", num(m.test_acc)},
+          {"test_acc_train_mode", num(m.test_acc_train_mode)}, {"seconds", m.seconds},
+          {"images_per_s", m.images_per_s}};
+}
+
+EpochMetrics metrics_from_json(const json& j) {
+  auto num = [&](const char* k) { return j.at(k).is_null() ? NAN : j.at(k).get<double>(); };
+  EpochMetrics m;
+  m.epoch = j.at("epoch").get<int64_t>();
+  m.lr = num("lr");
+  m.train_loss = num("train_loss");
+  m.train_acc = num("train_acc");
+  m.test_loss = num("test_loss");
+  m.test_acc = num("test_acc");
+  m.test_acc_train_mode = num("test_acc_train_mode");
+  m.seconds = num("seconds");
+  m.images_per_s = num("images_per_s");
+  return m;
+}
+
+// The first n samples of another dataset (--limit-train, --limit-test).
+class PrefixDataset : public data::Dataset {
+ public:
+  PrefixDataset(std::shared_ptr<const data::Dataset> base, int64_t n)
+      : base_(std::move(base)), n_(std::min(n, base_->size())) {}
+  int64_t size() const override { return n_; }
+  data::Example get(int64_t i) const override {
+    data::detail::check_index("PrefixDataset", i, n_);
+    return base_->get(i);
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> base_;
+  int64_t n_;
+};
+
+// The repository root, from the executable's path (build*/examples/train_cifar10),
+// so the default data path works from any working directory.
+fs::path repo_root() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+      if (fs::exists(p / "minidl.h")) return p;
+  }
+  return fs::current_path();
+}
+
+std::string default_data_dir(const std::string& dataset) {
+  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
+  const fs::path root = repo_root();
+  for (const fs::path& p : {root / "data/cifar-10-batches-bin", root / "../shared/data/cifar10-subset"})
+    if (fs::exists(p / "data_batch_1.bin")) return fs::weakly_canonical(p).string();
+  return (root / "data/cifar-10-batches-bin").string();
+}
+
+struct Datasets {
+  std::shared_ptr<const data::Dataset> train, test;
+  std::string description;
+  int64_t channels = 3, size = 32;
+};
+
+Datasets load_datasets(const Args& a) {
+  Datasets d;
+  if (a.dataset == "fashion-mnist") {
+    d.train = std::make_shared<data::FashionMNIST>(a.data, true);
+    d.test = std::make_shared<data::FashionMNIST>(a.data, false);
+    d.channels = 1;
+    d.size = 28;
+    d.description = "Fashion-MNIST from " + a.data;
+  } else {
+    auto in_dir = [&](const std::string& f) { return fs::path(f).is_absolute() || fs::exists(f) ? f : a.data + "/" + f; };
+    std::vector<std::string> train_files, test_files;
+    for (const auto& f : a.train_files) train_files.push_back(in_dir(f));
+    for (const auto& f : a.test_files) test_files.push_back(in_dir(f));
+    if (train_files.empty() && test_files.empty() && fs::exists(a.data + "/test_batch.bin")) {
+      for (int i = 1; i <= 5; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
+      test_files.push_back(a.data + "/test_batch.bin");
+    } else {
+      // No official test batch (the shared subset): hold out batch 5.
+      if (train_files.empty())
+        for (int i = 1; i <= 4; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
+      if (test_files.empty()) test_files.push_back(a.data + "/data_batch_5.bin");
+    }
+    d.train = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(train_files));
+    d.test = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(test_files));
+    auto names = [](const std::vector<std::string>& fs_) {
+      std::string s;
+      for (const auto& f : fs_) s += (s.empty() ? "" : ",") + fs::path(f).filename().string();
+      return s;
+    };
+    d.description = "CIFAR-10 from " + a.data + " (train " + names(train_files) + ", test " + names(test_files) + ")";
+  }
+  if (a.limit_train > 0) d.train = std::make_shared<PrefixDataset>(d.train, a.limit_train);
+  if (a.limit_test > 0) d.test = std::make_shared<PrefixDataset>(d.test, a.limit_test);
+  return d;
+}
+
+// Standard augmentation (random crop with padding, horizontal flip) and
+// per-channel normalization with the dataset's mean/std.
+std::pair<data::TransformPtr, data::TransformPtr> make_transforms(const Args& a, const Datasets& d) {
+  std::vector<double> mean, std;
+  if (d.channels == 3) {
+    mean = {0.4914, 0.4822, 0.4465};
+    std = {0.2470, 0.2435, 0.2616};
+  } else {
+    mean = {0.2860};
+    std = {0.3530};
+  }
+  auto normalize = std::make_shared<data::Normalize>(mean, std);
+  auto to_float = std::make_shared<data::ToFloat>();
+  std::vector<data::TransformPtr> train;
+  if (!a.no_augment) {
+    train.push_back(std::make_shared<data::RandomCrop>(d.size, d.channels == 3 ? 4 : 2));
+    train.push_back(std::make_shared<data::RandomHorizontalFlip>());  // clothes are left-right symmetric too
+  }
+  train.push_back(to_float);
+  train.push_back(normalize);
+  auto test = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{to_float, normalize});
+  return {std::make_shared<data::Compose>(train), test};
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Args& a, nn::Module& model) {
+  if (a.optimizer == "sgd") return std::make_unique<optim::SGD>(model.parameters(), a.lr, a.momentum, 0.0, a.weight_decay);
+  if (a.optimizer == "adam")
+    return std::make_unique<optim::Adam>(model.parameters(), a.lr, std::make_pair(0.9, 0.999), 1e-8, a.weight_decay);
+  return std::make_unique<optim::AdamW>(model.parameters(), a.lr, std::make_pair(0.9, 0.999), 1e-8, a.weight_decay);
+}
+
+// All schedules count iterations (scheduler.step() after every optimizer step).
+std::unique_ptr<optim::LRScheduler> make_scheduler(const Args& a, optim::Optimizer& opt, int64_t steps_per_epoch) {
+  const int64_t warmup = a.warmup_epochs * steps_per_epoch;
+  const int64_t total = a.epochs * steps_per_epoch;
+  if (a.schedule == "onecycle") return std::make_unique<optim::OneCycleLR>(opt, a.lr, total);
+  std::unique_ptr<optim::LRScheduler> after;
+  if (a.schedule == "cosine")
+    after = std::make_unique<optim::CosineAnnealingLR>(opt, std::max<int64_t>(1, total - warmup));
+  else if (a.schedule == "step")  // lr / 10 every step_size epochs (default: a third of the run)
+    after = std::make_unique<optim::StepLR>(
+        opt, std::max<int64_t>(1, (a.step_size > 0 ? a.step_size : std::max<int64_t>(1, a.epochs / 3)) * steps_per_epoch),
+        0.1);
+  else  // constant
+    after = std::make_unique<optim::StepLR>(opt, std::numeric_limits<int32_t>::max(), 1.0);
+  if (warmup > 0) return std::make_unique<optim::LinearWarmup>(opt, std::move(after), warmup, 0.1);
+  return after;
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& targets) {
+  Tensor pred = logits.argmax(1).contiguous();
+  Tensor t = targets.contiguous();
+  const int64_t* p = pred.data_ptr<int64_t>();
+  const int64_t* y = t.data_ptr<int64_t>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == y[i];
+  return n;
+}
+
+struct EvalResult {
+  double loss = 0, acc = 0;
+};
+
+// Loss and accuracy over a loader, under no_grad, in the model's current mode.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+  NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  for (data::Batch& b : loader) {
+    Tensor logits = model.forward(b.data);
+    const int64_t n = b.targets.numel();
+    loss_sum += cross_entropy(logits, b.targets).item<float>() * static_cast<double>(n);
+    correct += count_correct(logits, b.targets);
+    seen += n;
+  }
+  return {loss_sum / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
+}
+
+// Test accuracy with batch statistics (train mode), the number that shows the
+// train/eval gap of BatchNorm. Train-mode BN updates its running stats even
+// under no_grad, so the buffers are copied before and restored after.
+double evaluate_train_mode(nn::Module& model, data::DataLoader& loader) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> saved;
+  for (auto& [name, buf] : model.named_buffers()) saved.emplace_back(buf, buf.clone());
+  model.train();
+  const double acc = evaluate(model, loader).acc;
+  for (auto& [buf, copy] : saved) buf.copy_(copy);
+  return acc;
+}
+
+// ---- checkpoints ----------------------------------------------------------
+
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    MINIDL_CHECK(out.good(), "train_cifar10: cannot write ", tmp.string());
+    out << text;
+    out.flush();
+    MINIDL_CHECK(out.good(), "train_cifar10: error writing ", tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Module& model, const optim::Optimizer& opt,
+                     const optim::LRScheduler& sched, const std::vector<EpochMetrics>& history) {
+  fs::create_directories(dir);
+  const std::string tag = "epoch" + std::to_string(epoch);
+  const std::string model_file = "model_" + tag + ".safetensors";
+  const std::string optim_file = "optimizer_" + tag + ".safetensors";
+  nn::save_state_dict(model, (dir / model_file).string());
+  opt.state_dict().save((dir / optim_file).string());
+  json j;
+  j["epoch"] = epoch;  // epochs completed
+  j["model"] = model_file;
+  j["optimizer"] = optim_file;
+  j["scheduler"] = sched.state_dict();
+  j["generator_state"] = default_generator().state();
+  j["loader"] = {{"seed", a.seed}, {"next_epoch", epoch}};
+  j["config"] = {{"dataset", a.dataset}, {"model", a.model},         {"norm", a.norm},
+                 {"width", a.width},     {"optimizer", a.optimizer}, {"schedule", a.schedule},
+                 {"epochs", a.epochs},   {"batch_size", a.batch_size}, {"lr", a.lr},
+                 {"limit_train", a.limit_train}};
+  json h = json::array();
+  for (const auto& m : history) h.push_back(to_json(m));
+  j["history"] = h;
+  const fs::path committed = dir / "checkpoint.json";
+  std::string previous_model, previous_optim;
+  if (fs::exists(committed)) {
+    try {
+      json old = json::parse(std::ifstream(committed));
+      previous_model = old.value("model", "");
+      previous_optim = old.value("optimizer", "");
+    } catch (const std::exception&) {
+    }
+  }
+  write_text_atomically(committed, j.dump(2));
+  // The previous epoch's files are no longer referenced.
+  for (const std::string& f : {previous_model, previous_optim})
+    if (!f.empty() && f != model_file && f != optim_file) fs::remove(dir / f);
+}
+
+struct Resumed {
+  int64_t epoch = 0;
+  std::vector<EpochMetrics> history;
+};
+
+Resumed load_checkpoint(const std::string& path, const Args& a, nn::Module& model, optim::Optimizer& opt,
+                        optim::LRScheduler& sched) {
+  fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
+  MINIDL_CHECK(fs::exists(file), "train_cifar10: no checkpoint at ", file.string());
+  json j = json::parse(std::ifstream(file));
+  const json& cfg = j.at("config");
+  for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule"}) {
+    MINIDL_CHECK(cfg.at(key).get<std::string>() == (key == std::string("dataset")     ? a.dataset
+                                                    : key == std::string("model")     ? a.model
+                                                    : key == std::string("norm")      ? a.norm
+                                                    : key == std::string("optimizer") ? a.optimizer
+                                                                                      : a.schedule),
+                 "train_cifar10: the checkpoint was made with --", key, " ", cfg.at(key).get<std::string>());
+  }
+  MINIDL_CHECK(cfg.at("batch_size").get<int64_t>() == a.batch_size,
+               "train_cifar10: the checkpoint was made with --batch-size ", cfg.at("batch_size").get<int64_t>());
+  MINIDL_CHECK(cfg.at("width").get<double>() == a.width, "train_cifar10: the checkpoint was made with --width ",
+               cfg.at("width").get<double>());
+  MINIDL_CHECK(cfg.at("limit_train").get<int64_t>() == a.limit_train,
+               "train_cifar10: the checkpoint was made with --limit-train ", cfg.at("limit_train").get<int64_t>());
+  // The loader's order and augmentation come from (seed, epoch, index).
+  MINIDL_CHECK(j.at("loader").at("seed").get<uint64_t>() == a.seed,
+               "train_cifar10: the checkpoint was made with --seed ", j.at("loader").at("seed").get<uint64_t>(),
+               "; resume with the same seed to continue the same run");
+  if (cfg.at("epochs").get<int64_t>() != a.epochs && a.schedule != "none")
+    std::cerr << "warning: the checkpoint's run had --epochs " << cfg.at("epochs").get<int64_t>()
+              << "; the lr schedule continues from its saved state, not as a fresh " << a.epochs << "-epoch schedule\n";
+  const fs::path dir = file.parent_path();
+  nn::load_state_dict_file(model, (dir / j.at("model").get<std::string>()).string());
+  opt.load_state_dict(optim::OptimizerStateDict::load((dir / j.at("optimizer").get<std::string>()).string()));
+  sched.load_state_dict(j.at("scheduler"));
+  default_generator().set_state(j.at("generator_state").get<std::string>());
+  Resumed r;
+  r.epoch = j.at("epoch").get<int64_t>();
+  for (const auto& m : j.at("history")) r.history.push_back(metrics_from_json(m));
+  return r;
+}
+
+// ---- logs -----------------------------------------------------------------
+
+void write_curves(const fs::path& path, const std::vector<EpochMetrics>& history, const std::string& title) {
+  using examples::Series;
+  Series train_loss{"train", {}, {}}, test_loss{"test (eval mode)", {}, {}};
+  Series train_acc{"train", {}, {}}, test_acc{"test (eval mode)", {}, {}}, test_acc_tm{"test (train mode)", {}, {}};
+  for (const auto& m : history) {
+    const double x = static_cast<double>(m.epoch);
+    auto add = [&](Series& s, double y) {
+      s.x.push_back(x);
+      s.y.push_back(y);
+    };
+    add(train_loss, m.train_loss);
+    add(test_loss, m.test_loss);
+    add(train_acc, 100 * m.train_acc);
+    add(test_acc, 100 * m.test_acc);
+    add(test_acc_tm, 100 * m.test_acc_train_mode);
+  }
+  examples::write_svg_plot(path.string(),
+                           {{"loss", "epoch", "cross-entropy", {train_loss, test_loss}, true},
+                            {"accuracy", "epoch", "%", {train_acc, test_acc, test_acc_tm}, true}},
+                           title);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int run(const Args& a) {
+  if (a.threads > 0) set_num_threads(a.threads);
+  manual_seed(a.seed);
+
+  Datasets d = load_datasets(a);
+  auto [train_tf, test_tf] = make_transforms(a, d);
+  data::DataLoader train_loader(d.train, {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers,
+                                          .seed = a.seed, .transform = train_tf});
+  data::DataLoader test_loader(d.test, {.batch_size = std::max<int64_t>(a.batch_size, 256), .shuffle = false,
+                                        .num_workers = a.workers, .seed = a.seed, .transform = test_tf});
+
+  auto model_options = models::ModelOptions().width(a.width).in_channels(d.channels).input_size(d.size);
+  if (!a.norm.empty()) model_options.norm(a.norm);
+  auto model = models::create_model(a.model, model_options);
+  int64_t n_params = 0;
+  for (const Tensor& p : model->parameters()) n_params += p.numel();
+  auto opt = make_optimizer(a, *model);
+  const int64_t steps_per_epoch = train_loader.size();
+  auto sched = make_scheduler(a, *opt, steps_per_epoch);
+
+  std::vector<EpochMetrics> history;
+  int64_t start_epoch = 0;
+  if (!a.resume.empty()) {
+    Resumed r = load_checkpoint(a.resume, a, *model, *opt, *sched);
+    start_epoch = r.epoch;
+    history = std::move(r.history);
+    std::cout << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
+  }
+
+  std::cout << "data:  " << d.description << ": " << d.train->size() << " train, " << d.test->size() << " test images\n"
+            << "model: " << a.model << " (norm " << (a.norm.empty() ? "default" : a.norm) << ", width " << a.width << "), " << n_params
+            << " parameters\n"
+            << "optim: " << a.optimizer << " lr " << a.lr << " momentum " << a.momentum << " weight decay "
+            << a.weight_decay << ", schedule " << a.schedule << " (warmup " << a.warmup_epochs << " epochs)\n"
+            << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
+            << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n";
+
+  fs::create_directories(a.log_dir);
+  const fs::path log_dir = a.log_dir;
+  examples::CsvLog csv((log_dir / "metrics.csv").string(),
+                       {"epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc", "test_acc_train_mode",
+                        "epoch_seconds", "images_per_s"},
+                       /*append=*/start_epoch > 0);
+  examples::TensorBoardWriter tb(a.log_dir);
+  std::cout << "logs:  " << (log_dir / "metrics.csv").string() << ", " << (log_dir / "curves.svg").string() << ", "
+            << tb.path() << "\n";
+  if (!a.checkpoint_dir.empty()) std::cout << "checkpoints: " << a.checkpoint_dir << "/checkpoint.json\n";
+
+  const std::string title = a.model + " on " + (a.dataset == "fashion-mnist" ? "Fashion-MNIST" : "CIFAR-10");
+  const int64_t end_epoch = a.stop_after > 0 ? std::min(a.stop_after, a.epochs) : a.epochs;
+  for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
+    model->train();
+    train_loader.set_epoch(epoch);
+    examples::ProgressBar bar(d.train->size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(a.epochs));
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0;
+    const double lr = opt->param_groups()[0].lr();
+    for (data::Batch& b : train_loader) {
+      Tensor logits = model->forward(b.data);
+      Tensor loss = cross_entropy(logits, b.targets);
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      sched->step();
+      const int64_t n = b.targets.numel();
+      const double l = loss.item<float>();
+      MINIDL_CHECK(std::isfinite(l), "train_cifar10: the loss is ", l, " at epoch ", epoch + 1,
+                   "; lower --lr");
+      loss_sum += l * static_cast<double>(n);
+      correct += count_correct(logits, b.targets);
+      seen += n;
+      bar.update(seen, "loss " + fmt("%.3f", loss_sum / seen) + " acc " + fmt("%.1f%%", 100.0 * correct / seen));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EpochMetrics m;
+    m.epoch = epoch + 1;
+    m.lr = lr;
+    m.train_loss = loss_sum / std::max<int64_t>(seen, 1);
+    m.train_acc = static_cast<double>(correct) / std::max<int64_t>(seen, 1);
+    m.seconds = seconds;
+    m.images_per_s = seen / seconds;
+    bar.finish("train loss " + fmt("%.4f", m.train_loss) + " acc " + fmt("%.2f%%", 100 * m.train_acc));
+
+    if ((epoch + 1) % a.eval_every == 0 || epoch + 1 == end_epoch) {
+      model->eval();
+      EvalResult r = evaluate(*model, test_loader);
+      m.test_loss = r.loss;
+      m.test_acc = r.acc;
+      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader);
+      model->train();
+    }
+    history.push_back(m);
+    std::cout << "epoch " << m.epoch << "/" << a.epochs << ": train loss " << fmt("%.4f", m.train_loss) << " acc "
+              << fmt("%.2f%%", 100 * m.train_acc) << " | test loss " << fmt("%.4f", m.test_loss) << " acc "
+              << fmt("%.2f%%", 100 * m.test_acc) << " (train mode " << fmt("%.2f%%", 100 * m.test_acc_train_mode)
+              << ") | lr " << fmt("%.4g", lr) << " | " << fmt("%.1f", seconds) << " s, "
+              << fmt("%.1f", m.images_per_s) << " images/s" << std::endl;
+
+    csv.row({static_cast<double>(m.epoch), m.lr, m.train_loss, m.train_acc, m.test_loss, m.test_acc,
+             m.test_acc_train_mode, m.seconds, m.images_per_s});
+    const std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", m.train_loss},          {"train/accuracy", m.train_acc},
+        {"test/loss", m.test_loss},            {"test/accuracy", m.test_acc},
+        {"test/accuracy_train_mode", m.test_acc_train_mode}, {"lr", m.lr},
+        {"perf/images_per_s", m.images_per_s}};
+    for (const auto& [tag, v] : scalars)
+      if (std::isfinite(v)) tb.add_scalar(tag, v, m.epoch);
+    tb.flush();
+    write_curves(log_dir / "curves.svg", history, title);
+    if (!a.checkpoint_dir.empty()) save_checkpoint(a.checkpoint_dir, epoch + 1, a, *model, *opt, *sched, history);
+  }
+
+  if (!a.save_final.empty()) {
+    nn::save_state_dict(*model, a.save_final);
+    std::cout << "final model: " << a.save_final << "\n";
+  }
+  if (history.empty()) {
+    std::cout << "nothing to do: the checkpoint is already at epoch " << start_epoch << "\n";
+    return 0;
+  }
+  const EpochMetrics& last = history.back();
+  int rc = 0;
+  if (a.expect_train_acc >= 0 && !(last.train_acc >= a.expect_train_acc)) {
+    std::cerr << "FAILED: final train accuracy " << last.train_acc << " < expected " << a.expect_train_acc << "\n";
+    rc = 3;
+  }
+  if (a.expect_test_acc >= 0 && !(last.test_acc >= a.expect_test_acc)) {
+    std::cerr << "FAILED: final test accuracy " << last.test_acc << " < expected " << a.expect_test_acc << "\n";
+    rc = 3;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Train a CIFAR-10 / Fashion-MNIST classifier with minidl (CPU)"};
+  app.add_option("--data", a.data, "dataset folder (default: data/cifar-10-batches-bin, else ../shared/data/cifar10-subset; "
+                                   "/usr/share/datasets/fashion-mnist for fashion-mnist)");
+  app.add_option("--dataset", a.dataset)->check(CLI::IsMember({"cifar10", "fashion-mnist"}))->capture_default_str();
+  app.add_option("--train-files", a.train_files, "CIFAR-10 training files (names in --data, or paths)");
+  app.add_option("--test-files", a.test_files, "CIFAR-10 test files (default test_batch.bin, else data_batch_5.bin)");
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)");
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
+  app.add_option("--model", a.model)->check(CLI::IsMember(models::model_names()))->capture_default_str();
+  app.add_option("--norm", a.norm, "normalization layers (default: batchnorm; none for the mlp)")
+      ->check(CLI::IsMember({"batchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
+  app.add_option("--width", a.width, "width multiplier of every layer")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--stop-after", a.stop_after,
+                 "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests");
+  app.add_option("--batch-size", a.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", a.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--momentum", a.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--weight-decay", a.weight_decay)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--optimizer", a.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+  app.add_option("--schedule", a.schedule, "per-iteration lr schedule")
+      ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}))
+      ->capture_default_str();
+  app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)");
+  app.add_option("--warmup-epochs", a.warmup_epochs, "linear warm-up (not with onecycle, which has its own)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--workers", a.workers, "data loader threads (0: load on the training thread)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", a.seed)->capture_default_str();
+  app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
+  app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--log-dir", a.log_dir, "metrics.csv, curves.svg and TensorBoard events")->capture_default_str();
+  app.add_option("--checkpoint-dir", a.checkpoint_dir, "save a checkpoint here after every epoch");
+  app.add_option("--resume", a.resume, "continue from a checkpoint folder or its checkpoint.json");
+  app.add_option("--save-final", a.save_final, "write the final model state dict (safetensors) here");
+  app.add_option("--expect-train-acc", a.expect_train_acc, "exit 3 unless the last epoch's train accuracy is >= this");
+  app.add_option("--expect-test-acc", a.expect_test_acc, "exit 3 unless the last test accuracy is >= this");
+  CLI11_PARSE(app, argc, argv);
+  if (a.schedule == "onecycle" && a.warmup_epochs > 0) {
+    std::cerr << "--warmup-epochs does not combine with --schedule onecycle (which warms up itself)\n";
+    return 2;
+  }
+  if (a.data.empty()) a.data = default_data_dir(a.dataset);
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
