@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm]
-(--suite norm: the twin of bench_norm.cpp)"""
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train]
+(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet]: the twin of
+bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
 import json
+import resource
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 
 def median_ms(f, reps):
@@ -86,15 +89,158 @@ def bench_norm(args):
         report(name + "_fwd_bwd", "128x64x32x32", median_ms(fwd_bwd, args.reps), x.numel(), args.threads)
 
 
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet18Cifar(nn.Module):
+    """minidl's models::resnet18_cifar: 3x3 stem, no max-pool, [2,2,2,2] BasicBlocks."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, cin = [], 64
+        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+            layers.append(nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
+            cin = cout
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
+
+
+def small_net(num_classes=10):
+    """minidl's models::SmallNet: conv-BN-ReLU, three conv-maxpool-BN-ReLU stages, global max-pool, linear."""
+    layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+    cin = 64
+    for cout in (128, 256, 512):
+        layers += [nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.MaxPool2d(2), nn.BatchNorm2d(cout), nn.ReLU()]
+        cin = cout
+    layers += [nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
+    return nn.Sequential(*layers)
+
+
+def bench_train(args):
+    """Twin of bench_train.cpp: one SGD training step of a CIFAR model on a fixed random batch."""
+    torch.manual_seed(0)
+    model = ResNet18Cifar() if args.model == "resnet18" else small_net()
+    expected = {"resnet18": 11173962, "smallnet": 1557066}[args.model]
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == expected, f"{args.model}: {n_params} parameters, minidl has {expected}"
+    model.train()
+    batch = args.batch or (64 if args.model == "resnet18" else 128)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, 3, 32, 32)
+    y = torch.randint(0, 10, (batch,))
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    ms = median_ms(step, args.reps)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    print(json.dumps({"impl": "pytorch", "op": "train_step_" + args.model, "shape": f"batch {batch}",
+                      "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
+                      "version": "torch " + torch.__version__, "images_per_s": round(1e3 * batch / ms, 1),
+                      "peak_rss_mib": round(peak, 1)}), flush=True)
+    if args.profile:
+        phases = {"forward": [], "loss+zero_grad": [], "backward": [], "sgd step": []}
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            logits = model(x)
+            t1 = time.perf_counter()
+            loss = F.cross_entropy(logits, y)
+            opt.zero_grad()
+            t2 = time.perf_counter()
+            loss.backward()
+            t3 = time.perf_counter()
+            opt.step()
+            t4 = time.perf_counter()
+            for k, a, b in zip(phases, (t0, t1, t2, t3), (t1, t2, t3, t4)):
+                phases[k].append((b - a) * 1e3)
+        print("# phases (median ms): " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in phases.items()))
+        if args.model == "smallnet":
+            profile_smallnet_ops(batch, args.reps)
+        else:
+            profile_resnet18_convs(batch, args.reps)
+
+
+def time_op(name, leaves, f, reps):
+    """Twin of bench_train.cpp's time_op: forward + backward with a ones upstream gradient."""
+    times = []
+    for r in range(reps + 1):
+        for t in leaves:
+            t.grad = None
+        t0 = time.perf_counter()
+        out = f(*leaves)
+        out.backward(torch.ones_like(out))
+        if r > 0:
+            times.append((time.perf_counter() - t0) * 1e3)
+    print(f"# op {name:<34} fwd+bwd {statistics.median(times):8.1f} ms", flush=True)
+
+
+def profile_resnet18_convs(n, reps):
+    c, hw = 64, 32
+    while c <= 512:
+        x = torch.randn(n, c, hw, hw, requires_grad=True)
+        w = (torch.randn(c, c, 3, 3) * 0.05).requires_grad_()
+        time_op(f"conv3x3 {c}->{c} @{hw}", [x, w], lambda a, b: F.conv2d(a, b, None, 1, 1), reps)
+        c, hw = c * 2, hw // 2
+
+
+def profile_smallnet_ops(n, reps):
+    cin, hw = 3, 32
+    for i, cout in enumerate((64, 128, 256, 512)):
+        x = torch.randn(n, cin, hw, hw, requires_grad=True)
+        w = (torch.randn(cout, cin, 3, 3) * 0.05).requires_grad_()
+        time_op(f"conv3x3 {cin}->{cout} @{hw}", [x, w], lambda a, b: F.conv2d(a, b, None, 1, 1), reps)
+        out_hw = hw
+        if i > 0:
+            yy = torch.randn(n, cout, hw, hw, requires_grad=True)
+            time_op(f"max_pool2d 2x2 C{cout} @{hw}", [yy], lambda a: F.max_pool2d(a, 2), reps)
+            out_hw = hw // 2
+        z = torch.randn(n, cout, out_hw, out_hw, requires_grad=True)
+        g, b = torch.ones(cout, requires_grad=True), torch.zeros(cout, requires_grad=True)
+        rm, rv = torch.zeros(cout), torch.ones(cout)
+        time_op(f"batch_norm+relu C{cout} @{out_hw}", [z, g, b],
+                lambda a, gg, bb: F.relu(F.batch_norm(a, rm, rv, gg, bb, True)), reps)
+        cin, hw = cout, out_hw
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--suite", choices=["ops", "norm"], default="ops")
+    parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
+    parser.add_argument("--model", choices=["resnet18", "smallnet"], default="smallnet", help="--suite train only")
+    parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet")
+    parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.suite == "norm":
         bench_norm(args)
+        return
+    if args.suite == "train":
+        bench_train(args)
         return
     bench_matmul(1024, args)
     bench_conv(128, 64, 64, 32, 32, 3, 1, 1, args)

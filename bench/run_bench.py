@@ -9,7 +9,12 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
                                   [--suites ops,norm]
-Suites: ops (bench_ops: matmul, conv2d) and norm (bench_norm: BN, GN, LN, IN).
+Suites: ops (bench_ops: matmul, conv2d), norm (bench_norm: BN, GN, LN, IN) and
+train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
+at batch 128, each model in its own process so peak RSS is per model; prints
+images/s and peak resident memory). train is not in the default set: at 2
+threads a step takes seconds, so 3 rounds x 15 reps take about 15 minutes;
+use e.g. --suites train --reps 5.
 """
 import argparse
 import json
@@ -44,11 +49,13 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
-    parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm")
+    parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]
-    programs = {"ops": "bench_ops", "norm": "bench_norm"}
+    programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train"}
+    # Suites run as several processes, one per model: the extra arguments of each.
+    variants = {"train": [["--model", "resnet18"], ["--model", "smallnet"]]}
     for suite in suites:
         if suite not in programs:
             sys.exit(f"unknown suite {suite!r} (choose from {', '.join(programs)})")
@@ -62,8 +69,10 @@ def main():
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         for suite in suites:
-            raw += run_lines([os.path.join(args.build, "bench", programs[suite])] + common, env)
-            raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py"), "--suite", suite] + common, env)
+            for extra in variants.get(suite, [[]]):
+                raw += run_lines([os.path.join(args.build, "bench", programs[suite])] + common + extra, env)
+                raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py"), "--suite", suite] + common +
+                                 extra, env)
     if args.json:
         with open(args.json, "w") as f:
             for line in raw:
@@ -93,6 +102,22 @@ def main():
         ratio = t["median_ms"] / m["median_ms"]
         print(f"{op:<22} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
               f"{t['gflops']:>11.1f} {ratio:>6.2f}")
+    train_rows = [(op, shape) for op, shape in order if "images_per_s" in best.get(("minidl", op, shape), {})]
+    if train_rows:
+        print()
+        header = (f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
+                  f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}")
+        print(header)
+        print("-" * len(header))
+        for op, shape in train_rows:
+            m, t = best.get(("minidl", op, shape)), best.get(("pytorch", op, shape))
+            if not m or not t:
+                continue
+            # Peak RSS: the largest over rounds (it is a high-water mark, not a speed).
+            m_rss = max(l["peak_rss_mib"] for l in raw if (l["impl"], l["op"], l["shape"]) == ("minidl", op, shape))
+            t_rss = max(l["peak_rss_mib"] for l in raw if (l["impl"], l["op"], l["shape"]) == ("pytorch", op, shape))
+            print(f"{op:<22} {shape:<10} {m['images_per_s']:>12.1f} {t['images_per_s']:>12.1f} "
+                  f"{m['images_per_s'] / t['images_per_s']:>6.2f} {m_rss:>20.0f} {t_rss:>19.0f}")
     print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
 
 

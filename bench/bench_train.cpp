@@ -1,0 +1,170 @@
+// Times whole training steps of the CIFAR models and prints one JSON object
+// per line, like bench_ops, plus images_per_s and peak_rss_mib:
+//   {"impl":"minidl","op":"train_step_resnet18","shape":"batch 64",...}
+// bench/bench_torch.py --suite train prints the PyTorch twins.
+//
+//   bench_train --model resnet18|smallnet [--batch N] [--threads 2] [--reps 15] [--profile 1]
+//
+// One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
+// high-water resident set) belongs to that model. A step is forward,
+// cross_entropy, zero_grad, backward, SGD step (lr 0.1, momentum 0.9, weight
+// decay 5e-4) on a fixed random float32 batch (N, 3, 32, 32) with int64 labels.
+// --profile 1 also prints, as "#" lines, the median time of each phase
+// (forward, loss, backward, step) and the forward+backward of single ops at
+// the model's shapes (smallnet: every layer; resnet18: one 3x3 conv per
+// stage), to see where the time goes (bench_torch.py --suite train --profile 1 prints the same for PyTorch).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Forward + backward (with a ones upstream gradient) of one op on fresh
+// leaves, median over reps after one warm-up.
+void time_op(const std::string& name, const std::vector<Tensor>& leaves,
+             const std::function<Tensor(const std::vector<Tensor>&)>& f, int reps) {
+  std::vector<double> ms;
+  for (int r = 0; r <= reps; ++r) {
+    for (const Tensor& t : leaves) Tensor(t).set_grad(Tensor());
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor y = f(leaves);
+    y.backward(ones_like(y));
+    if (r > 0) ms.push_back(elapsed_ms(t0));
+  }
+  std::printf("# op %-34s fwd+bwd %8.1f ms\n", name.c_str(), median_of(ms));
+  std::fflush(stdout);
+}
+
+// SmallNet's layers one at a time, at batch n (activations as in the model).
+void profile_smallnet_ops(int64_t n, int reps) {
+  const int64_t widths[] = {64, 128, 256, 512};
+  int64_t cin = 3, hw = 32;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t cout = widths[i];
+    const Tensor x = randn({n, cin, hw, hw}).requires_grad_();
+    const Tensor w = (randn({cout, cin, 3, 3}) * 0.05).requires_grad_();
+    Conv2dParams params;
+    params.padding = {1, 1};
+    const std::string conv = "conv3x3 " + std::to_string(cin) + "->" + std::to_string(cout) + " @" +
+                             std::to_string(hw);
+    time_op(conv, {x, w}, [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps);
+    int64_t out_hw = hw;
+    if (i > 0) {
+      const Tensor y = randn({n, cout, hw, hw}).requires_grad_();
+      time_op("max_pool2d 2x2 C" + std::to_string(cout) + " @" + std::to_string(hw), {y},
+              [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); }, reps);
+      out_hw = hw / 2;
+    }
+    const Tensor z = randn({n, cout, out_hw, out_hw}).requires_grad_();
+    const Tensor gamma = ones({cout}).requires_grad_(), beta = zeros({cout}).requires_grad_();
+    const Tensor rm = zeros({cout}), rv = ones({cout});
+    time_op("batch_norm+relu C" + std::to_string(cout) + " @" + std::to_string(out_hw), {z, gamma, beta},
+            [&](const std::vector<Tensor>& v) { return relu(batch_norm(v[0], rm, rv, v[1], v[2], true)); }, reps);
+    cin = cout;
+    hw = out_hw;
+  }
+}
+
+// ResNet-18's 3x3 convs, one per stage (each stage has 4 of them, 3 for
+// stages 2-4 plus their strided first conv), at batch n.
+void profile_resnet18_convs(int64_t n, int reps) {
+  for (int64_t c = 64, hw = 32; c <= 512; c *= 2, hw /= 2) {
+    const Tensor x = randn({n, c, hw, hw}).requires_grad_();
+    const Tensor w = (randn({c, c, 3, 3}) * 0.05).requires_grad_();
+    Conv2dParams params;
+    params.padding = {1, 1};
+    time_op("conv3x3 " + std::to_string(c) + "->" + std::to_string(c) + " @" + std::to_string(hw), {x, w},
+            [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Options options = bench::parse_options(argc, argv);
+  std::string model_name = "smallnet";
+  int64_t batch = 0;  // 0: the model's default (64 for resnet18, 128 otherwise)
+  bool profile = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--model") == 0) model_name = argv[i + 1];
+    if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--profile") == 0) profile = std::atoi(argv[i + 1]) != 0;
+  }
+  if (batch <= 0) batch = model_name == "resnet18" ? 64 : 128;
+
+  manual_seed(0);
+  auto model = models::create_model(model_name, models::ModelOptions().norm("batchnorm"));
+  model->train();
+  optim::SGD sgd(model->parameters(), 0.1, 0.9, 0.0, 5e-4);
+  const Tensor x = randn({batch, 3, 32, 32});
+  const Tensor y = randint(0, 10, {batch});
+
+  const double ms = bench::median_ms(
+      [&] {
+        Tensor loss = cross_entropy(model->forward(x), y);
+        sgd.zero_grad();
+        loss.backward();
+        sgd.step();
+      },
+      options.reps);
+  const std::string op = "train_step_" + model_name;
+  const std::string shape = "batch " + std::to_string(batch);
+  std::printf(
+      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,\"threads\":%d,"
+      "\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f}\n",
+      op.c_str(), shape.c_str(), ms, options.threads, 1000.0 * static_cast<double>(batch) / ms, peak_rss_mib());
+  std::fflush(stdout);
+
+  if (profile) {
+    // Phase times, each the median over reps steps (the phases of one step
+    // are timed in turn, so they add up to about one step).
+    std::vector<double> t_fwd, t_loss, t_bwd, t_step;
+    for (int r = 0; r < options.reps; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      Tensor logits = model->forward(x);
+      t_fwd.push_back(elapsed_ms(t0));
+      t0 = std::chrono::steady_clock::now();
+      Tensor loss = cross_entropy(logits, y);
+      sgd.zero_grad();
+      t_loss.push_back(elapsed_ms(t0));
+      t0 = std::chrono::steady_clock::now();
+      loss.backward();
+      t_bwd.push_back(elapsed_ms(t0));
+      t0 = std::chrono::steady_clock::now();
+      sgd.step();
+      t_step.push_back(elapsed_ms(t0));
+    }
+    std::printf("# phases (median ms): forward %.1f, loss+zero_grad %.1f, backward %.1f, sgd step %.1f\n",
+                median_of(t_fwd), median_of(t_loss), median_of(t_bwd), median_of(t_step));
+    if (model_name == "smallnet") profile_smallnet_ops(batch, options.reps);
+    if (model_name == "resnet18") profile_resnet18_convs(batch, options.reps);
+  }
+  return 0;
+}
