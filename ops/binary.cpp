@@ -202,9 +202,12 @@ void save_shapes(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
 
 // ---- autograd functions --------------------------------------------------------
 
-struct Add : autograd::Function<Add> {
+// a + alpha * b and a - alpha * b: db = +-alpha * dy (summed to b's shape).
+template <BinaryOp Op>
+struct AddSub : autograd::Function<AddSub<Op>> {
+  static constexpr const char* kName = Op == BinaryOp::Add ? "Add" : "Sub";
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double alpha) {
-    Tensor out = binary_forward(BinaryOp::Add, a, b, alpha);
+    Tensor out = binary_forward(Op, a, b, alpha);
     save_shapes(ctx, a, b);
     ctx->saved_data["alpha"] = alpha;
     return out;
@@ -212,32 +215,18 @@ struct Add : autograd::Function<Add> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor& g = grads[0];
     const double alpha = ctx->saved_data["alpha"].to_double();
+    const double scale = Op == BinaryOp::Add ? alpha : -alpha;
     Tensor da, db;
     if (ctx->needs_input_grad(0)) da = sum_to_shape(g, saved_shape(ctx, "a_shape"));
     if (ctx->needs_input_grad(1)) {
       db = sum_to_shape(g, saved_shape(ctx, "b_shape"));
-      if (alpha != 1.0) db = mul(db, alpha);
+      if (scale != 1.0) db = mul(db, scale);
     }
     return {da, db, Tensor()};
   }
 };
-
-struct Sub : autograd::Function<Sub> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double alpha) {
-    Tensor out = binary_forward(BinaryOp::Sub, a, b, alpha);
-    save_shapes(ctx, a, b);
-    ctx->saved_data["alpha"] = alpha;
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Tensor& g = grads[0];
-    const double alpha = ctx->saved_data["alpha"].to_double();
-    Tensor da, db;
-    if (ctx->needs_input_grad(0)) da = sum_to_shape(g, saved_shape(ctx, "a_shape"));
-    if (ctx->needs_input_grad(1)) db = mul(sum_to_shape(g, saved_shape(ctx, "b_shape")), -alpha);
-    return {da, db, Tensor()};
-  }
-};
+using Add = AddSub<BinaryOp::Add>;
+using Sub = AddSub<BinaryOp::Sub>;
 
 struct Mul : autograd::Function<Mul> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
