@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev              # gzip (Fashion-MNIST), CRC for logs
   nlohmann-json3-dev      # safetensors headers, checkpoint metadata
   libcli11-dev            # command-line options of the examples
+  libgloo-dev             # CPU collectives (dist/)
 )
 
 missing=()

@@ -1,0 +1,232 @@
+// init_process_group and the default group: parses the init method, builds
+// the store (TCP hosted by rank 0, or a file), and the gloo group on it.
+#include "dist/distributed.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "core/check.h"
+#include "dist/process_group_gloo.h"
+
+namespace minidl::dist {
+
+namespace {
+
+struct DefaultGroup {
+  std::shared_ptr<Store> store;       // the rendezvous store (TCP or file)
+  ProcessGroupPtr group;
+  std::string host;                    // the address peers dial for this process
+  int64_t groups_created = 0;          // new_group calls so far (same on every rank)
+};
+DefaultGroup& state() {
+  static DefaultGroup s;
+  return s;
+}
+
+std::string env_or_fail(const char* name) {
+  const char* v = std::getenv(name);
+  MINIDL_CHECK(v && *v, "Error initializing minidl::dist using env:// rendezvous: environment variable ", name,
+               " expected, but not set");
+  return v;
+}
+
+int to_int(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    int v = std::stoi(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  MINIDL_FAIL("init_process_group: ", what, " must be an integer, got '", s, "'");
+}
+
+// "host:port?rank=1&world_size=4" -> host, port, query map.
+struct Url {
+  std::string host;
+  int port = -1;
+  std::string path;
+  std::map<std::string, std::string> query;
+};
+Url parse_query(std::string rest, Url url) {
+  if (auto q = rest.find('?'); q != std::string::npos) {
+    std::string query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    size_t pos = 0;
+    while (pos <= query.size()) {
+      size_t amp = query.find('&', pos);
+      std::string item = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+      if (auto eq = item.find('='); eq != std::string::npos) url.query[item.substr(0, eq)] = item.substr(eq + 1);
+      if (amp == std::string::npos) break;
+      pos = amp + 1;
+    }
+  }
+  url.path = rest;
+  return url;
+}
+
+// The local address that routes to `master` (what the peers should dial), or
+// 127.0.0.1 when the master is on this machine's loopback.
+std::string local_address_towards(const std::string& master) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (::getaddrinfo(master.c_str(), "9", &hints, &res) != 0 || !res) return "127.0.0.1";
+  std::string result = "127.0.0.1";
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {  // UDP connect sends nothing
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char buf[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)))
+      result = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return result;
+}
+
+ProcessGroupPtr group_or_default(const ProcessGroupPtr& group, const char* op) {
+  if (group) return group;
+  MINIDL_CHECK(state().group != nullptr, op,
+               ": Default process group has not been initialized, please make sure to call init_process_group.");
+  return state().group;
+}
+
+}  // namespace
+
+void init_process_group(const std::string& backend, const std::string& init_method, int world_size, int rank,
+                        Milliseconds timeout) {
+  MINIDL_CHECK(state().group == nullptr, "init_process_group: trying to initialize the default process group twice!");
+  if (backend == "nccl")
+    MINIDL_FAIL("init_process_group: backend 'nccl' is for CUDA tensors and is not built into this CPU build; "
+                "use 'gloo'");
+  MINIDL_CHECK(backend == "gloo", "init_process_group: unknown backend '", backend, "' (expected 'gloo' or 'nccl')");
+  MINIDL_CHECK(timeout.count() > 0, "init_process_group: the timeout must be positive, got ", timeout.count(), " ms");
+
+  std::shared_ptr<Store> store;
+  std::string host = "127.0.0.1";
+  auto resolve_rank = [&](const Url& url, const char* scheme) {
+    if (rank < 0 && url.query.count("rank")) rank = to_int(url.query.at("rank"), "rank");
+    if (world_size < 0 && url.query.count("world_size")) world_size = to_int(url.query.at("world_size"), "world_size");
+    MINIDL_CHECK(rank >= 0, "init_process_group: ", scheme, " rendezvous: rank parameter missing");
+    MINIDL_CHECK(world_size >= 1, "init_process_group: ", scheme, " rendezvous: world_size parameter missing");
+  };
+  auto tcp_store = [&](const std::string& addr, int port) {
+    MINIDL_CHECK(port > 0 && port <= 65535, "init_process_group: port must be in [1, 65535], got ", port);
+    host = local_address_towards(addr);
+    return std::make_shared<TCPStore>(addr, port, rank == 0, timeout);
+  };
+
+  if (init_method.rfind("env://", 0) == 0) {
+    Url url = parse_query(init_method.substr(6), Url{});
+    if (rank < 0 && !url.query.count("rank")) rank = to_int(env_or_fail("RANK"), "RANK");
+    if (world_size < 0 && !url.query.count("world_size"))
+      world_size = to_int(env_or_fail("WORLD_SIZE"), "WORLD_SIZE");
+    resolve_rank(url, "env://");
+    std::string addr = env_or_fail("MASTER_ADDR");
+    int port = to_int(env_or_fail("MASTER_PORT"), "MASTER_PORT");
+    MINIDL_CHECK(rank < world_size, "init_process_group: RANK ", rank, " must be below WORLD_SIZE ", world_size);
+    store = tcp_store(addr, port);
+  } else if (init_method.rfind("tcp://", 0) == 0) {
+    Url url = parse_query(init_method.substr(6), Url{});
+    auto colon = url.path.rfind(':');
+    MINIDL_CHECK(colon != std::string::npos && colon + 1 < url.path.size(),
+                 "init_process_group: tcp:// rendezvous: port number missing in '", init_method, "'");
+    resolve_rank(url, "tcp://");
+    MINIDL_CHECK(rank < world_size, "init_process_group: rank ", rank, " must be below world_size ", world_size);
+    store = tcp_store(url.path.substr(0, colon), to_int(url.path.substr(colon + 1), "port"));
+  } else if (init_method.rfind("file://", 0) == 0) {
+    Url url = parse_query(init_method.substr(7), Url{});
+    MINIDL_CHECK(!url.path.empty(), "init_process_group: file:// rendezvous: the path is empty");
+    resolve_rank(url, "file://");
+    MINIDL_CHECK(rank < world_size, "init_process_group: rank ", rank, " must be below world_size ", world_size);
+    store = std::make_shared<FileStore>(url.path, world_size, timeout);
+  } else {
+    MINIDL_FAIL("init_process_group: unknown init_method '", init_method,
+                "' (expected env://, tcp://host:port or file:///path)");
+  }
+
+  auto pg_store = std::make_shared<PrefixStore>("default_pg", store);
+  state().group = std::make_shared<ProcessGroupGloo>(pg_store, rank, world_size, timeout, host);
+  state().store = store;
+  state().host = host;
+  state().groups_created = 0;
+}
+
+bool is_initialized() { return state().group != nullptr; }
+
+void destroy_process_group() {
+  // The group first (its threads finish what is queued), then the store.
+  state().group.reset();
+  state().store.reset();
+  state().groups_created = 0;
+}
+
+ProcessGroupPtr default_group() { return group_or_default(nullptr, "default_group"); }
+
+std::shared_ptr<Store> default_store() {
+  MINIDL_CHECK(state().store != nullptr,
+               "default_store: Default process group has not been initialized, please make sure to call "
+               "init_process_group.");
+  return state().store;
+}
+
+int get_rank(const ProcessGroupPtr& group) {
+  if (group) return group->rank();
+  return state().group ? state().group->rank() : -1;
+}
+
+int get_world_size(const ProcessGroupPtr& group) {
+  if (group) return group->size();
+  return state().group ? state().group->size() : -1;
+}
+
+ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout) {
+  auto world = group_or_default(nullptr, "new_group");
+  std::vector<int> members = ranks;
+  if (members.empty())
+    for (int r = 0; r < world->size(); ++r) members.push_back(r);
+  int my_index = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    MINIDL_CHECK(members[i] >= 0 && members[i] < world->size(), "new_group: rank ", members[i],
+                 " is not in the default group of size ", world->size());
+    for (size_t j = 0; j < i; ++j)
+      MINIDL_CHECK(members[j] != members[i], "new_group: rank ", members[i], " is listed twice");
+    if (members[i] == world->rank()) my_index = static_cast<int>(i);
+  }
+  // Every rank counts the call so the next group's keys differ, members or not.
+  int64_t id = ++state().groups_created;
+  if (my_index < 0) return nullptr;
+  auto store = std::make_shared<PrefixStore>("group_" + std::to_string(id), state().store);
+  return std::make_shared<ProcessGroupGloo>(store, my_index, static_cast<int>(members.size()), timeout,
+                                            state().host);
+}
+
+WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bool async_op) {
+  auto work = group_or_default(group, "all_reduce")->all_reduce(tensor, op);
+  if (!async_op) work->wait();
+  return work;
+}
+
+WorkPtr broadcast(Tensor& tensor, int src, const ProcessGroupPtr& group, bool async_op) {
+  auto work = group_or_default(group, "broadcast")->broadcast(tensor, src);
+  if (!async_op) work->wait();
+  return work;
+}
+
+WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input, const ProcessGroupPtr& group, bool async_op) {
+  auto work = group_or_default(group, "all_gather")->all_gather(outputs, input);
+  if (!async_op) work->wait();
+  return work;
+}
+
+void barrier(const ProcessGroupPtr& group) { group_or_default(group, "barrier")->barrier()->wait(); }
+
+}  // namespace minidl::dist

@@ -1,0 +1,381 @@
+// ProcessGroupGloo: argument checks on the caller's thread, the collective
+// itself on the group's worker thread through Gloo's algorithms:
+//   all_reduce              gloo::allreduce (ring), AVG = SUM / size
+//   broadcast               gloo::broadcast
+//   all_gather              gloo::allgatherv into one buffer, then split
+//   all_gather_into_tensor  gloo::allgather
+//   reduce_scatter          gloo::allreduce of the concatenated inputs, then
+//                           this rank's slice (as PyTorch's gloo backend)
+//   barrier                 gloo::barrier
+// A watchdog marks in the store, for any collective still running after a
+// short delay, that this rank reached it; when a collective fails, the marks
+// tell which ranks never arrived. The fast path never touches the store.
+#include "dist/process_group_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/dtype.h"
+
+namespace minidl::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Gloo's rendezvous talks to our Store through this adapter.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  explicit GlooStore(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = store_->get(key);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<dist::Store> store_;
+};
+
+void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") {
+  MINIDL_CHECK(t.defined(), op, ": the ", what, " is undefined");
+  MINIDL_CHECK(t.device().is_cpu(), op, ": the gloo backend needs CPU tensors, got a ", what, " on ",
+               t.device().str());
+  MINIDL_CHECK(t.is_contiguous(), op, ": Tensors must be contiguous (the ", what, " is not)");
+  DType d = t.dtype();
+  MINIDL_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64, op, ": expected a float32, float64 or int64 ",
+               what, ", got ", dtype_name(d));
+}
+
+template <class T>
+gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
+  using Fn = void (*)(void*, const void*, const void*, size_t);
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG: return static_cast<Fn>(&gloo::sum<T>);
+    case ReduceOp::PRODUCT: return static_cast<Fn>(&gloo::product<T>);
+    case ReduceOp::MIN: return static_cast<Fn>(&gloo::min<T>);
+    case ReduceOp::MAX: return static_cast<Fn>(&gloo::max<T>);
+  }
+  MINIDL_FAIL("all_reduce: unknown ReduceOp");
+}
+
+// In-place all-reduce of `n` elements at `data` (the worker thread's side).
+template <class T>
+void gloo_all_reduce(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n, ReduceOp op, uint32_t tag,
+                     Milliseconds timeout) {
+  gloo::AllreduceOptions opts(ctx);
+  opts.setOutput(data, n);
+  opts.setReduceFunction(reduce_function<T>(op));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == ReduceOp::AVG)
+      for (size_t i = 0; i < n; ++i) data[i] /= static_cast<T>(ctx->size);
+  }
+}
+
+#define GLOO_DISPATCH(dtype, ...)                            \
+  [&] {                                                      \
+    switch (dtype) {                                         \
+      case kFloat32: { using scalar_t = float; return __VA_ARGS__(); }   \
+      case kFloat64: { using scalar_t = double; return __VA_ARGS__(); }  \
+      case kInt64: { using scalar_t = int64_t; return __VA_ARGS__(); }   \
+      default: MINIDL_FAIL("gloo: unsupported dtype ", dtype_name(dtype)); \
+    }                                                        \
+  }()
+
+std::shared_ptr<gloo::transport::Device> make_device(const std::string& host) {
+  gloo::transport::tcp::attr attr;
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) attr.iface = iface;
+  else attr.hostname = host;
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    MINIDL_FAIL("ProcessGroupGloo: cannot create a TCP device on ",
+                attr.iface.empty() ? "host " + host : "interface " + attr.iface, ": ", e.what());
+  }
+}
+
+}  // namespace
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Milliseconds timeout,
+                                   const std::string& host)
+    : ProcessGroup(rank, size), store_(std::move(store)), timeout_(timeout) {
+  MINIDL_CHECK(store_ != nullptr, "ProcessGroupGloo: the store is null");
+  MINIDL_CHECK(size >= 1, "ProcessGroupGloo: world_size must be >= 1, got ", size);
+  MINIDL_CHECK(rank >= 0 && rank < size, "ProcessGroupGloo: rank must be in [0, ", size - 1, "], got ", rank);
+  MINIDL_CHECK(timeout.count() > 0, "ProcessGroupGloo: the timeout must be positive, got ", timeout.count(), " ms");
+  auto device = make_device(host);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(timeout);
+  GlooStore adapter(store_);
+  try {
+    context->connectFullMesh(adapter, device);
+  } catch (const minidl::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    MINIDL_FAIL("ProcessGroupGloo: rank ", rank, " could not connect to its ", size - 1, " peers: ", e.what());
+  }
+  context_ = context;
+  worker_ = std::thread([this] { worker_loop(); });
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  worker_.join();  // runs what is queued first
+  queue_cv_.notify_all();
+  watchdog_.join();
+}
+
+WorkPtr ProcessGroupGloo::enqueue(std::string name, std::function<void(uint32_t)> run) {
+  auto work = std::make_shared<Work>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MINIDL_CHECK(!stopping_, name, ": the process group is being destroyed");
+    queue_.push_back(Task{std::move(name), next_seq_++, std::move(run), work});
+  }
+  queue_cv_.notify_all();
+  return work;
+}
+
+void ProcessGroupGloo::worker_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      running_seq_ = task.seq;
+      running_since_ = Clock::now();
+      running_ = true;
+    }
+    queue_cv_.notify_all();  // wakes the watchdog
+    std::exception_ptr error;
+    if (broken_) {
+      error = std::make_exception_ptr(
+          Error(task.name + ": the process group is unusable after an earlier collective failed: " + broken_reason_));
+    } else {
+      try {
+        task.run(static_cast<uint32_t>(task.seq));
+      } catch (const std::exception& e) {
+        broken_reason_ = describe_failure(task, e.what());
+        broken_ = true;
+        error = std::make_exception_ptr(Error(broken_reason_));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    task.work->finish(error);
+  }
+}
+
+// Marks "this rank reached collective #seq" in the store once a collective has
+// been running for kMarkAfter, so a failure can name the ranks that never came.
+void ProcessGroupGloo::watchdog_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  uint64_t marked = UINT64_MAX;
+  for (;;) {
+    if (stopping_ && queue_.empty() && !running_) return;
+    if (running_ && running_seq_ != marked) {
+      auto due = running_since_ + mark_after();
+      if (Clock::now() >= due) {
+        marked = running_seq_;
+        uint64_t seq = running_seq_;
+        lock.unlock();
+        try {
+          store_->set("arrived/" + std::to_string(seq) + "/" + std::to_string(rank()), "1");
+        } catch (const std::exception&) {
+          // The store may be gone (rank 0 exited); the failure message says so.
+        }
+        lock.lock();
+        continue;
+      }
+      queue_cv_.wait_until(lock, due);
+    } else {
+      queue_cv_.wait_for(lock, std::chrono::milliseconds(200));
+    }
+  }
+}
+
+Milliseconds ProcessGroupGloo::mark_after() const {
+  return std::min(Milliseconds(1000), timeout_ / 4);
+}
+
+std::string ProcessGroupGloo::describe_failure(const Task& task, const std::string& what) {
+  std::string msg = task.name + " (collective #" + std::to_string(task.seq) + " of this group) failed on rank " +
+                    std::to_string(rank()) + " of " + std::to_string(size()) + ": " + what;
+  // Give the other ranks' watchdogs time to mark their arrival, then look.
+  std::string missing;
+  try {
+    std::string prefix = "arrived/" + std::to_string(task.seq) + "/";
+    store_->set(prefix + std::to_string(rank()), "1");
+    auto deadline = Clock::now() + mark_after() + Milliseconds(1000);
+    for (;;) {
+      missing.clear();
+      for (int r = 0; r < size(); ++r)
+        if (!store_->check({prefix + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (missing.empty() || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(Milliseconds(50));
+    }
+    if (!missing.empty()) msg += " (ranks that never reached it: [" + missing + "])";
+    else msg += " (every rank reached it; a peer's connection failed)";
+  } catch (const std::exception&) {
+    msg += " (the store is unreachable: rank 0 may have exited or crashed)";
+  }
+  return msg;
+}
+
+WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor);
+  MINIDL_CHECK(op != ReduceOp::AVG || tensor.dtype() != kInt64,
+               "all_reduce: ReduceOp.AVG needs a floating-point tensor, got int64");
+  Tensor t = tensor;
+  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, t, op](uint32_t tag) {
+    GLOO_DISPATCH(t.dtype(), [&] {
+      gloo_all_reduce(context_, t.data_ptr<scalar_t>(), static_cast<size_t>(t.numel()), op, tag, timeout_);
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  check_tensor("broadcast", tensor);
+  MINIDL_CHECK(root >= 0 && root < size(), "broadcast: root must be in [0, ", size() - 1, "], got ", root);
+  Tensor t = tensor;
+  return enqueue("broadcast", [this, t, root](uint32_t tag) {
+    GLOO_DISPATCH(t.dtype(), [&] {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(t.data_ptr<scalar_t>(), static_cast<size_t>(t.numel()));
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_);
+      gloo::broadcast(opts);
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor("all_gather", input, "input");
+  MINIDL_CHECK(static_cast<int>(outputs.size()) == size(), "all_gather: expected ", size(),
+               " output tensors (one per rank), got ", outputs.size());
+  std::vector<size_t> counts;
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    check_tensor("all_gather", outputs[r], "output");
+    MINIDL_CHECK(outputs[r].dtype() == input.dtype(), "all_gather: output ", r, " has dtype ",
+                 dtype_name(outputs[r].dtype()), " but the input has ", dtype_name(input.dtype()));
+    counts.push_back(static_cast<size_t>(outputs[r].numel()));
+  }
+  MINIDL_CHECK(counts[rank()] == static_cast<size_t>(input.numel()), "all_gather: output ", rank(),
+               " (this rank's) has ", counts[rank()], " elements but the input has ", input.numel());
+  Tensor in = input;
+  std::vector<Tensor> outs = outputs;
+  return enqueue("all_gather", [this, in, outs, counts](uint32_t tag) {
+    GLOO_DISPATCH(in.dtype(), [&] {
+      size_t total = 0;
+      for (size_t c : counts) total += c;
+      std::vector<scalar_t> flat(total);
+      gloo::AllgathervOptions opts(context_);
+      opts.setInput(in.data_ptr<scalar_t>(), static_cast<size_t>(in.numel()));
+      opts.setOutput(flat.data(), counts);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_);
+      gloo::allgatherv(opts);
+      size_t offset = 0;
+      for (size_t r = 0; r < outs.size(); ++r) {
+        if (counts[r]) std::memcpy(outs[r].data_ptr<scalar_t>(), flat.data() + offset, counts[r] * sizeof(scalar_t));
+        offset += counts[r];
+      }
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  check_tensor("all_gather_into_tensor", input, "input");
+  check_tensor("all_gather_into_tensor", output, "output");
+  MINIDL_CHECK(output.dtype() == input.dtype(), "all_gather_into_tensor: output dtype ", dtype_name(output.dtype()),
+               " differs from input dtype ", dtype_name(input.dtype()));
+  MINIDL_CHECK(output.numel() == input.numel() * size(), "all_gather_into_tensor: output tensor size must be equal to ",
+               "world_size times input tensor size: expected ", input.numel() * size(), " elements, got ",
+               output.numel());
+  Tensor in = input, out = output;
+  return enqueue("all_gather_into_tensor", [this, in, out](uint32_t tag) {
+    GLOO_DISPATCH(in.dtype(), [&] {
+      if (in.numel() == 0) return;
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(in.data_ptr<scalar_t>(), static_cast<size_t>(in.numel()));
+      opts.setOutput(out.data_ptr<scalar_t>(), static_cast<size_t>(out.numel()));
+      opts.setTag(tag);
+      opts.setTimeout(timeout_);
+      gloo::allgather(opts);
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  check_tensor("reduce_scatter", output, "output");
+  MINIDL_CHECK(static_cast<int>(inputs.size()) == size(), "reduce_scatter: expected ", size(),
+               " input tensors (one per rank), got ", inputs.size());
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    check_tensor("reduce_scatter", inputs[r], "input");
+    MINIDL_CHECK(inputs[r].dtype() == output.dtype(), "reduce_scatter: input ", r, " has dtype ",
+                 dtype_name(inputs[r].dtype()), " but the output has ", dtype_name(output.dtype()));
+  }
+  MINIDL_CHECK(inputs[rank()].numel() == output.numel(), "reduce_scatter: the output has ", output.numel(),
+               " elements but input ", rank(), " (this rank's share) has ", inputs[rank()].numel());
+  MINIDL_CHECK(op != ReduceOp::AVG || output.dtype() != kInt64,
+               "reduce_scatter: ReduceOp.AVG needs a floating-point tensor, got int64");
+  Tensor out = output;
+  std::vector<Tensor> ins = inputs;
+  return enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")", [this, out, ins, op](uint32_t tag) {
+    GLOO_DISPATCH(out.dtype(), [&] {
+      std::vector<scalar_t> flat;
+      size_t offset = 0;
+      for (int r = 0; r < size(); ++r) {
+        const scalar_t* p = ins[r].data_ptr<scalar_t>();
+        if (r == rank()) offset = flat.size();
+        flat.insert(flat.end(), p, p + ins[r].numel());
+      }
+      gloo_all_reduce(context_, flat.data(), flat.size(), op, tag, timeout_);
+      if (out.numel()) std::memcpy(out.data_ptr<scalar_t>(), flat.data() + offset, out.numel() * sizeof(scalar_t));
+    });
+  });
+}
+
+WorkPtr ProcessGroupGloo::barrier() {
+  return enqueue("barrier", [this](uint32_t tag) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace minidl::dist

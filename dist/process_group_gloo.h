@@ -1,0 +1,80 @@
+// ProcessGroupGloo: the collectives of process_group.h on CPU tensors, run by
+// Gloo (Debian's libgloo) over TCP. Peers find each other through a Store
+// (gloo's connectFullMesh exchanges addresses under the store's keys).
+//
+// One worker thread per group runs the collectives in the order they were
+// issued, so async calls keep the same order on every rank. A collective that
+// fails (a peer's connection closed, or the group's timeout passed) fails its
+// Work with an error naming the collective, its sequence number and the ranks
+// that, according to the store, never reached it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "dist/process_group.h"
+#include "dist/store.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace minidl::dist {
+
+class ProcessGroupGloo : public ProcessGroup {
+ public:
+  // host: the address this process listens on for its peers (127.0.0.1 for
+  // one machine). GLOO_SOCKET_IFNAME, when set, names an interface instead.
+  ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Milliseconds timeout,
+                   const std::string& host = "127.0.0.1");
+  ~ProcessGroupGloo() override;
+
+  std::string backend_name() const override { return "gloo"; }
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr all_gather_into_tensor(Tensor& output, const Tensor& input) override;
+  WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM) override;
+  WorkPtr barrier() override;
+  Milliseconds timeout() const override { return timeout_; }
+
+ private:
+  struct Task {
+    std::string name;
+    uint64_t seq;
+    std::function<void(uint32_t tag)> run;
+    WorkPtr work;
+  };
+  WorkPtr enqueue(std::string name, std::function<void(uint32_t tag)> run);
+  void worker_loop();
+  void watchdog_loop();
+  Milliseconds mark_after() const;
+  // The error for a failed collective: names it and the ranks that did not arrive.
+  std::string describe_failure(const Task& task, const std::string& what);
+
+  std::shared_ptr<Store> store_;
+  Milliseconds timeout_;
+  std::shared_ptr<gloo::Context> context_;
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  uint64_t next_seq_ = 0;
+  // The collective on the worker thread (for the watchdog).
+  bool running_ = false;
+  uint64_t running_seq_ = 0;
+  std::chrono::steady_clock::time_point running_since_;
+  // After a failure Gloo's pairs are in an unknown state: later collectives
+  // fail at once with the first error (worker thread only).
+  bool broken_ = false;
+  std::string broken_reason_;
+  std::thread worker_, watchdog_;
+};
+
+}  // namespace minidl::dist

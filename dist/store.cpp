@@ -1,0 +1,470 @@
+// Stores: Store::wait, TCPStore (client + the master's server thread),
+// FileStore and PrefixStore. Values are byte strings.
+//
+// TCPStore wire format, one request then one reply per round trip:
+//   request  u8 command, u32 key length, key, u32 value length, value
+//   reply    u8 status (0 ok, 1 missing), u32 length, payload
+// get() polls the server (with backoff) until the key exists or the timeout
+// passes; rendezvous traffic is small, so polling keeps the server simple.
+#include "dist/store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "core/check.h"
+
+namespace minidl::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string s = "[";
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", " : "") + keys[i];
+  return s + "]";
+}
+
+// Sleeps a little longer each round (1 ms up to 20 ms) while polling.
+struct Backoff {
+  Milliseconds delay{1};
+  void sleep() {
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, Milliseconds(20));
+  }
+};
+
+bool write_all(int fd, const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void append_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+
+bool read_string(int fd, std::string& s) {
+  uint32_t n = 0;
+  if (!read_all(fd, &n, 4)) return false;
+  if (n > (1u << 30)) return false;  // not a store message
+  s.resize(n);
+  return n == 0 || read_all(fd, s.data(), n);
+}
+
+enum Command : uint8_t { kSet = 1, kGet, kAdd, kCheck, kDelete, kNumKeys };
+enum Status : uint8_t { kOk = 0, kMissing = 1 };
+
+int64_t parse_int(const std::string& s, const std::string& key) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  MINIDL_FAIL("Store::add: the value of key '", key, "' is not an integer: '", s, "'");
+}
+
+}  // namespace
+
+void Store::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  Backoff backoff;
+  while (!check(keys)) {
+    MINIDL_CHECK(Clock::now() < deadline, "Store::wait: timed out after ", timeout.count(),
+                 " ms waiting for keys ", join_keys(keys));
+    backoff.sleep();
+  }
+}
+
+// ---- TCPStore --------------------------------------------------------------
+
+// The master's key-value map, served to every client by one thread.
+class TCPStore::Server {
+ public:
+  explicit Server(int port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    MINIDL_CHECK(listen_fd_ >= 0, "TCPStore: socket() failed: ", std::strerror(errno));
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 128) != 0) {
+      int err = errno;
+      ::close(listen_fd_);
+      MINIDL_FAIL("TCPStore: cannot listen on port ", port, ": ", std::strerror(err),
+                  err == EADDRINUSE ? " (is another job using MASTER_PORT?)" : "");
+    }
+    socklen_t len = sizeof(addr);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    MINIDL_CHECK(::pipe(wake_) == 0, "TCPStore: pipe() failed");
+    thread_ = std::thread([this] { serve(); });
+  }
+
+  ~Server() {
+    char c = 0;
+    (void)!::write(wake_[1], &c, 1);
+    thread_.join();
+    for (int fd : clients_) ::close(fd);
+    ::close(listen_fd_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
+
+  int port() const { return port_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+      for (int fd : clients_) fds.push_back({fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[0].revents) return;
+      if (fds[1].revents & POLLIN) {
+        int fd = ::accept(listen_fd_, nullptr, nullptr);
+        if (fd >= 0) {
+          int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          clients_.push_back(fd);
+        }
+      }
+      std::vector<int> closed;
+      for (size_t i = 2; i < fds.size(); ++i)
+        if (fds[i].revents && !handle(fds[i].fd)) closed.push_back(fds[i].fd);
+      for (int fd : closed) {
+        ::close(fd);
+        clients_.erase(std::find(clients_.begin(), clients_.end(), fd));
+      }
+    }
+  }
+
+  // One request from `fd`; false when the client is gone or misbehaves.
+  bool handle(int fd) {
+    uint8_t command = 0;
+    std::string key, value;
+    if (!read_all(fd, &command, 1) || !read_string(fd, key) || !read_string(fd, value)) return false;
+    Status status = kOk;
+    std::string reply;
+    switch (command) {
+      case kSet: data_[key] = value; break;
+      case kGet: {
+        auto it = data_.find(key);
+        if (it == data_.end()) status = kMissing;
+        else reply = it->second;
+        break;
+      }
+      case kAdd: {
+        auto it = data_.find(key);
+        int64_t current = 0, delta = 0;
+        try {
+          if (it != data_.end()) current = std::stoll(it->second);
+          delta = std::stoll(value);
+        } catch (const std::exception&) {
+          status = kMissing;  // reported to the client as "not an integer"
+          break;
+        }
+        reply = data_[key] = std::to_string(current + delta);
+        break;
+      }
+      case kCheck: status = data_.count(key) ? kOk : kMissing; break;
+      case kDelete: status = data_.erase(key) ? kOk : kMissing; break;
+      case kNumKeys: reply = std::to_string(data_.size()); break;
+      default: return false;
+    }
+    std::string out(1, static_cast<char>(status));
+    append_u32(out, static_cast<uint32_t>(reply.size()));
+    out += reply;
+    return write_all(fd, out.data(), out.size());
+  }
+
+  int listen_fd_ = -1, port_ = 0;
+  int wake_[2] = {-1, -1};
+  std::vector<int> clients_;
+  std::map<std::string, std::string> data_;
+  std::thread thread_;
+};
+
+namespace {
+
+// Connects to host:port, retrying until the deadline (the master may not be
+// listening yet).
+int connect_with_retry(const std::string& host, int port, Milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  Backoff backoff;
+  std::string last_error = "no attempt";
+  for (;;) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (rc != 0) {
+      last_error = gai_strerror(rc);
+    } else {
+      for (addrinfo* a = res; a; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          ::freeaddrinfo(res);
+          int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          return fd;
+        }
+        last_error = std::strerror(errno);
+        ::close(fd);
+      }
+      ::freeaddrinfo(res);
+    }
+    MINIDL_CHECK(Clock::now() < deadline, "TCPStore: could not connect to ", host, ":", port, " within ",
+                 timeout.count(), " ms (", last_error, "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+    backoff.sleep();
+  }
+}
+
+}  // namespace
+
+TCPStore::TCPStore(const std::string& host, int port, bool is_master, Milliseconds timeout)
+    : Store(timeout), host_(host), port_(port) {
+  MINIDL_CHECK(port >= 0 && port <= 65535, "TCPStore: port must be in [0, 65535], got ", port);
+  MINIDL_CHECK(is_master || port > 0, "TCPStore: a client needs the master's port, got 0");
+  if (is_master) {
+    server_ = std::make_unique<Server>(port);
+    port_ = server_->port();
+  }
+  socket_ = connect_with_retry(is_master ? "127.0.0.1" : host, port_, timeout);
+}
+
+TCPStore::~TCPStore() {
+  if (socket_ >= 0) ::close(socket_);
+  server_.reset();
+}
+
+std::optional<std::string> TCPStore::request(uint8_t command, const std::string& key, const std::string& value) {
+  std::string out(1, static_cast<char>(command));
+  append_u32(out, static_cast<uint32_t>(key.size()));
+  out += key;
+  append_u32(out, static_cast<uint32_t>(value.size()));
+  out += value;
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint8_t status = 0;
+  std::string reply;
+  bool ok = write_all(socket_, out.data(), out.size()) && read_all(socket_, &status, 1) && read_string(socket_, reply);
+  MINIDL_CHECK(ok, "TCPStore: lost the connection to the store at ", host_, ":", port_,
+               " (did rank 0 exit or crash?)");
+  if (status == kMissing) return std::nullopt;
+  return reply;
+}
+
+void TCPStore::set(const std::string& key, const std::string& value) { request(kSet, key, value); }
+
+std::string TCPStore::get(const std::string& key) {
+  auto deadline = Clock::now() + timeout();
+  Backoff backoff;
+  for (;;) {
+    if (auto reply = request(kGet, key, "")) return *reply;
+    MINIDL_CHECK(Clock::now() < deadline, "TCPStore::get: timed out after ", timeout().count(),
+                 " ms waiting for key '", key, "'");
+    backoff.sleep();
+  }
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  auto reply = request(kAdd, key, std::to_string(delta));
+  MINIDL_CHECK(reply.has_value(), "Store::add: the value of key '", key, "' is not an integer");
+  return std::stoll(*reply);
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  for (const auto& k : keys)
+    if (!request(kCheck, k, "")) return false;
+  return true;
+}
+
+bool TCPStore::delete_key(const std::string& key) { return request(kDelete, key, "").has_value(); }
+
+int64_t TCPStore::num_keys() { return std::stoll(request(kNumKeys, "", "").value_or("0")); }
+
+// ---- FileStore -------------------------------------------------------------
+// The whole map lives in one file: records of (u32 key length, key, u32 value
+// length, value). Every operation locks the file (flock), reads it, and writes
+// it back if it changed. The key "/num_closed" counts the processes that have
+// closed the store; the one that brings it to world_size deletes the file.
+
+namespace {
+constexpr const char* kClosedKey = "/num_closed";
+
+using FileMap = std::map<std::string, std::string>;
+
+FileMap read_map(int fd, const std::string& path) {
+  FileMap map;
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  MINIDL_CHECK(::pread(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()),
+               "FileStore: cannot read ", path, ": ", std::strerror(errno));
+  size_t pos = 0;
+  auto take = [&](std::string& out) {
+    uint32_t n = 0;
+    MINIDL_CHECK(pos + 4 <= bytes.size(), "FileStore: ", path, " is corrupt at byte offset ", pos,
+                 " (truncated record)");
+    std::memcpy(&n, bytes.data() + pos, 4);
+    MINIDL_CHECK(pos + 4 + n <= bytes.size(), "FileStore: ", path, " is corrupt at byte offset ", pos,
+                 " (record of ", n, " bytes runs past the end of the file)");
+    out.assign(bytes.data() + pos + 4, n);
+    pos += 4 + n;
+  };
+  while (pos < bytes.size()) {
+    std::string key, value;
+    take(key);
+    take(value);
+    map[key] = std::move(value);
+  }
+  return map;
+}
+
+void write_map(int fd, const std::string& path, const FileMap& map) {
+  std::string bytes;
+  for (const auto& [k, v] : map) {
+    append_u32(bytes, static_cast<uint32_t>(k.size()));
+    bytes += k;
+    append_u32(bytes, static_cast<uint32_t>(v.size()));
+    bytes += v;
+  }
+  MINIDL_CHECK(::ftruncate(fd, 0) == 0 && ::pwrite(fd, bytes.data(), bytes.size(), 0) ==
+                                              static_cast<ssize_t>(bytes.size()),
+               "FileStore: cannot write ", path, ": ", std::strerror(errno));
+}
+}  // namespace
+
+template <class Fn>
+auto FileStore::locked(Fn&& fn) {
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  MINIDL_CHECK(fd >= 0, "FileStore: cannot open ", path_, ": ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() {
+      ::flock(fd, LOCK_UN);
+      ::close(fd);
+    }
+  } closer{fd};
+  MINIDL_CHECK(::flock(fd, LOCK_EX) == 0, "FileStore: cannot lock ", path_, ": ", std::strerror(errno));
+  FileMap map = read_map(fd, path_);
+  FileMap before = map;
+  auto result = fn(map);
+  if (map != before) write_map(fd, path_, map);
+  return result;
+}
+
+FileStore::FileStore(const std::string& path, int world_size, Milliseconds timeout)
+    : Store(timeout), path_(path), world_size_(world_size) {
+  MINIDL_CHECK(!path.empty(), "FileStore: the path is empty");
+  locked([](FileMap&) { return 0; });  // creates the file, checks it parses
+}
+
+FileStore::~FileStore() {
+  if (world_size_ < 1) return;
+  try {
+    bool last = locked([&](FileMap& map) {
+      int64_t closed = map.count(kClosedKey) ? std::stoll(map[kClosedKey]) + 1 : 1;
+      map[kClosedKey] = std::to_string(closed);
+      return closed >= world_size_;
+    });
+    if (last) ::unlink(path_.c_str());
+  } catch (const std::exception&) {
+    // A destructor must not throw; a file left behind is harmless.
+  }
+}
+
+void FileStore::set(const std::string& key, const std::string& value) {
+  locked([&](FileMap& map) { return map[key] = value, 0; });
+}
+
+std::string FileStore::get(const std::string& key) {
+  wait({key});
+  return locked([&](FileMap& map) { return map.at(key); });
+}
+
+int64_t FileStore::add(const std::string& key, int64_t delta) {
+  return locked([&](FileMap& map) {
+    int64_t v = (map.count(key) ? parse_int(map[key], key) : 0) + delta;
+    map[key] = std::to_string(v);
+    return v;
+  });
+}
+
+bool FileStore::check(const std::vector<std::string>& keys) {
+  return locked([&](FileMap& map) {
+    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return map.count(k) > 0; });
+  });
+}
+
+bool FileStore::delete_key(const std::string& key) {
+  return locked([&](FileMap& map) { return map.erase(key) > 0; });
+}
+
+int64_t FileStore::num_keys() {
+  return locked([&](FileMap& map) { return static_cast<int64_t>(map.size() - map.count(kClosedKey)); });
+}
+
+// ---- PrefixStore -----------------------------------------------------------
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
+    : Store(store ? store->timeout() : kDefaultTimeout), prefix_(std::move(prefix)), store_(std::move(store)) {
+  MINIDL_CHECK(store_ != nullptr, "PrefixStore: the underlying store is null");
+}
+
+void PrefixStore::set(const std::string& k, const std::string& value) { store_->set(key(k), value); }
+std::string PrefixStore::get(const std::string& k) { return store_->get(key(k)); }
+int64_t PrefixStore::add(const std::string& k, int64_t delta) { return store_->add(key(k), delta); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  std::vector<std::string> full;
+  for (const auto& k : keys) full.push_back(key(k));
+  return store_->check(full);
+}
+bool PrefixStore::delete_key(const std::string& k) { return store_->delete_key(key(k)); }
+int64_t PrefixStore::num_keys() { return store_->num_keys(); }
+void PrefixStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  std::vector<std::string> full;
+  for (const auto& k : keys) full.push_back(key(k));
+  store_->wait(full, timeout);
+}
+
+}  // namespace minidl::dist
