@@ -430,13 +430,13 @@ class Launcher {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) {
         reap_children();
-      } else if (received_signal_ == 0 && !killed_) {
+      } else if (!stopping_) {
         received_signal_ = sig;
         std::fprintf(stderr, "minidl-launch: got %s, forwarding it to the processes\n",
                      signal_name(sig).c_str());
         begin_stop(sig);
-      } else if (!killed_) {
-        std::fprintf(stderr, "minidl-launch: got %s again, killing the processes\n",
+      } else if (!killed_) {  // impatient: a second signal while stopping
+        std::fprintf(stderr, "minidl-launch: got %s while stopping, killing the processes\n",
                      signal_name(sig).c_str());
         kill_now();
       }
@@ -492,6 +492,9 @@ class Launcher {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // With 0, 1 or 2 closed, a pipe could land there and be lost at exec.
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);
   Options options = parse_options(argc, argv);
   if (options.master_port == 0) options.master_port = find_free_port(options.master_addr);
   return Launcher(std::move(options)).run();
