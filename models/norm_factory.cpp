@@ -2,6 +2,7 @@
 #include "models/norm_factory.h"
 
 #include "core/check.h"
+#include "dist/sync_batch_norm.h"
 #include "nn/modules/batch_norm.h"
 #include "nn/modules/group_norm.h"
 #include "nn/modules/instance_norm.h"
@@ -24,9 +25,9 @@ nn::AnyModule make_norm(const std::string& kind, int64_t channels) {
   if (kind == "instancenorm")
     return nn::AnyModule(nn::InstanceNorm2d(nn::BatchNormOptions(channels).affine(true).track_running_stats(false)));
   if (kind == "none") return nn::AnyModule(nn::Identity());
-  MINIDL_CHECK(kind != "syncbatchnorm",
-               "make_norm: 'syncbatchnorm' is not available yet: it comes with the dist module (distributed "
-               "training); use 'batchnorm' for a single process");
+  // Synchronizes over the default group in training (when one exists with
+  // more than one rank), else behaves as BatchNorm2d.
+  if (kind == "syncbatchnorm") return nn::AnyModule(nn::SyncBatchNorm(channels));
   std::string choices;
   for (const std::string& k : norm_kinds()) choices += (choices.empty() ? "" : ", ") + k;
   MINIDL_FAIL("make_norm: unknown norm kind '", kind, "'; expected one of: ", choices);

@@ -13,7 +13,9 @@
 //                 and would learn a gamma per pixel).
 //   instancenorm  InstanceNorm2d(C, affine=true), no running stats (PyTorch's default)
 //   none          Identity
-//   syncbatchnorm not available yet (it comes with the dist module): throws
+//   syncbatchnorm SyncBatchNorm(C) on the default process group: BatchNorm2d's
+//                 math over the global batch of all ranks in training; plain
+//                 BatchNorm2d in eval, with one rank, or without a process group
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,583 @@
+// SyncBatchNorm over Gloo on loopback: real processes (tests/dist_test_util.h).
+//
+// The oracle: every rank generates the SAME full batch from a fixed seed and
+// takes its slice (uneven and empty slices included). SyncBatchNorm over W
+// ranks must equal BatchNorm over the whole batch in one process, which every
+// rank computes locally (BatchNorm has its own float64 gradcheck and PyTorch
+// goldens): the rank's slice of the output and of the input gradient (loss =
+// sum(y * g) for a fixed random g), the local weight/bias gradients (this
+// rank's share, computed independently), their sum over ranks (= the global
+// gradient), and the running statistics and num_batches_tracked after every
+// step. Tolerances: float64 rtol = atol = 1e-10; float32 rtol 1e-4, atol 1e-5.
+//
+// All tensor work happens inside the ranks (the parent must not start OpenMP
+// before forking), one OpenMP thread per rank.
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/batch_norm_report.h"
+#include "dist/sync_batch_norm.h"
+#include "nn/modules/instance_norm.h"
+#include "tests/dist_test_util.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::dist_require_close;
+using minidl::testing::RankFailure;
+using minidl::testing::run_ranks;
+
+namespace {
+
+std::pair<double, double> tolerances(DType dtype) {
+  return dtype == kFloat64 ? std::make_pair(1e-10, 1e-10) : std::make_pair(1e-4, 1e-5);
+}
+
+// Runs f and requires a minidl::Error whose message contains `needle`.
+template <class F>
+void require_throws(F&& f, const std::string& needle) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    DIST_REQUIRE(std::string(e.what()).find(needle) != std::string::npos,
+                 << "expected '" << needle << "' in: " << e.what());
+    return;
+  }
+  throw RankFailure("expected an error containing '" + needle + "', got none");
+}
+
+// Every dim but the channel dim.
+Shape reduce_dims(int64_t dim) {
+  Shape dims{0};
+  for (int64_t d = 2; d < dim; ++d) dims.push_back(d);
+  return dims;
+}
+
+std::shared_ptr<nn::BatchNormImplBase> make_reference(const nn::BatchNormOptions& o, size_t input_dim) {
+  if (input_dim <= 3) return std::make_shared<nn::BatchNorm1dImpl>(o);
+  if (input_dim == 4) return std::make_shared<nn::BatchNorm2dImpl>(o);
+  return std::make_shared<nn::BatchNorm3dImpl>(o);
+}
+
+struct Case {
+  std::string label;
+  std::vector<int64_t> split;  // each rank's batch size; split.size() == world
+  Shape rest;                  // (C, *)
+  DType dtype = kFloat64;
+  std::optional<double> momentum = 0.1;
+  bool affine = true;
+  bool track = true;
+  int steps = 3;
+};
+
+void run_case(int rank, int world, const Case& c) {
+  DIST_REQUIRE(static_cast<int>(c.split.size()) == world, << c.label);
+  const int64_t C = c.rest[0];
+  int64_t N = 0, offset = 0;
+  for (int r = 0; r < world; ++r) {
+    if (r < rank) offset += c.split[r];
+    N += c.split[r];
+  }
+  const int64_t n = c.split[rank];
+  Shape full{N};
+  full.insert(full.end(), c.rest.begin(), c.rest.end());
+  const Shape dims = reduce_dims(static_cast<int64_t>(full.size()));
+  const auto [rtol, atol] = tolerances(c.dtype);
+  auto close = [&, rtol = rtol, atol = atol](const Tensor& a, const Tensor& b, const std::string& what) {
+    dist_require_close(a, b, rtol, atol, (c.label + ": " + what).c_str());
+  };
+
+  const auto options = nn::BatchNormOptions(C).momentum(c.momentum).affine(c.affine).track_running_stats(c.track);
+  auto ref = make_reference(options, full.size());
+  auto sync = std::make_shared<nn::SyncBatchNormImpl>(options);
+  ref->to(c.dtype);
+  sync->to(c.dtype);
+  if (c.affine) {
+    manual_seed(1000);
+    const Tensor w = randn({C}, c.dtype) * 0.5 + 1.0, b = randn({C}, c.dtype);
+    NoGradGuard no_grad;
+    ref->weight.copy_(w), ref->bias.copy_(b);
+    sync->weight.copy_(w), sync->bias.copy_(b);
+  }
+
+  for (int step = 0; step < c.steps; ++step) {
+    const std::string at = " (step " + std::to_string(step) + ")";
+    manual_seed(2000 + step);  // the same full batch on every rank
+    const Tensor x = randn(full, c.dtype) * 1.5 + 0.3 * step;
+    const Tensor g = randn(full, c.dtype);
+    ref->zero_grad();
+    sync->zero_grad();
+
+    Tensor xr = x.clone();
+    xr.requires_grad_();
+    const Tensor yr = ref->forward(xr);
+    (yr * g).sum().backward();
+
+    Tensor xl = x.narrow(0, offset, n).clone();
+    xl.requires_grad_();
+    const Tensor gl = g.narrow(0, offset, n);
+    const Tensor yl = sync->forward(xl);
+    (yl * gl).sum().backward();
+
+    DIST_REQUIRE(yl.shape() == xl.shape(), << c.label << at);
+    close(yl, yr.narrow(0, offset, n), "output" + at);
+    DIST_REQUIRE(xl.grad().defined(), << c.label << at);
+    close(xl.grad(), xr.grad().narrow(0, offset, n), "input gradient" + at);
+
+    if (c.affine) {
+      // Local gradients: this rank's share, from an independent xhat.
+      const Tensor mean = x.mean(dims, true), var = x.var(dims, false, true);
+      const Tensor xhat = ((x - mean) / (var + 1e-5).sqrt()).narrow(0, offset, n);
+      DIST_REQUIRE(sync->weight.grad().defined() && sync->bias.grad().defined(), << c.label << at);
+      close(sync->weight.grad(), (gl * xhat).sum(dims), "local weight gradient" + at);
+      close(sync->bias.grad(), gl.sum(dims), "local bias gradient" + at);
+      // Summed over ranks (what DDP's all-reduce does, before averaging): the global gradient.
+      Tensor gw = sync->weight.grad().clone(), gb = sync->bias.grad().clone();
+      dist::all_reduce(gw);
+      dist::all_reduce(gb);
+      close(gw, ref->weight.grad(), "weight gradient summed over ranks" + at);
+      close(gb, ref->bias.grad(), "bias gradient summed over ranks" + at);
+    } else {
+      DIST_REQUIRE(!sync->weight.defined() && !sync->bias.defined(), << c.label);
+    }
+
+    if (c.track) {
+      close(sync->running_mean, ref->running_mean, "running_mean" + at);
+      close(sync->running_var, ref->running_var, "running_var" + at);
+      DIST_REQUIRE(sync->num_batches_tracked.item<int64_t>() == step + 1, << c.label << at);
+      DIST_REQUIRE(ref->num_batches_tracked.item<int64_t>() == step + 1, << c.label << at);
+    } else {
+      DIST_REQUIRE(!sync->running_mean.defined() && !sync->running_var.defined(), << c.label);
+      DIST_REQUIRE(!sync->num_batches_tracked.defined(), << c.label);
+    }
+  }
+
+  int64_t per_channel = n;
+  for (size_t d = 2; d < full.size(); ++d) per_channel *= full[d];
+  if (!c.track && per_channel > 1) {
+    // Without running stats, eval normalizes with batch statistics too, but
+    // with this rank's own: eval never synchronizes (PyTorch's need_sync).
+    sync->eval();
+    manual_seed(3000);
+    const Tensor x = randn(full, c.dtype).narrow(0, offset, n);
+    const Tensor local = batch_norm(x, Tensor(), Tensor(), sync->weight, sync->bias, true, 0.0, 1e-5);
+    close(sync->forward(x), local, "eval without running stats = local batch statistics");
+  }
+}
+
+int64_t sum_of(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+void run_cases(int world, const std::vector<Case>& cases) {
+  for (const Case& c : cases) REQUIRE(static_cast<int>(c.split.size()) == world);
+  const std::string failures = run_ranks(world, [&](int rank, int w) {
+    set_num_threads(1);
+    for (const Case& c : cases) run_case(rank, w, c);
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+}  // namespace
+
+TEST_CASE("SyncBatchNorm over 4 ranks equals BatchNorm over the whole batch") {
+  run_cases(4, {
+                   {"4 x 2, float64", {2, 2, 2, 2}, {3, 5, 4}},
+                   {"4 x 2, float32", {2, 2, 2, 2}, {3, 5, 4}, kFloat32},
+                   {"uneven 3, 2, 1, 0, float64", {3, 2, 1, 0}, {3, 5, 4}},
+                   {"uneven 3, 2, 1, 0, float32", {3, 2, 1, 0}, {3, 5, 4}, kFloat32},
+                   {"5-D input, 0, 2, 1, 2", {0, 2, 1, 2}, {2, 3, 2, 3}},
+                   {"3-D input (N, C, L), one sample each", {1, 1, 1, 1}, {4, 3}},
+               });
+}
+
+TEST_CASE("SyncBatchNorm over 2 ranks: uneven, one value per channel, affine=false, no running stats") {
+  run_cases(2, {
+                   {"2 ranks 3, 5", {3, 5}, {3, 5, 4}},
+                   // rank 0 holds a single value per channel: allowed with 2 ranks
+                   {"2-D input, 1 and 3 rows", {1, 3}, {5}},
+                   {"affine=false", {4, 2}, {3, 4, 3}, kFloat64, 0.1, false},
+                   {"track_running_stats=false", {2, 3}, {3, 4, 3}, kFloat64, 0.1, true, false},
+               });
+}
+
+TEST_CASE("SyncBatchNorm over 3 ranks: uneven, momentum=None (cumulative average)") {
+  run_cases(3, {
+                   {"3 ranks 1, 4, 2", {1, 4, 2}, {3, 5, 4}},
+                   {"momentum=None", {2, 3, 1}, {3, 5, 4}, kFloat64, std::nullopt, true, true, 4},
+                   {"momentum=None, an empty rank", {3, 0, 2}, {2, 3, 3}, kFloat64, std::nullopt, true, true, 3},
+                   {"momentum=None, float32", {2, 2, 2}, {4, 3, 3}, kFloat32, std::nullopt, true, true, 3},
+               });
+}
+
+TEST_CASE("SyncBatchNorm: one value per channel over all ranks is an error on every rank") {
+  const std::string failures = run_ranks(2, [](int rank, int) {
+    set_num_threads(1);
+    auto sync = nn::SyncBatchNorm(3);
+    // Global batch (1, 3): rank 0 has the row, rank 1 nothing.
+    const Tensor x = rank == 0 ? randn({1, 3}) : zeros({0, 3});
+    require_throws([&] { sync(x); }, "Expected more than 1 value per channel when training");
+    // Running stats untouched; the group is still usable afterwards.
+    DIST_REQUIRE(sync->running_mean.abs().max().item<double>() == 0.0);
+    manual_seed(5);
+    const Tensor full = randn({4, 3});
+    const Tensor y = sync(full.narrow(0, 2 * rank, 2));
+    auto ref = nn::BatchNorm1d(3);
+    dist_require_close(y, ref(full).narrow(0, 2 * rank, 2), 1e-4, 1e-5, "after the error");
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("SyncBatchNorm falls back to BatchNorm in eval: no collectives") {
+  // A collective with a missing rank would fail after this timeout.
+  const std::string failures = run_ranks(
+      3,
+      [](int rank, int) {
+        set_num_threads(1);
+        const int64_t C = 4;
+        auto sync = nn::SyncBatchNorm(C);
+        auto ref = nn::BatchNorm2d(C);
+        sync->to(kFloat64);
+        ref->to(kFloat64);
+        auto slice = [&](const Tensor& t) { return t.narrow(0, 2 * rank, 2); };
+        manual_seed(11);
+        const Tensor x1 = randn({6, C, 3, 3}, kFloat64) + 0.5;
+        dist_require_close(sync(slice(x1)), slice(ref(x1)), 1e-10, 1e-10, "training step");
+        {
+          // Training mode under no_grad still synchronizes (inference needs eval(), as in PyTorch).
+          NoGradGuard no_grad;
+          const Tensor x2 = randn({6, C, 3, 3}, kFloat64) * 2.0;
+          dist_require_close(sync(slice(x2)), slice(ref(x2)), 1e-10, 1e-10, "training mode under no_grad");
+        }
+        dist_require_close(sync->running_mean, ref->running_mean, 1e-10, 1e-10, "running_mean");
+        dist_require_close(sync->running_var, ref->running_var, 1e-10, 1e-10, "running_var");
+
+        sync->eval();
+        ref->eval();
+        const Tensor mean_before = sync->running_mean.clone(), var_before = sync->running_var.clone();
+        if (rank != 2) {  // rank 2 sits this out: any collective here would never complete
+          for (int i = 0; i < 3; ++i) {
+            const Tensor xe = randn({3 + rank, C, 2, 5}, kFloat64);
+            dist_require_close(sync(xe), ref(xe), 1e-12, 1e-12, "eval = BatchNorm eval");
+          }
+          // A single value per channel is fine in eval.
+          const Tensor one = randn({1, C, 1, 1}, kFloat64);
+          dist_require_close(sync(one), ref(one), 1e-12, 1e-12, "eval, one value per channel");
+        }
+        dist_require_close(sync->running_mean, mean_before, 0, 0, "eval leaves running_mean");
+        dist_require_close(sync->running_var, var_before, 0, 0, "eval leaves running_var");
+        DIST_REQUIRE(sync->num_batches_tracked.item<int64_t>() == 2);
+
+        // Back to training: every rank synchronizes again, in step.
+        sync->train();
+        ref->train();
+        manual_seed(12);
+        const Tensor x3 = randn({6, C, 3, 3}, kFloat64);
+        dist_require_close(sync(slice(x3)), slice(ref(x3)), 1e-10, 1e-10, "training after eval");
+        dist_require_close(sync->running_var, ref->running_var, 1e-10, 1e-10, "running_var after eval");
+      },
+      std::chrono::seconds(60), true, dist::Milliseconds(10000));
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("SyncBatchNorm with world size 1 or no process group is BatchNorm") {
+  for (bool init : {true, false}) {
+    CAPTURE(init);
+    const std::string failures = run_ranks(
+        1,
+        [init](int, int) {
+          set_num_threads(1);
+          DIST_REQUIRE(dist::is_initialized() == init);
+          for (std::optional<double> momentum : {std::optional<double>(0.1), std::optional<double>()}) {
+            auto sync = nn::SyncBatchNorm(nn::BatchNormOptions(3).momentum(momentum));
+            auto ref = nn::BatchNorm2d(nn::BatchNormOptions(3).momentum(momentum));
+            manual_seed(21);
+            for (int step = 0; step < 2; ++step) {
+              Tensor x = randn({2, 3, 4, 5}) * 3.0 + 1.0, xr = x.clone();
+              x.requires_grad_();
+              xr.requires_grad_();
+              const Tensor g = randn({2, 3, 4, 5});
+              Tensor y = sync(x), yr = ref(xr);
+              (y * g).sum().backward();
+              (yr * g).sum().backward();
+              // The same code path: identical bits.
+              dist_require_close(y, yr, 0, 0, "output");
+              dist_require_close(x.grad(), xr.grad(), 0, 0, "input gradient");
+              dist_require_close(sync->weight.grad(), ref->weight.grad(), 0, 0, "weight gradient");
+              dist_require_close(sync->running_var, ref->running_var, 0, 0, "running_var");
+              DIST_REQUIRE(y.grad_fn()->name() == yr.grad_fn()->name(), << y.grad_fn()->name());
+            }
+            DIST_REQUIRE(sync->num_batches_tracked.item<int64_t>() == 2);
+          }
+          // BatchNorm's error for a single value per channel in training...
+          auto sync = nn::SyncBatchNorm(3);
+          require_throws([&] { sync(randn({1, 3})); },
+                         "Expected more than 1 value per channel when training, got input size [1, 3]");
+          require_throws([&] { sync(randn({1, 3, 1, 1})); }, "Expected more than 1 value per channel");
+          // ...but not in eval.
+          sync->eval();
+          DIST_REQUIRE(sync(randn({1, 3})).shape() == Shape({1, 3}));
+        },
+        std::chrono::seconds(60), init);
+    CHECK_MESSAGE(failures.empty(), failures);
+  }
+}
+
+TEST_CASE("SyncBatchNorm autograd node and saved tensors") {
+  const std::string failures = run_ranks(2, [](int rank, int) {
+    set_num_threads(1);
+    auto sync = nn::SyncBatchNorm(2);
+    sync->to(kFloat64);
+    Tensor x = randn({3, 2, 2}, kFloat64);
+    x.requires_grad_();
+    Tensor y = sync(x);
+    DIST_REQUIRE(y.grad_fn() != nullptr && y.grad_fn()->name() == "SyncBatchNormBackward", << y.grad_fn()->name());
+    {
+      NoGradGuard no_grad;  // still synchronizes (training mode), but records no graph
+      DIST_REQUIRE(sync(x).grad_fn() == nullptr);
+    }
+    // Modifying the saved input in place is caught (saved with its version).
+    Tensor z = x * 1.0;
+    Tensor y3 = sync(z);
+    {
+      NoGradGuard no_grad;
+      z.add_(1.0);
+    }
+    require_throws([&] { y3.sum().backward(); }, "modified by an inplace operation");
+    // The first graph still runs; every rank all-reduces once in it.
+    y.sum().backward();
+    DIST_REQUIRE(x.grad().defined());
+    // grad of sum(y) w.r.t. x is 0 for a normalized output (up to rounding)
+    DIST_REQUIRE(x.grad().abs().max().item<double>() < 1e-12, << x.grad().abs().max().item<double>());
+    (void)rank;
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("SyncBatchNorm argument errors") {
+  const std::string failures = run_ranks(
+      1,
+      [](int, int) {
+        set_num_threads(1);
+        auto sync = nn::SyncBatchNorm(3);
+        require_throws([&] { sync(randn({3})); }, "expected at least 2D input (got 1D input)");
+        require_throws([&] { sync(Tensor()); }, "undefined");
+        auto empty_channels = nn::SyncBatchNorm(0);
+        require_throws([&] { empty_channels(zeros({2, 0, 3})); },
+                       "SyncBatchNorm number of input channels should be non-zero");
+        require_throws([&] { sync(randn({4, 5})); }, "running_mean");  // 5 channels for a 3-channel layer
+        require_throws(
+            [&] {
+              dist::SyncBatchNormFunction::apply(randn({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), 1e-5, 0.1,
+                                                 dist::ProcessGroupPtr());
+            },
+            "process group is null");
+        require_throws(
+            [&] {
+              dist::SyncBatchNormFunction::apply(randn({4}), Tensor(), Tensor(), Tensor(), Tensor(), 1e-5, 0.1,
+                                                 dist::ProcessGroupPtr());
+            },
+            "expected at least 2D input (got 1D input)");
+        std::ostringstream os;
+        os << *sync;
+        DIST_REQUIRE(os.str() == "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)",
+                     << os.str());
+        std::ostringstream os2;
+        os2 << *nn::SyncBatchNorm(64, 1e-3, std::nullopt, false, false);
+        DIST_REQUIRE(os2.str() == "SyncBatchNorm(64, eps=0.001, momentum=None, affine=False, track_running_stats=False)",
+                     << os2.str());
+        // Same parameters and buffers as BatchNorm.
+        const auto keys = [](const nn::Module& m) {
+          std::vector<std::string> k;
+          for (const auto& [name, t] : m.state_dict()) k.push_back(name);
+          return k;
+        };
+        DIST_REQUIRE(keys(*sync) == keys(*nn::BatchNorm2d(3)));
+        DIST_REQUIRE(nn::is_batch_norm(*sync));
+      },
+      std::chrono::seconds(60), false);
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("convert_sync_batch_norm shares the tensors and keeps modes") {
+  const std::string failures = run_ranks(
+      1,
+      [](int, int) {
+        set_num_threads(1);
+        auto bn_shared = nn::BatchNorm2d(4);
+        nn::Sequential seq(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1)), nn::BatchNorm2d(4), nn::ReLU(),
+                           nn::InstanceNorm2d(nn::BatchNormOptions(4).affine(true)), bn_shared, bn_shared,
+                           nn::BatchNorm2d(nn::BatchNormOptions(4).momentum(std::nullopt).affine(false)),
+                           nn::BatchNorm2d(4));
+        std::shared_ptr<nn::Module> model = seq.ptr();
+        auto old = [&](int i) { return std::dynamic_pointer_cast<nn::BatchNormImplBase>(model->child(std::to_string(i))); };
+        const auto bn1 = old(1), bn4 = old(4), bn6 = old(6), bn7 = old(7);
+        const auto instance = model->child("3");
+        bn1->weight.requires_grad_(false);  // a frozen gamma stays frozen
+        model->train();
+        bn6->eval();
+        bn7->set_eval_locked(true);  // nn::freeze_batch_norm's lock
+        {
+          NoGradGuard no_grad;
+          for (auto& [name, t] : model->named_buffers())
+            if (name.find("running_mean") != std::string::npos) t.copy_(randn(t.shape()));
+        }
+        const auto keys_before = model->state_dict();
+        manual_seed(31);
+        const Tensor x = randn({2, 3, 5, 5});
+        model->eval();
+        const Tensor y_before = model->forward(x);
+        model->train();
+        bn6->eval();
+
+        auto converted = nn::convert_sync_batch_norm(model);
+        DIST_REQUIRE(converted.get() == model.get());
+        auto sync = [&](int i) { return std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(model->child(std::to_string(i))); };
+        for (int i : {1, 4, 5, 6, 7}) DIST_REQUIRE(sync(i) != nullptr, << "child " << i);
+        DIST_REQUIRE(model->child("3") == instance);  // InstanceNorm left alone
+        DIST_REQUIRE(sync(4) == sync(5));             // a shared BN becomes one shared SyncBN
+        const std::vector<std::pair<int, std::shared_ptr<nn::BatchNormImplBase>>> pairs{
+            {1, bn1}, {4, bn4}, {6, bn6}, {7, bn7}};
+        for (const auto& [i, bn] : pairs) {
+          auto s = sync(i);
+          const auto same = [](const Tensor& a, const Tensor& b) {
+            return a.defined() ? (b.defined() && a.is_same(b) && a.raw_data() == b.raw_data()) : !b.defined();
+          };
+          DIST_REQUIRE(same(s->weight, bn->weight) && same(s->bias, bn->bias), << "child " << i);
+          DIST_REQUIRE(same(s->running_mean, bn->running_mean) && same(s->running_var, bn->running_var),
+                       << "child " << i);
+          DIST_REQUIRE(same(s->num_batches_tracked, bn->num_batches_tracked), << "child " << i);
+          DIST_REQUIRE(s->is_training() == bn->is_training(), << "child " << i);
+          DIST_REQUIRE(s->is_eval_locked() == bn->is_eval_locked(), << "child " << i);
+          DIST_REQUIRE(s->process_group == nullptr);
+        }
+        DIST_REQUIRE(sync(1)->is_training() && !sync(6)->is_training() && sync(7)->is_eval_locked());
+        DIST_REQUIRE(!sync(1)->weight.requires_grad() && sync(1)->bias.requires_grad());
+        std::ostringstream os;
+        os << *sync(6);
+        DIST_REQUIRE(os.str() == "SyncBatchNorm(4, eps=1e-05, momentum=None, affine=False, track_running_stats=True)",
+                     << os.str());
+        // state_dict: the same keys in the same order, the same tensors.
+        const auto keys_after = model->state_dict();
+        DIST_REQUIRE(keys_after.size() == keys_before.size());
+        for (size_t i = 0; i < keys_after.size(); ++i) {
+          DIST_REQUIRE(keys_after[i].first == keys_before[i].first, << keys_after[i].first);
+          DIST_REQUIRE(keys_after[i].second.raw_data() == keys_before[i].second.raw_data(), << keys_after[i].first);
+        }
+        // Same function (no process group: plain BatchNorm).
+        model->eval();
+        dist_require_close(model->forward(x), y_before, 0, 0, "eval output after converting");
+        // Converting again changes nothing; a BN root is replaced by a new SyncBN.
+        auto again = nn::convert_sync_batch_norm(model);
+        DIST_REQUIRE(again == model && std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(again->child("1")) == sync(1));
+        auto root_bn = nn::BatchNorm1d(5);
+        root_bn->eval();
+        auto root = nn::convert_sync_batch_norm(root_bn.ptr());
+        auto root_sync = std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(root);
+        DIST_REQUIRE(root_sync != nullptr && root_sync->weight.is_same(root_bn->weight) && !root_sync->is_training());
+        require_throws([] { nn::convert_sync_batch_norm(nullptr); }, "nullptr");
+      },
+      std::chrono::seconds(60), false);
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("convert_sync_batch_norm on a model zoo model; make_norm(\"syncbatchnorm\")") {
+  const std::string failures = run_ranks(
+      1,
+      [](int, int) {
+        set_num_threads(1);
+        manual_seed(41);
+        auto model = models::create_model("resnet20", models::ModelOptions().width(0.25));
+        int bns = 0;
+        for (const auto& m : model->modules()) bns += nn::is_batch_norm(*m);
+        DIST_REQUIRE(bns > 0);
+        const auto keys_before = model->state_dict();
+        const Tensor x = randn({2, 3, 32, 32});
+        model->eval();
+        const Tensor y_before = model->forward(x);
+        model = nn::convert_sync_batch_norm(model);
+        int syncs = 0, plain = 0;
+        for (const auto& m : model->modules()) {
+          syncs += std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(m) != nullptr;
+          plain += nn::is_batch_norm(*m) && !std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(m);
+        }
+        DIST_REQUIRE(syncs == bns && plain == 0, << syncs << " SyncBN, " << plain << " BN left of " << bns);
+        const auto keys_after = model->state_dict();
+        DIST_REQUIRE(keys_after.size() == keys_before.size());
+        for (size_t i = 0; i < keys_after.size(); ++i) DIST_REQUIRE(keys_after[i].first == keys_before[i].first);
+        dist_require_close(model->forward(x), y_before, 0, 0, "resnet20 after converting, eval");
+
+        nn::AnyModule norm = models::make_norm("syncbatchnorm", 8);
+        auto s = norm.ptr_as<nn::SyncBatchNormImpl>();
+        DIST_REQUIRE(s != nullptr && s->options.num_features() == 8 && s->process_group == nullptr);
+        DIST_REQUIRE(norm(randn({2, 8, 3, 3})).shape() == Shape({2, 8, 3, 3}));
+        auto net = models::create_model("smallnet", models::ModelOptions().norm("syncbatchnorm").width(0.25));
+        int in_net = 0;
+        for (const auto& m : net->modules()) in_net += std::dynamic_pointer_cast<nn::SyncBatchNormImpl>(m) != nullptr;
+        DIST_REQUIRE(in_net > 0);
+        net->train();
+        DIST_REQUIRE(net->forward(randn({2, 3, 32, 32})).size(0) == 2);
+      },
+      std::chrono::seconds(60), false);
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
+TEST_CASE("batch_norm_report_across_ranks: BatchNorm drifts apart across ranks, SyncBatchNorm does not") {
+  const std::string failures = run_ranks(3, [](int rank, int world) {
+    set_num_threads(1);
+    auto make_model = [] {
+      manual_seed(51);  // the same initial weights on every rank
+      return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, 6, 3).padding(1)), nn::BatchNorm2d(6), nn::ReLU(),
+                            nn::Conv2d(nn::Conv2dOptions(6, 5, 3)), nn::BatchNorm2d(5),
+                            nn::BatchNorm2d(nn::BatchNormOptions(5).track_running_stats(false)));
+    };
+    auto train = [&](const std::shared_ptr<nn::Module>& model) {
+      manual_seed(60 + static_cast<uint64_t>(rank));  // different data on each rank
+      for (int step = 0; step < 3; ++step) model->forward(randn({4, 3, 6, 6}) * (1.0 + rank) + 0.5 * rank);
+    };
+
+    std::shared_ptr<nn::Module> plain = make_model().ptr();
+    train(plain);
+    const dist::CrossRankBatchNormReport r1 = dist::batch_norm_report_across_ranks(*plain);
+    DIST_REQUIRE(r1.world_size == world && r1.layers.size() == 3);
+    DIST_REQUIRE(r1.layers[0].name == "1" && r1.layers[0].type == "BatchNorm2d" && r1.layers[0].num_features == 6);
+    DIST_REQUIRE(!r1.layers[2].has_running_stats);
+    // Independently: the largest difference of running_mean in layer "1", by hand.
+    const Tensor rm = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(plain->child("1"))->running_mean;
+    std::vector<Tensor> all{empty({6}), empty({6}), empty({6})};
+    dist::all_gather(all, rm);
+    double expected = 0.0;
+    for (int a = 0; a < world; ++a)
+      for (int b = 0; b < world; ++b)
+        expected = std::max(expected, (all[a].to(kFloat64) - all[b].to(kFloat64)).abs().max().item<double>());
+    DIST_REQUIRE(expected > 0.0);
+    DIST_REQUIRE(std::abs(r1.layers[0].running_mean_diff - expected) <= 1e-12 * expected,
+                 << r1.layers[0].running_mean_diff << " vs " << expected);
+    DIST_REQUIRE(r1.layers[1].running_mean_diff > 0 && r1.layers[1].running_var_diff > 0);
+    DIST_REQUIRE(r1.max_running_mean_diff() >= r1.layers[1].running_mean_diff);
+    DIST_REQUIRE(*r1.layers[0].min_batches_tracked == 3 && *r1.layers[0].max_batches_tracked == 3);
+
+    std::shared_ptr<nn::Module> synced = nn::convert_sync_batch_norm(make_model().ptr());
+    train(synced);
+    const dist::CrossRankBatchNormReport r2 = dist::batch_norm_report_across_ranks(*synced);
+    DIST_REQUIRE(r2.layers.size() == 3 && r2.layers[0].type == "SyncBatchNorm");
+    DIST_REQUIRE(r2.max_running_mean_diff() <= 1e-6 && r2.max_running_var_diff() <= 1e-6,
+                 << r2.max_running_mean_diff() << ", " << r2.max_running_var_diff());
+    const std::string table = dist::to_string(r2);
+    DIST_REQUIRE(table.find("across 3 rank(s): 3 layer(s)") != std::string::npos, << table);
+    DIST_REQUIRE(table.find("SyncBatchNorm") != std::string::npos, << table);
+    DIST_REQUIRE(table.find("no running stats") != std::string::npos, << table);
+    DIST_REQUIRE(dist::to_string(r1).find("differ") != std::string::npos, << dist::to_string(r1));
+    if (rank == 0) std::printf("%s%s", dist::to_string(r1).c_str(), table.c_str());
+
+    // Different models on different ranks: every rank is told, nobody hangs.
+    std::shared_ptr<nn::Module> odd = rank == 1 ? make_model().ptr() : nn::Sequential(nn::BatchNorm2d(6)).ptr();
+    require_throws([&] { dist::batch_norm_report_across_ranks(*odd); }, "the ranks' models differ");
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
