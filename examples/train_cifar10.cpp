@@ -34,6 +34,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/batch_norm_report.h"
+#include "dist/ddp.h"
+#include "dist/distributed.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
@@ -228,34 +231,46 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
   return n;
 }
 
-struct EvalResult {
-  double loss = 0, acc = 0;
+// Summed loss, correct predictions and sample count; under DDP each rank sums
+// its share and total() adds the ranks' sums.
+struct Totals {
+  double loss_sum = 0, correct = 0, seen = 0;
+  Totals total(bool distributed) const {
+    if (!distributed) return *this;
+    Tensor t = tensor({loss_sum, correct, seen}, {3}, kFloat64);
+    dist::all_reduce(t, dist::ReduceOp::SUM);
+    auto v = t.to_vector<double>();
+    return {v[0], v[1], v[2]};
+  }
+  double loss() const { return loss_sum / std::max(seen, 1.0); }
+  double acc() const { return correct / std::max(seen, 1.0); }
 };
 
 // Loss and accuracy over a loader, under no_grad, in the model's current mode.
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed) {
   NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
+  Totals t;
   for (data::Batch& b : loader) {
     Tensor logits = model.forward(b.data);
-    const int64_t n = b.targets.numel();
-    loss_sum += cross_entropy(logits, b.targets).item<float>() * static_cast<double>(n);
-    correct += count_correct(logits, b.targets);
-    seen += n;
+    const double n = static_cast<double>(b.targets.numel());
+    t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
+    t.correct += static_cast<double>(count_correct(logits, b.targets));
+    t.seen += n;
   }
-  return {loss_sum / std::max<int64_t>(seen, 1), static_cast<double>(correct) / std::max<int64_t>(seen, 1)};
+  return t.total(distributed);
 }
 
 // Test accuracy with batch statistics (train mode), the number that shows the
 // train/eval gap of BatchNorm. Train-mode BN updates its running stats even
-// under no_grad, so the buffers are copied before and restored after.
-double evaluate_train_mode(nn::Module& model, data::DataLoader& loader) {
+// under no_grad, so the buffers are copied before and restored after. Under
+// DDP the loader must give every rank the same number of batches (SyncBN
+// communicates in train mode).
+double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed) {
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, buf] : model.named_buffers()) saved.emplace_back(buf, buf.clone());
   model.train();
-  const double acc = evaluate(model, loader).acc;
+  const double acc = evaluate(model, loader, distributed).acc();
   for (auto& [buf, copy] : saved) buf.copy_(copy);
   return acc;
 }
@@ -385,20 +400,60 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// Under minidl-launch (RANK and WORLD_SIZE set) the process joins the gloo
+// group for the whole run.
+struct DistributedRun {
+  bool on = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
+  int rank = 0, world = 1;
+  DistributedRun() {
+    if (!on) return;
+    dist::init_process_group("gloo", "env://");
+    rank = dist::get_rank();
+    world = dist::get_world_size();
+  }
+  ~DistributedRun() {
+    if (on) dist::destroy_process_group();
+  }
+  bool main() const { return rank == 0; }
+};
+
 int run(const Args& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   manual_seed(a.seed);
+  const DistributedRun ddp_run;
+  const bool distributed = ddp_run.on;
+  // Only rank 0 prints, logs and saves; the other ranks' output goes nowhere.
+  std::ostringstream quiet;
+  std::ostream& out = ddp_run.main() ? std::cout : quiet;
 
   Datasets d = load_datasets(a);
   auto [train_tf, test_tf] = make_transforms(a, d);
-  data::DataLoader train_loader(d.train, {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers,
-                                          .seed = a.seed, .transform = train_tf});
-  data::DataLoader test_loader(d.test, {.batch_size = std::max<int64_t>(a.batch_size, 256), .shuffle = false,
+  // Data-parallel: each rank takes its strided share of a common (seed, epoch)
+  // permutation; the test set is split without padding so every image counts
+  // once, and the train-mode evaluation uses the padded split so all ranks run
+  // the same number of batches.
+  std::shared_ptr<data::Sampler> train_sampler, test_sampler, test_sampler_padded;
+  if (distributed) {
+    train_sampler = std::make_shared<data::DistributedSampler>(d.train->size(), ddp_run.world, ddp_run.rank, true, a.seed);
+    test_sampler = std::make_shared<data::DistributedEvalSampler>(d.test->size(), ddp_run.world, ddp_run.rank);
+    test_sampler_padded =
+        std::make_shared<data::DistributedSampler>(d.test->size(), ddp_run.world, ddp_run.rank, false);
+  }
+  const int64_t test_batch = std::max<int64_t>(a.batch_size, 256);
+  data::DataLoader train_loader(d.train, {.batch_size = a.batch_size, .shuffle = !distributed, .sampler = train_sampler,
+                                          .num_workers = a.workers, .seed = a.seed, .transform = train_tf});
+  data::DataLoader test_loader(d.test, {.batch_size = test_batch, .shuffle = false, .sampler = test_sampler,
                                         .num_workers = a.workers, .seed = a.seed, .transform = test_tf});
+  data::DataLoader test_loader_train_mode(
+      d.test, {.batch_size = test_batch, .shuffle = false, .sampler = distributed ? test_sampler_padded : test_sampler,
+               .num_workers = a.workers, .seed = a.seed, .transform = test_tf});
 
   auto model_options = models::ModelOptions().width(a.width).in_channels(d.channels).input_size(d.size);
   if (!a.norm.empty()) model_options.norm(a.norm);
   auto model = models::create_model(a.model, model_options);
+  // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);
   int64_t n_params = 0;
   for (const Tensor& p : model->parameters()) n_params += p.numel();
   auto opt = make_optimizer(a, *model);
@@ -411,40 +466,50 @@ int run(const Args& a) {
     Resumed r = load_checkpoint(a.resume, a, *model, *opt, *sched);
     start_epoch = r.epoch;
     history = std::move(r.history);
-    std::cout << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
+    out << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
   }
 
-  std::cout << "data:  " << d.description << ": " << d.train->size() << " train, " << d.test->size() << " test images\n"
+  out << "data:  " << d.description << ": " << d.train->size() << " train, " << d.test->size() << " test images\n"
             << "model: " << a.model << " (norm " << (a.norm.empty() ? "default" : a.norm) << ", width " << a.width << "), " << n_params
             << " parameters\n"
             << "optim: " << a.optimizer << " lr " << a.lr << " momentum " << a.momentum << " weight decay "
             << a.weight_decay << ", schedule " << a.schedule << " (warmup " << a.warmup_epochs << " epochs)\n"
             << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
             << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n";
+  if (distributed)
+    out << "ddp:   " << ddp_run.world << " processes (gloo), batch " << a.batch_size << " per process = "
+        << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
 
-  fs::create_directories(a.log_dir);
   const fs::path log_dir = a.log_dir;
-  examples::CsvLog csv((log_dir / "metrics.csv").string(),
-                       {"epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc", "test_acc_train_mode",
-                        "epoch_seconds", "images_per_s"},
-                       /*append=*/start_epoch > 0);
-  examples::TensorBoardWriter tb(a.log_dir);
-  std::cout << "logs:  " << (log_dir / "metrics.csv").string() << ", " << (log_dir / "curves.svg").string() << ", "
-            << tb.path() << "\n";
-  if (!a.checkpoint_dir.empty()) std::cout << "checkpoints: " << a.checkpoint_dir << "/checkpoint.json\n";
+  std::optional<examples::CsvLog> csv;
+  std::optional<examples::TensorBoardWriter> tb;
+  if (ddp_run.main()) {
+    fs::create_directories(a.log_dir);
+    csv.emplace((log_dir / "metrics.csv").string(),
+                std::vector<std::string>{"epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
+                                         "test_acc_train_mode", "epoch_seconds", "images_per_s"},
+                /*append=*/start_epoch > 0);
+    tb.emplace(a.log_dir);
+    out << "logs:  " << (log_dir / "metrics.csv").string() << ", " << (log_dir / "curves.svg").string() << ", "
+        << tb->path() << "\n";
+    if (!a.checkpoint_dir.empty()) out << "checkpoints: " << a.checkpoint_dir << "/checkpoint.json\n";
+  }
 
   const std::string title = a.model + " on " + (a.dataset == "fashion-mnist" ? "Fashion-MNIST" : "CIFAR-10");
   const int64_t end_epoch = a.stop_after > 0 ? std::min(a.stop_after, a.epochs) : a.epochs;
   for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     model->train();
     train_loader.set_epoch(epoch);
-    examples::ProgressBar bar(d.train->size(), "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(a.epochs));
+    std::optional<examples::ProgressBar> bar;
+    if (ddp_run.main())
+      bar.emplace(distributed ? train_sampler->size() : d.train->size(),
+                  "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(a.epochs));
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
     const double lr = opt->param_groups()[0].lr();
     for (data::Batch& b : train_loader) {
-      Tensor logits = model->forward(b.data);
+      Tensor logits = ddp ? ddp->forward(b.data) : model->forward(b.data);
       Tensor loss = cross_entropy(logits, b.targets);
       opt->zero_grad();
       loss.backward();
@@ -457,34 +522,36 @@ int run(const Args& a) {
       loss_sum += l * static_cast<double>(n);
       correct += count_correct(logits, b.targets);
       seen += n;
-      bar.update(seen, "loss " + fmt("%.3f", loss_sum / seen) + " acc " + fmt("%.1f%%", 100.0 * correct / seen));
+      if (bar) bar->update(seen, "loss " + fmt("%.3f", loss_sum / seen) + " acc " + fmt("%.1f%%", 100.0 * correct / seen));
     }
+    const Totals train = Totals{loss_sum, static_cast<double>(correct), static_cast<double>(seen)}.total(distributed);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochMetrics m;
     m.epoch = epoch + 1;
     m.lr = lr;
-    m.train_loss = loss_sum / std::max<int64_t>(seen, 1);
-    m.train_acc = static_cast<double>(correct) / std::max<int64_t>(seen, 1);
+    m.train_loss = train.loss();
+    m.train_acc = train.acc();
     m.seconds = seconds;
-    m.images_per_s = seen / seconds;
-    bar.finish("train loss " + fmt("%.4f", m.train_loss) + " acc " + fmt("%.2f%%", 100 * m.train_acc));
+    m.images_per_s = train.seen / seconds;  // all ranks together
+    if (bar) bar->finish("train loss " + fmt("%.4f", m.train_loss) + " acc " + fmt("%.2f%%", 100 * m.train_acc));
 
     if ((epoch + 1) % a.eval_every == 0 || epoch + 1 == end_epoch) {
       model->eval();
-      EvalResult r = evaluate(*model, test_loader);
-      m.test_loss = r.loss;
-      m.test_acc = r.acc;
-      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader);
+      Totals r = evaluate(*model, test_loader, distributed);
+      m.test_loss = r.loss();
+      m.test_acc = r.acc();
+      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed);
       model->train();
     }
     history.push_back(m);
-    std::cout << "epoch " << m.epoch << "/" << a.epochs << ": train loss " << fmt("%.4f", m.train_loss) << " acc "
+    out << "epoch " << m.epoch << "/" << a.epochs << ": train loss " << fmt("%.4f", m.train_loss) << " acc "
               << fmt("%.2f%%", 100 * m.train_acc) << " | test loss " << fmt("%.4f", m.test_loss) << " acc "
               << fmt("%.2f%%", 100 * m.test_acc) << " (train mode " << fmt("%.2f%%", 100 * m.test_acc_train_mode)
               << ") | lr " << fmt("%.4g", lr) << " | " << fmt("%.1f", seconds) << " s, "
               << fmt("%.1f", m.images_per_s) << " images/s" << std::endl;
 
-    csv.row({static_cast<double>(m.epoch), m.lr, m.train_loss, m.train_acc, m.test_loss, m.test_acc,
+    if (!ddp_run.main()) continue;
+    csv->row({static_cast<double>(m.epoch), m.lr, m.train_loss, m.train_acc, m.test_loss, m.test_acc,
              m.test_acc_train_mode, m.seconds, m.images_per_s});
     const std::vector<std::pair<std::string, double>> scalars = {
         {"train/loss", m.train_loss},          {"train/accuracy", m.train_acc},
@@ -492,18 +559,25 @@ int run(const Args& a) {
         {"test/accuracy_train_mode", m.test_acc_train_mode}, {"lr", m.lr},
         {"perf/images_per_s", m.images_per_s}};
     for (const auto& [tag, v] : scalars)
-      if (std::isfinite(v)) tb.add_scalar(tag, v, m.epoch);
-    tb.flush();
+      if (std::isfinite(v)) tb->add_scalar(tag, v, m.epoch);
+    tb->flush();
     write_curves(log_dir / "curves.svg", history, title);
     if (!a.checkpoint_dir.empty()) save_checkpoint(a.checkpoint_dir, epoch + 1, a, *model, *opt, *sched, history);
   }
 
-  if (!a.save_final.empty()) {
+  // Plain BatchNorm under DDP keeps per-rank running statistics (DDP's buffer
+  // broadcast copies rank 0's before each training forward, but the last
+  // forward's update stays local); SyncBatchNorm keeps them identical.
+  if (distributed) {
+    auto report = dist::batch_norm_report_across_ranks(*model);
+    if (!report.layers.empty()) out << "running statistics across ranks:\n" << report;
+  }
+  if (!a.save_final.empty() && ddp_run.main()) {
     nn::save_state_dict(*model, a.save_final);
-    std::cout << "final model: " << a.save_final << "\n";
+    out << "final model: " << a.save_final << "\n";
   }
   if (history.empty()) {
-    std::cout << "nothing to do: the checkpoint is already at epoch " << start_epoch << "\n";
+    out << "nothing to do: the checkpoint is already at epoch " << start_epoch << "\n";
     return 0;
   }
   const EpochMetrics& last = history.back();
@@ -533,7 +607,7 @@ int main(int argc, char** argv) {
   app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
   app.add_option("--model", a.model)->check(CLI::IsMember(models::model_names()))->capture_default_str();
   app.add_option("--norm", a.norm, "normalization layers (default: batchnorm; none for the mlp)")
-      ->check(CLI::IsMember({"batchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
+      ->check(CLI::IsMember({"batchnorm", "syncbatchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
   app.add_option("--width", a.width, "width multiplier of every layer")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--stop-after", a.stop_after,

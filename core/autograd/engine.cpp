@@ -36,7 +36,30 @@ void accumulate(variable_list& buffer, uint32_t slot, Tensor grad) {
   }
 }
 
+// The final callbacks of the backward running on this thread (null outside
+// one); a backward started from a hook gets its own list.
+thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
+
+class FinalCallbacksScope {
+ public:
+  explicit FinalCallbacksScope(std::vector<std::function<void()>>* list) : prev_(t_final_callbacks) {
+    t_final_callbacks = list;
+  }
+  ~FinalCallbacksScope() { t_final_callbacks = prev_; }
+  FinalCallbacksScope(const FinalCallbacksScope&) = delete;
+  FinalCallbacksScope& operator=(const FinalCallbacksScope&) = delete;
+
+ private:
+  std::vector<std::function<void()>>* prev_;
+};
+
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  MINIDL_CHECK(t_final_callbacks != nullptr,
+               "queue_callback: final callbacks can only be installed during the backward pass");
+  t_final_callbacks->push_back(std::move(callback));
+}
 
 void backward(const variable_list& roots, const variable_list& grads, bool retain_graph) {
   MINIDL_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", roots.size(),
@@ -85,6 +108,8 @@ void backward(const variable_list& roots, const variable_list& grads, bool retai
   }
 
   AutoGradMode no_grad(false);  // backward formulas record no history (no double backward)
+  std::vector<std::function<void()>> final_callbacks;
+  FinalCallbacksScope callbacks_scope(&final_callbacks);
   std::unordered_map<Node*, variable_list> buffers;
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   ready.push(graph_root.get());
@@ -116,6 +141,11 @@ void backward(const variable_list& roots, const variable_list& grads, bool retai
       }
       if (--dependencies[next] == 0) ready.push(next);
     }
+  }
+  // Indexed: a callback may queue more (push_back can reallocate).
+  for (size_t i = 0; i < final_callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(final_callbacks[i]);
+    callback();
   }
 }
 

@@ -1,0 +1,445 @@
+// DistributedDataParallel over real processes (Gloo on loopback, run_ranks):
+// the equivalence oracle (W ranks x batch B == one process x batch W*B, after
+// several SGD-with-momentum steps), the rank-0 broadcast at construction,
+// no_sync accumulation, buffer broadcast, unused parameters with and without
+// find_unused_parameters, construction errors, reduce_tensor, bucket layout,
+// the overlap of bucket all-reduces with backward, and the engine's
+// queue_callback that DDP relies on.
+//
+// Everything, the single-process cases included, runs inside forked ranks:
+// the parent runs no tensor kernels (see tests/dist_test_util.h).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/ddp.h"
+#include "tests/dist_test_util.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::run_ranks;
+
+namespace {
+
+constexpr double kTol = 1e-12;  // float64: DDP vs the single-process reference
+
+// Runs fn in `world` forked ranks (joined to a gloo group unless !init).
+void check_ranks(int world, const std::function<void(int rank, int world)>& fn, bool init = true) {
+  const std::string failures = run_ranks(world, fn, std::chrono::seconds(120), init);
+  CHECK_MESSAGE(failures.empty(), failures, "(each rank's error is on stderr above)");
+}
+
+// The message of the minidl::Error that fn throws ("" when it throws none).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Conv2d + ReLU + Linear + ReLU + Linear in float64, initialized from `seed`.
+std::shared_ptr<nn::Module> conv_net(uint64_t seed) {
+  manual_seed(seed);
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)), nn::ReLU(), nn::Flatten(),
+                     nn::Linear(4 * 5 * 5, 8), nn::ReLU(), nn::Linear(8, 3));
+  net->to(kFloat64);
+  return net.ptr();
+}
+
+// fc2(relu(fc1(x))) [+ branch(relu(fc1(x))) when use_branch], and a buffer.
+class BranchNetImpl : public nn::Module {
+ public:
+  BranchNetImpl() : Module("BranchNet") {
+    fc1 = register_module("fc1", nn::Linear(4, 6));
+    fc2 = register_module("fc2", nn::Linear(6, 2));
+    branch = register_module("branch", nn::Linear(6, 2));
+    stat = register_buffer("stat", zeros({2}));
+    to(kFloat64);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = fc1(x).relu();
+    Tensor out = fc2(h);
+    if (use_branch) out = out + branch(h);
+    return out;
+  }
+  nn::Linear fc1{nullptr}, fc2{nullptr}, branch{nullptr};
+  Tensor stat;
+  bool use_branch = false;
+};
+MINIDL_MODULE(BranchNet);
+
+BranchNet branch_net(uint64_t seed) {
+  manual_seed(seed);
+  return BranchNet();
+}
+
+// Samples [start, start + n) of a batch.
+Tensor rows(const Tensor& t, int64_t start, int64_t n) { return t.narrow(0, start, n); }
+
+void require_params_close(nn::Module& a, nn::Module& b, double tol, const char* what) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  DIST_REQUIRE(pa.size() == pb.size(), << what);
+  for (size_t i = 0; i < pa.size(); ++i)
+    testing::dist_require_close(pa[i].second, pb[i].second, tol, tol, (std::string(what) + " " + pa[i].first).c_str());
+}
+
+void require_grads_close(nn::Module& a, nn::Module& b, double tol, const char* what) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    DIST_REQUIRE(pa[i].second.grad().defined() == pb[i].second.grad().defined(), << what << " " << pa[i].first);
+    if (pa[i].second.grad().defined())
+      testing::dist_require_close(pa[i].second.grad(), pb[i].second.grad(), tol, tol,
+                                  (std::string(what) + " grad of " + pa[i].first).c_str());
+  }
+}
+
+bool params_equal(nn::Module& a, nn::Module& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    if (pa[i].to_vector<double>() != pb[i].to_vector<double>()) return false;
+  return true;
+}
+
+// The oracle: `world` ranks x `per_rank` samples == one process x world*per_rank
+// samples, after 3 SGD steps with momentum 0.9 and a mean-reduced loss. The
+// reference model is built in every rank with rank 0's seed.
+void oracle(int rank, int world, int64_t per_rank, const dist::DDPOptions& options, bool expect_several_buckets) {
+  auto ref = conv_net(7);
+  auto model = conv_net(7 + rank);  // different initial parameters on every rank
+  DIST_REQUIRE(rank == 0 || !params_equal(*model, *ref), << "ranks should start different");
+  dist::DistributedDataParallel ddp(model, options);
+  DIST_REQUIRE(params_equal(*model, *ref), << "construction must broadcast rank 0's parameters");
+  if (expect_several_buckets)
+    DIST_REQUIRE(ddp.reducer().num_buckets() > 1, << ddp.reducer().num_buckets());
+  else
+    DIST_REQUIRE(ddp.reducer().num_buckets() == 1, << ddp.reducer().num_buckets());
+
+  optim::SGD opt(model->parameters(), 0.05, 0.9), ref_opt(ref->parameters(), 0.05, 0.9);
+  const int64_t batch = world * per_rank;
+  for (int step = 0; step < 3; ++step) {
+    manual_seed(1000 + step);  // the same data on every rank
+    Tensor x = randn({batch, 2, 5, 5}, kFloat64), y = randn({batch, 3}, kFloat64);
+    opt.zero_grad();
+    mse_loss(ddp(rows(x, rank * per_rank, per_rank)), rows(y, rank * per_rank, per_rank)).backward();
+    ref_opt.zero_grad();
+    mse_loss(ref->forward(x), y).backward();
+    require_grads_close(*model, *ref, kTol, "averaged gradient");
+    opt.step();
+    ref_opt.step();
+  }
+  require_params_close(*model, *ref, kTol, "after 3 steps");
+
+  // The state dict has the plain model's keys (no "module." prefix).
+  auto plain = conv_net(99);
+  plain->load_state_dict(ddp.module()->state_dict());
+  require_params_close(*plain, *model, 0.0, "state_dict round trip");
+}
+
+}  // namespace
+
+TEST_CASE("DDP oracle: 4 ranks x 2 == 1 process x 8, several buckets") {
+  check_ranks(4, [](int rank, int world) {
+    oracle(rank, world, 2, dist::DDPOptions().bucket_cap_mb(0.001), /*expect_several_buckets=*/true);
+  });
+}
+
+TEST_CASE("DDP oracle: 4 ranks x 2 == 1 process x 8, default buckets") {
+  check_ranks(4, [](int rank, int world) { oracle(rank, world, 2, dist::DDPOptions(), false); });
+}
+
+TEST_CASE("DDP oracle: 2 ranks x 3 == 1 process x 6") {
+  check_ranks(2, [](int rank, int world) { oracle(rank, world, 3, dist::DDPOptions().bucket_cap_mb(0.001), true); });
+}
+
+TEST_CASE("DDP no_sync: two local micro-batches and one synced == the large batch") {
+  check_ranks(2, [](int rank, int world) {
+    auto ref = conv_net(7);
+    auto model = conv_net(7 + rank);
+    dist::DistributedDataParallel ddp(model, dist::DDPOptions().bucket_cap_mb(0.001));
+    const int64_t micro = 2, steps = 3;
+    manual_seed(2000);
+    Tensor x = randn({world * micro * steps, 2, 5, 5}, kFloat64), y = randn({world * micro * steps, 3}, kFloat64);
+    auto start = [&](int64_t k) { return (k * world + rank) * micro; };  // every sample used once
+    auto micro_loss = [&](const Tensor& out, int64_t k) {
+      return mse_loss(out, rows(y, start(k), micro)) * (1.0 / static_cast<double>(steps));
+    };
+    {
+      auto guard = ddp.no_sync();
+      DIST_REQUIRE(!ddp.require_backward_grad_sync());
+      micro_loss(ddp(rows(x, start(0), micro)), 0).backward();
+      // Nothing was reduced: the gradient is this rank's own.
+      micro_loss(ref->forward(rows(x, start(0), micro)), 0).backward();
+      require_grads_close(*model, *ref, kTol, "local gradient under no_sync");
+      ref->zero_grad();
+      micro_loss(ddp(rows(x, start(1), micro)), 1).backward();
+      DIST_REQUIRE(ddp.reducer().launch_log().empty(), << "no bucket may be launched under no_sync");
+    }
+    DIST_REQUIRE(ddp.require_backward_grad_sync());
+    micro_loss(ddp(rows(x, start(2), micro)), 2).backward();
+    DIST_REQUIRE(ddp.reducer().launch_log().size() == ddp.reducer().num_buckets());
+    mse_loss(ref->forward(x), y).backward();
+    require_grads_close(*model, *ref, kTol, "accumulated then reduced");
+  });
+}
+
+TEST_CASE("DDP broadcast_buffers: a training forward takes rank 0's buffers") {
+  check_ranks(2, [](int rank, int) {
+    manual_seed(5);
+    Tensor x = randn({3, 4}, kFloat64);
+    {
+      auto net = branch_net(11 + rank);
+      net->use_branch = true;  // every parameter gets a gradient
+      net->stat.fill_(1.0 + rank);
+      dist::DistributedDataParallel ddp(net);
+      DIST_REQUIRE(net->stat.to_vector<double>() == std::vector<double>({1.0, 1.0}), << "construction broadcast");
+      net->stat.fill_(10.0 + rank);
+      ddp(x).sum().backward();
+      DIST_REQUIRE(net->stat.to_vector<double>() == std::vector<double>({10.0, 10.0}), << "training forward");
+      // eval and no_grad forwards never broadcast.
+      net->stat.fill_(20.0 + rank);
+      ddp.eval();
+      ddp(x);
+      {
+        NoGradGuard no_grad;
+        ddp.train();
+        ddp(x);
+      }
+      DIST_REQUIRE(net->stat.to_vector<double>() == std::vector<double>(2, 20.0 + rank),
+                   << "eval / no_grad forward must not sync");
+      ddp.train();
+    }
+    auto net = branch_net(11 + rank);
+    net->use_branch = true;
+    auto ddp = dist::DistributedDataParallel(net, dist::DDPOptions().broadcast_buffers(false));
+    dist::DistributedDataParallel moved = std::move(ddp);  // the reducer and its hooks move along
+    DIST_REQUIRE(contains(error_of([&] { ddp(x); }), "moved-from"));
+    net->stat.fill_(30.0 + rank);
+    moved(x).sum().backward();
+    DIST_REQUIRE(moved.reducer().launch_log().size() == moved.reducer().num_buckets());
+    DIST_REQUIRE(net->stat.to_vector<double>() == std::vector<double>(2, 30.0 + rank), << "broadcast_buffers(false)");
+  });
+}
+
+TEST_CASE("DDP unused parameter without find_unused_parameters: the next forward throws, naming it") {
+  check_ranks(2, [](int rank, int) {
+    auto net = branch_net(3);
+    dist::DistributedDataParallel ddp(net);
+    manual_seed(6);
+    Tensor x = randn({3, 4}, kFloat64);
+    ddp(x).sum().backward();  // the branch gets no gradient: its bucket never completes
+    const std::string msg = error_of([&] { ddp(x); });
+    DIST_REQUIRE(contains(msg, "Expected to have finished reduction in the prior iteration"), << msg);
+    DIST_REQUIRE(contains(msg, "find_unused_parameters=True"), << msg);
+    DIST_REQUIRE(contains(msg, "Parameter indices which did not receive grad for rank " + std::to_string(rank) +
+                                   ": 4 5"), << msg);
+    DIST_REQUIRE(contains(msg, "branch.weight, branch.bias"), << msg);
+    // A no_grad forward (evaluation) is still allowed.
+    NoGradGuard no_grad;
+    ddp(x);
+  });
+}
+
+TEST_CASE("DDP find_unused_parameters: training matches one process; unused grads stay undefined") {
+  check_ranks(4, [](int rank, int world) {
+    auto ref = branch_net(7);
+    auto net = branch_net(7 + rank);
+    dist::DistributedDataParallel ddp(net, dist::DDPOptions().find_unused_parameters(true).bucket_cap_mb(0.0001));
+    DIST_REQUIRE(ddp.reducer().num_buckets() > 1);
+    optim::SGD opt(net->parameters(), 0.1, 0.9), ref_opt(ref->parameters(), 0.1, 0.9);
+    for (int step = 0; step < 3; ++step) {
+      manual_seed(300 + step);
+      Tensor x = randn({2 * world, 4}, kFloat64), y = randn({2 * world, 2}, kFloat64);
+      opt.zero_grad();
+      mse_loss(ddp(rows(x, 2 * rank, 2)), rows(y, 2 * rank, 2)).backward();
+      DIST_REQUIRE(ddp.reducer().unused_parameters() == std::vector<size_t>({4, 5}));
+      DIST_REQUIRE(!net->branch->weight.grad().defined() && !net->branch->bias.grad().defined(),
+                   << "no rank used the branch: its grads stay undefined, as in PyTorch");
+      ref_opt.zero_grad();
+      mse_loss(ref->forward(x), y).backward();
+      require_grads_close(*net, *ref, kTol, "find_unused");
+      opt.step();
+      ref_opt.step();
+    }
+    require_params_close(*net, *ref, kTol, "find_unused after 3 steps");
+  });
+}
+
+TEST_CASE("DDP find_unused_parameters: a branch used on rank 0 only gets the average over all ranks") {
+  check_ranks(2, [](int rank, int world) {
+    auto ref = branch_net(7);
+    auto net = branch_net(7 + rank);
+    net->use_branch = (rank == 0);
+    dist::DistributedDataParallel ddp(net, dist::DDPOptions().find_unused_parameters(true));
+    optim::SGD opt(net->parameters(), 0.1, 0.9), ref_opt(ref->parameters(), 0.1, 0.9);
+    for (int step = 0; step < 2; ++step) {
+      manual_seed(400 + step);
+      Tensor x = randn({2 * world, 4}, kFloat64), y = randn({2 * world, 2}, kFloat64);
+      opt.zero_grad();
+      mse_loss(ddp(rows(x, 2 * rank, 2)), rows(y, 2 * rank, 2)).backward();
+      // Reference: the mean over ranks of each rank's loss, with rank 0's branch.
+      ref_opt.zero_grad();
+      Tensor total;
+      for (int r = 0; r < world; ++r) {
+        ref->use_branch = (r == 0);
+        Tensor loss = mse_loss(ref->forward(rows(x, 2 * r, 2)), rows(y, 2 * r, 2)) * (1.0 / world);
+        total = total.defined() ? total + loss : loss;
+      }
+      total.backward();
+      require_grads_close(*net, *ref, kTol, "branch used on rank 0 only");
+      opt.step();
+      ref_opt.step();
+    }
+    require_params_close(*net, *ref, kTol, "after 2 steps");
+  });
+}
+
+TEST_CASE("DDP find_unused_parameters: a parameter also used outside forward is marked ready twice") {
+  check_ranks(2, [](int, int) {
+    auto net = branch_net(3);
+    dist::DistributedDataParallel ddp(net, dist::DDPOptions().find_unused_parameters(true));
+    manual_seed(8);
+    Tensor x = randn({3, 4}, kFloat64);
+    const std::string msg = error_of([&] { (ddp(x).sum() + net->branch->weight.sum()).backward(); });
+    DIST_REQUIRE(contains(msg, "Expected to mark a variable ready only once"), << msg);
+    DIST_REQUIRE(contains(msg, "branch.weight"), << msg);
+  });
+}
+
+TEST_CASE("DDP construction: models that differ across ranks give a clear error on every rank") {
+  check_ranks(2, [](int rank, int) {  // a shape mismatch
+    nn::Sequential net(nn::Linear(4, 6), nn::ReLU(), nn::Linear(6, rank == 0 ? 2 : 3));
+    const std::string msg = error_of([&] { dist::DistributedDataParallel ddp(net); });
+    DIST_REQUIRE(contains(msg, "params[2] (\"2.weight\" on rank 0, \"2.weight\" on rank 1)"), << msg);
+    DIST_REQUIRE(contains(msg, "[2, 6] (float32, requires_grad) on rank 0 and [3, 6]"), << msg);
+    DIST_REQUIRE(contains(msg, "appears not to match sizes of the same param in process 0"), << msg);
+  });
+  check_ranks(2, [](int rank, int) {  // a different number of parameters
+    nn::Sequential net(nn::Linear(4, 6));
+    if (rank == 1) net->push_back(nn::Linear(6, 6));
+    const std::string msg = error_of([&] { dist::DistributedDataParallel ddp(net); });
+    DIST_REQUIRE(contains(msg, "DDP expects same model across all ranks, but Rank 0 has 2 params, while rank 1 "
+                               "has inconsistent 4 params."), << msg);
+  });
+  check_ranks(2, [](int, int) {  // nothing to train
+    nn::Linear net(3, 2);
+    net->weight.requires_grad_(false);
+    net->bias.requires_grad_(false);
+    const std::string msg = error_of([&] { dist::DistributedDataParallel ddp(net); });
+    DIST_REQUIRE(contains(msg, "DistributedDataParallel is not needed when a module doesn't have any parameter "
+                               "that requires a gradient."), << msg);
+  });
+}
+
+TEST_CASE("DDP without init_process_group") {
+  check_ranks(
+      1,
+      [](int, int) {
+        nn::Linear net(3, 2);
+        const std::string msg = error_of([&] { dist::DistributedDataParallel ddp(net); });
+        DIST_REQUIRE(contains(msg, "Default process group has not been initialized"), << msg);
+        DIST_REQUIRE(contains(error_of([] { dist::reduce_tensor(ones({2})); }), "has not been initialized"));
+      },
+      /*init=*/false);
+}
+
+TEST_CASE("dist::reduce_tensor averages over ranks and leaves its argument alone") {
+  check_ranks(4, [](int rank, int) {
+    Tensor t = tensor({1.0 * rank, 2.0 * rank + 1}, {}, kFloat64);
+    Tensor avg = dist::reduce_tensor(t);
+    DIST_REQUIRE(avg.to_vector<double>() == std::vector<double>({1.5, 4.0}));
+    DIST_REQUIRE(t.to_vector<double>() == std::vector<double>({1.0 * rank, 2.0 * rank + 1}), << "argument changed");
+    Tensor count = tensor(std::vector<int64_t>{rank});
+    Tensor mean = dist::reduce_tensor(count);
+    DIST_REQUIRE(mean.dtype() == kFloat64 && mean.item<double>() == 1.5);
+    DIST_REQUIRE(dist::reduce_tensor(scalar_tensor(rank, kFloat32)).dtype() == kFloat32);
+  });
+}
+
+TEST_CASE("DDP overlap: the first bucket's all-reduce starts while backward is still running") {
+  check_ranks(2, [](int rank, int) {
+    auto model = conv_net(7);
+    dist::DistributedDataParallel ddp(model, dist::DDPOptions().bucket_cap_mb(0.001));
+    const dist::Reducer& reducer = ddp.reducer();
+    DIST_REQUIRE(reducer.num_buckets() == 2, << reducer.num_buckets());
+    // The conv weight (parameter 0) is the last gradient backward produces;
+    // DDP's hook on it was registered first, so it runs before this one.
+    size_t launched_before_last_grad = 0;
+    Tensor first_param = model->parameters()[0];
+    first_param.register_post_accumulate_grad_hook(
+        [&](Tensor&) { launched_before_last_grad = reducer.launch_log().size(); });
+    manual_seed(9);
+    Tensor x = randn({2, 2, 5, 5}, kFloat64);
+    ddp(x).sum().backward();
+    DIST_REQUIRE(launched_before_last_grad >= 1, << launched_before_last_grad);
+    const auto& log = reducer.launch_log();
+    DIST_REQUIRE(log.size() == 2 && log[0].bucket == 0 && log[1].bucket == 1, << "buckets launch in order");
+    DIST_REQUIRE(log[0].grads_ready < reducer.num_params(), << log[0].grads_ready);
+  });
+}
+
+TEST_CASE("DDP buckets: reverse registration order, 1 MiB first bucket only with the default cap") {
+  check_ranks(2, [](int, int) {
+    // Three Linear(512, 512) float32: each weight is exactly 1 MiB.
+    nn::Sequential net(nn::Linear(512, 512), nn::Linear(512, 512), nn::Linear(512, 512));
+    {
+      dist::DistributedDataParallel ddp(net);
+      DIST_REQUIRE(ddp.reducer().num_buckets() == 2);
+      DIST_REQUIRE(ddp.reducer().bucket_params(0) == std::vector<size_t>({5, 4}));  // last layer first
+      DIST_REQUIRE(ddp.reducer().bucket_params(1) == std::vector<size_t>({3, 2, 1, 0}));
+    }
+    {
+      dist::DistributedDataParallel ddp(net, dist::DDPOptions().bucket_cap_mb(25));
+      DIST_REQUIRE(ddp.reducer().num_buckets() == 1);
+    }
+    {
+      dist::DistributedDataParallel ddp(net, dist::DDPOptions().bucket_cap_mb(1));
+      DIST_REQUIRE(ddp.reducer().num_buckets() == 3);
+      DIST_REQUIRE(ddp.reducer().bucket_bytes(2) == (512 * 512 + 512) * 4);
+    }
+  });
+}
+
+TEST_CASE("compute_bucket_assignment_by_size: limits in order, one bucket list per dtype") {
+  check_ranks(
+      1,
+      [](int, int) {
+        const int64_t mib = 1024 * 1024;
+        auto f32 = [](int64_t bytes) { return empty({bytes / 4}, kFloat32); };
+        std::vector<Tensor> ts{f32(mib / 2), f32(mib / 2), f32(10 * mib), empty({1}, kFloat64), f32(10 * mib),
+                               f32(10 * mib), f32(mib)};
+        auto buckets = dist::compute_bucket_assignment_by_size(ts, {mib, 25 * mib});
+        // float32: [0, 1] reach 1 MiB; [2, 4, 5] reach 25 MiB; [6] is left over. float64: [3].
+        const std::vector<std::vector<size_t>> expected{{0, 1}, {2, 4, 5}, {3}, {6}};
+        DIST_REQUIRE(buckets == expected);
+      },
+      /*init=*/false);
+}
+
+TEST_CASE("autograd::queue_callback runs after every node, before backward returns") {
+  check_ranks(
+      1,
+      [](int, int) {
+        Tensor a = tensor({1.0, 2.0}, {}, kFloat64).requires_grad_();
+        Tensor b = tensor({3.0, 4.0}, {}, kFloat64).requires_grad_();
+        std::vector<std::string> events;
+        auto queue_once = [&](Tensor&) {
+          events.push_back("accumulate");
+          if (events.size() > 1) return;
+          autograd::queue_callback([&] {
+            DIST_REQUIRE(a.grad().defined() && b.grad().defined(), << "a callback runs after every node");
+            events.push_back("final");
+            autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+          });
+        };
+        a.register_post_accumulate_grad_hook(queue_once);
+        b.register_post_accumulate_grad_hook(queue_once);
+        ((a * b).sum() * 2.0).backward();
+        const std::vector<std::string> expected{"accumulate", "accumulate", "final", "queued by a callback"};
+        DIST_REQUIRE(events == expected);
+        DIST_REQUIRE(contains(error_of([] { autograd::queue_callback([] {}); }), "during the backward pass"));
+      },
+      /*init=*/false);
+}
