@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -16,19 +15,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch import small_net  # noqa: E402
-
-
-def median_ms(fn, reps):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+from bench_torch import median_ms, small_net  # noqa: E402
 
 
 def worker(rank, world, port, args):

@@ -7,23 +7,14 @@ import argparse
 import json
 import os
 import socket
-import time
+import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def median_ms(fn, reps):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_torch import median_ms  # noqa: E402
 
 
 def worker(rank, world, port, reps):

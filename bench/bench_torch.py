@@ -247,6 +247,12 @@ def main():
     bench_conv(128, 128, 128, 16, 16, 3, 1, 1, args)
     bench_conv(128, 64, 128, 32, 32, 3, 2, 1, args)
     bench_conv(128, 3, 64, 32, 32, 3, 1, 1, args)
+    # CIFAR ResNet-18 at batch 64 (the same cases as bench_ops.cpp).
+    for c, hw in [(64, 32), (128, 16), (256, 8), (512, 4)]:
+        bench_conv(64, c, c, hw, hw, 3, 1, 1, args)
+    for c, hw in [(64, 32), (128, 16), (256, 8)]:
+        bench_conv(64, c, 2 * c, hw, hw, 3, 2, 1, args)
+        bench_conv(64, c, 2 * c, hw, hw, 1, 2, 0, args)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_lines(cmd, env):
+def run_lines(cmd, env=None):
+    """The JSON lines a bench program prints (minidl-launch's "[rank R] " prefix removed)."""
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    lines = [line.split("] ", 1)[1] if line.startswith("[rank ") else line for line in out.splitlines()]
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 def cpu_model():

@@ -10,24 +10,12 @@ and SyncBN's extra time per step over BN.
 Usage: python3 bench/run_bench_ddp.py [--build build] [--reps 10] [--rounds 3]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
+from run_bench import run_lines
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def lines(cmd):
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    result = []
-    for line in out.splitlines():
-        line = line.split("] ", 1)[1] if line.startswith("[rank") else line
-        if line.startswith("{"):
-            result.append(json.loads(line))
-    return result
 
 
 def main():
@@ -48,11 +36,13 @@ def main():
         ("pytorch", "single"): torch_py + ["--world", "1", "--threads", "2", "--batch", "128"] + reps,
         ("pytorch", "ddp"): torch_py + ["--world", "2", "--threads", "1", "--batch", "64"] + reps,
     }
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)  # each setting sets its own thread count
     best = {}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         for key, cmd in settings.items():
-            for l in lines(cmd):
+            for l in run_lines(cmd, env):
                 if key not in best or l["median_ms"] < best[key]["median_ms"]:
                     best[key] = l
     print(f"small net training step, best of {args.rounds} rounds (median of {args.reps} steps each)")

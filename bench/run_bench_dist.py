@@ -7,22 +7,12 @@ Usage: python3 bench/run_bench_dist.py [--build build] [--world 2] [--reps 15] [
 ratio = minidl bandwidth / PyTorch bandwidth.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
+from run_bench import run_lines
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def lines(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    result = []
-    for line in out.splitlines():
-        line = line.split("] ", 1)[1] if line.startswith("[rank") else line
-        if line.startswith("{"):
-            result.append(json.loads(line))
-    return result
 
 
 def main():
@@ -41,8 +31,8 @@ def main():
     version = "?"
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
-        raw = lines([launch, "--nproc-per-node", str(args.world), bench, "--reps", str(args.reps), "--threads", "1"])
-        raw += lines([sys.executable, os.path.join(HERE, "bench_dist_torch.py"), "--world", str(args.world),
+        raw = run_lines([launch, "--nproc-per-node", str(args.world), bench, "--reps", str(args.reps), "--threads", "1"])
+        raw += run_lines([sys.executable, os.path.join(HERE, "bench_dist_torch.py"), "--world", str(args.world),
                       "--reps", str(args.reps)])
         for l in raw:
             version = l.get("version", version)
