@@ -330,12 +330,15 @@ void Module::to(DType dtype) {
 
 // Parameters then persistent buffers of this module, then each child (no
 // de-duplication: a shared child appears under each of its names, as PyTorch).
-void Module::state_dict_impl(const std::string& prefix, NamedTensors& out) const {
+void Module::state_dict_impl(const std::string& prefix, NamedTensors& out, std::set<std::string>* optional) const {
   for (const auto& e : parameters_)
     if (e->tensor.defined()) out.emplace_back(prefix + e->name, e->tensor);
-  for (const auto& e : buffers_)
-    if (e->tensor.defined() && e->persistent) out.emplace_back(prefix + e->name, e->tensor);
-  for (const auto& [name, child] : children_) child->state_dict_impl(prefix + name + ".", out);
+  for (const auto& e : buffers_) {
+    if (!e->tensor.defined() || !e->persistent) continue;
+    out.emplace_back(prefix + e->name, e->tensor);
+    if (optional && is_optional_state(e->name)) optional->insert(prefix + e->name);
+  }
+  for (const auto& [name, child] : children_) child->state_dict_impl(prefix + name + ".", out, optional);
 }
 
 NamedTensors Module::state_dict() const {
@@ -347,7 +350,8 @@ NamedTensors Module::state_dict() const {
 
 LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors targets;
-  state_dict_impl("", targets);
+  std::set<std::string> optional;
+  state_dict_impl("", targets, &optional);
 
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) given.emplace(name, &t);
@@ -360,7 +364,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
     known.insert(name);
     auto it = given.find(name);
     if (it == given.end()) {
-      result.missing_keys.push_back(name);
+      if (!optional.count(name)) result.missing_keys.push_back(name);
       continue;
     }
     const Tensor& src = *it->second;

@@ -53,6 +53,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -232,6 +233,10 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // Runs the forward pre-hooks in registration order (a forward calls this first).
   void run_forward_pre_hooks(const Tensor& input);
+  // A buffer that older checkpoints may lack: load_state_dict keeps its
+  // current value instead of reporting the key missing (as PyTorch's
+  // BatchNorm does for num_batches_tracked, added in PyTorch 0.4.1).
+  virtual bool is_optional_state(const std::string& buffer_name) const { return false; }
 
  private:
   struct TensorEntry {
@@ -245,7 +250,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void named_modules_impl(const std::string& prefix, std::vector<const Module*>& seen,
                           std::vector<std::pair<std::string, const Module*>>& out) const;
   std::vector<std::pair<std::string, const Module*>> walk(bool recurse) const;
-  void state_dict_impl(const std::string& prefix, NamedTensors& out) const;
+  // optional (if given) receives the keys of is_optional_state buffers.
+  void state_dict_impl(const std::string& prefix, NamedTensors& out, std::set<std::string>* optional = nullptr) const;
   void collect_state_targets(const std::string& prefix, NamedTensors& out) const;
   void convert_tensors(const std::function<Tensor(const Tensor&)>& convert, bool floating_only);
 

@@ -90,6 +90,22 @@ TEST_CASE("BatchNorm2d defaults: options, parameters, buffers and state_dict nam
   CHECK(bn->is_training());
 }
 
+TEST_CASE("BatchNorm loads checkpoints without num_batches_tracked (pre-0.4.1 PyTorch), nothing else optional") {
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(3, 4, 3)), nn::BatchNorm2d(4));
+  auto* bn = net->children()[1].get();
+  Tensor tracked = bn->named_buffers()[2].second;
+  Tensor(tracked).fill_(7);
+  nn::NamedTensors old;
+  for (auto& [name, t] : net->state_dict())
+    if (name != "1.num_batches_tracked") old.emplace_back(name, t.clone() + (t.dtype() == kInt64 ? 0.0 : 1.0));
+  auto result = net->load_state_dict(old);  // strict: no "Missing key(s)" for the counter
+  CHECK(result.missing_keys.empty());
+  CHECK(tracked.item<int64_t>() == 7);  // kept, as PyTorch keeps the module's value
+  CHECK(bn->named_buffers()[0].second.to_vector<double>() == std::vector<double>(4, 1.0));  // running_mean loaded
+  old.erase(std::remove_if(old.begin(), old.end(), [](auto& kv) { return kv.first == "1.running_var"; }), old.end());
+  CHECK_THROWS_CONTAINS(net->load_state_dict(old), "Missing key(s) in state_dict: \"1.running_var\"");
+}
+
 TEST_CASE("pretty_print matches PyTorch's repr") {
   CHECK(repr(nn::BatchNorm2d(64)) == "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
   CHECK(repr(nn::BatchNorm2d(nn::BatchNormOptions(64).momentum(std::nullopt))) ==

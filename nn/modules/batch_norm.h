@@ -47,6 +47,11 @@ class NormBaseImpl : public Module {
   void reset_parameters();
   // "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True"
   std::string extra_repr() const override;
+  // Checkpoints from before num_batches_tracked existed load (the counter
+  // keeps its value), as in PyTorch.
+  bool is_optional_state(const std::string& buffer_name) const override {
+    return buffer_name == "num_batches_tracked";
+  }
 
   BatchNormOptions options;
   Tensor weight, bias;                                   // (C) or undefined
