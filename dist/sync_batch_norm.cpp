@@ -180,37 +180,20 @@ SyncBatchNormImpl::SyncBatchNormImpl(int64_t num_features, double eps, std::opti
 
 void SyncBatchNormImpl::check_input_dim(const Tensor& input) const {
   MINIDL_CHECK(input.dim() >= 2, "expected at least 2D input (got ", input.dim(), "D input)");
+  MINIDL_CHECK(input.size(1) != 0, "SyncBatchNorm number of input channels should be non-zero");
 }
 
-Tensor SyncBatchNormImpl::forward(const Tensor& input) {
-  MINIDL_CHECK(input.defined(), name(), ": the input tensor is undefined");
-  check_input_dim(input);
-  MINIDL_CHECK(input.size(1) != 0, "SyncBatchNorm number of input channels should be non-zero");
-  run_forward_pre_hooks(input);
-  // From here on exactly BatchNormImplBase::forward, up to the choice of kernel.
-  const auto& o = options;
-  double factor = o.momentum().value_or(0.0);
-  if (is_training() && o.track_running_stats() && num_batches_tracked.defined()) {
-    {
-      NoGradGuard no_grad;
-      num_batches_tracked.add_(1.0);
-    }
-    if (!o.momentum()) factor = 1.0 / num_batches_tracked.item<double>();  // cumulative moving average
-  }
-  const bool bn_training = is_training() || (!running_mean.defined() && !running_var.defined());
-  const bool pass_buffers = !is_training() || o.track_running_stats();
-  const Tensor rm = pass_buffers ? running_mean : Tensor();
-  const Tensor rv = pass_buffers ? running_var : Tensor();
-
+Tensor SyncBatchNormImpl::normalize(const Tensor& input, const Step& step) {
   // Synchronize only training batches (not eval, even without running stats),
   // and only with someone to synchronize with.
   dist::ProcessGroupPtr group;
-  if (bn_training && is_training() && (process_group || dist::is_initialized())) {
+  if (step.use_batch_stats && is_training() && (process_group || dist::is_initialized())) {
     group = process_group ? process_group : dist::default_group();
     if (group->size() < 2) group = nullptr;
   }
-  if (!group) return batch_norm(input, rm, rv, weight, bias, bn_training, factor, o.eps());
-  return dist::SyncBatchNormFunction::apply(input, weight, bias, rm, rv, o.eps(), factor, group);
+  if (!group) return BatchNormImplBase::normalize(input, step);
+  return dist::SyncBatchNormFunction::apply(input, weight, bias, step.running_mean, step.running_var, options.eps(),
+                                            step.momentum, group);
 }
 
 namespace {

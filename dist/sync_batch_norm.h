@@ -65,13 +65,14 @@ class SyncBatchNormImpl : public BatchNormImplBase {
                     bool affine = true, bool track_running_stats = true,
                     dist::ProcessGroupPtr process_group = nullptr);
 
-  Tensor forward(const Tensor& input) override;
-
   dist::ProcessGroupPtr process_group;
 
  protected:
-  // "expected at least 2D input (got 1D input)"
+  // "expected at least 2D input (got 1D input)", and C > 0.
   void check_input_dim(const Tensor& input) const override;
+  // BatchNorm's forward decides the statistics and the update factor; this
+  // synchronizes training batches when there are ranks to synchronize with.
+  Tensor normalize(const Tensor& input, const Step& step) override;
 };
 MINIDL_MODULE(SyncBatchNorm);
 

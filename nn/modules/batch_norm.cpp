@@ -61,8 +61,13 @@ Tensor BatchNormImplBase::forward(const Tensor& input) {
   // Buffers are handed over (used in eval, updated in training) unless
   // training with track_running_stats switched off.
   const bool pass_buffers = !is_training() || o.track_running_stats();
-  return batch_norm(input, pass_buffers ? running_mean : Tensor(), pass_buffers ? running_var : Tensor(), weight,
-                    bias, bn_training, factor, o.eps());
+  return normalize(input, Step{factor, bn_training, pass_buffers ? running_mean : Tensor(),
+                               pass_buffers ? running_var : Tensor()});
+}
+
+Tensor BatchNormImplBase::normalize(const Tensor& input, const Step& step) {
+  return batch_norm(input, step.running_mean, step.running_var, weight, bias, step.use_batch_stats, step.momentum,
+                    options.eps());
 }
 
 void BatchNorm1dImpl::check_input_dim(const Tensor& input) const {

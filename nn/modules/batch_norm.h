@@ -66,6 +66,15 @@ class BatchNormImplBase : public NormBaseImpl {
  protected:
   // Throws PyTorch's "expected 4D input (got 3D input)".
   virtual void check_input_dim(const Tensor& input) const = 0;
+
+  // What forward decided before normalizing (PyTorch's _BatchNorm.forward).
+  struct Step {
+    double momentum;         // the update factor actually applied
+    bool use_batch_stats;    // training, or no running stats to use
+    Tensor running_mean, running_var;  // handed to the kernel, or undefined
+  };
+  // Runs the normalization; SyncBatchNorm overrides it to synchronize.
+  virtual Tensor normalize(const Tensor& input, const Step& step);
 };
 
 #define MINIDL_BATCH_NORM_CLASS(Name)                                                            \
