@@ -18,9 +18,10 @@ test: build
 # Trains SmallNet (half width: 32-64-128-256 channels) on CIFAR-10 with the
 # CPU's cores. Data: data/cifar-10-batches-bin (the official binary release)
 # if present, else the shared 5,085-image subset (train on batches 1-4, test
-# on 5: about 10 minutes on 2 cores; the full 50,000 images take ~12x longer
-# per epoch), else Fashion-MNIST from Debian's
-# dataset-fashion-mnist package. Override with TRAIN_ARGS="--epochs 30 ...";
+# on 5: about 10 minutes on 2 cores), else the official release downloaded
+# and MD5-checked by scripts/get-cifar10.sh (the full 50,000 images take ~12x
+# longer per epoch), else Fashion-MNIST from Debian's dataset-fashion-mnist
+# package. Override with TRAIN_ARGS="--epochs 30 ...";
 # RESUME=1 continues from the last checkpoint.
 TRAIN_DIR ?= runs/train_cifar10
 TRAIN_ARGS ?= --model smallnet --width 0.5 --epochs 25 --batch-size 128 --lr 0.05 --warmup-epochs 1 \
@@ -28,8 +29,10 @@ TRAIN_ARGS ?= --model smallnet --width 0.5 --epochs 25 --batch-size 128 --lr 0.0
 train: build
 	@if [ -f data/cifar-10-batches-bin/data_batch_1.bin ]; then data="--data data/cifar-10-batches-bin"; \
 	elif [ -f ../shared/data/cifar10-subset/data_batch_1.bin ]; then data="--data ../shared/data/cifar10-subset"; \
-	elif [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then \
-	  echo "CIFAR-10 not found (data/cifar-10-batches-bin); training on Fashion-MNIST instead"; \
+	elif bash scripts/get-cifar10.sh data; then data="--data data/cifar-10-batches-bin"; \
+	elif [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || \
+	     bash scripts/install-deps.sh dataset-fashion-mnist; then \
+	  echo "CIFAR-10 could not be downloaded (see above); training on Fashion-MNIST from Debian's package instead"; \
 	  data="--dataset fashion-mnist"; \
 	else echo "no data: put CIFAR-10's binary release in data/cifar-10-batches-bin" \
 	  "or apt-get install dataset-fashion-mnist" >&2; exit 1; fi; \

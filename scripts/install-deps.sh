@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages minidl builds with, only those that are missing.
+# With arguments, installs those packages instead (e.g. dataset-fashion-mnist,
+# which `make train` falls back to when CIFAR-10 cannot be downloaded).
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,7 @@ packages=(
   libcli11-dev            # command-line options of the examples
   libgloo-dev             # CPU collectives (dist/)
 )
+[ $# -gt 0 ] && packages=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
