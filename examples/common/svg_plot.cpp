@@ -1,7 +1,8 @@
 // SVG line plots. Each panel maps data to pixels with a linear scale whose
 // range is widened to whole "nice" tick steps (1, 2, 2.5 or 5 times a power
 // of ten), so ticks land on round numbers. The legend goes into whichever
-// corner of the plot area covers the least of the drawn lines.
+// corner of the plot area covers the least of the drawn lines. A log axis maps
+// log10 of the value linearly and puts its ticks at 1, 2, 5 times powers of ten.
 #include "examples/common/svg_plot.h"
 
 #include <unistd.h>
@@ -49,6 +50,13 @@ std::string num(double v) {  // pixel coordinates: 2 decimals is plenty
   return buf;
 }
 
+// A font size at most `size` at which `text` fits in `width` pixels, taking
+// a bold sans-serif character as ~0.68 em wide (long titles shrink, not clip).
+double fit_font(const std::string& text, double width, double size) {
+  const double needed = 0.68 * size * static_cast<double>(text.size());
+  return needed > width ? std::max(9.0, size * width / needed) : size;
+}
+
 double nice_step(double span, int target_ticks) {
   double raw = span / target_ticks;
   double p = std::pow(10.0, std::floor(std::log10(raw)));
@@ -61,6 +69,11 @@ struct Axis {
   double lo, hi, step;
   std::vector<double> ticks;
   int decimals;
+  bool log = false;
+  // Where v falls between lo (0) and hi (1).
+  double frac(double v) const {
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
+  }
 };
 
 // lo/hi are the data range (finite, lo <= hi).
@@ -84,8 +97,46 @@ Axis make_axis(double lo, double hi) {
   return a;
 }
 
+// lo/hi: the positive data range. Pads 4% of the span (in log space) on each
+// side; ticks at 1, 2, 5 x 10^k inside, or 1..9 x 10^k when that gives < 2.
+Axis make_log_axis(double lo, double hi) {
+  if (hi <= lo * (1 + 1e-12)) lo /= 2, hi *= 2;
+  const double llo = std::log10(lo), lhi = std::log10(hi), pad = 0.04 * (lhi - llo);
+  Axis a{std::pow(10.0, llo - pad), std::pow(10.0, lhi + pad), 0, {}, 0, true};
+  for (const std::vector<double>& mantissas : {std::vector<double>{1, 2, 5}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+    a.ticks.clear();
+    for (int k = static_cast<int>(std::floor(std::log10(a.lo))); k <= static_cast<int>(std::ceil(std::log10(a.hi))); ++k)
+      for (double m : mantissas) {
+        const double t = m * std::pow(10.0, k);
+        if (t >= a.lo && t <= a.hi) a.ticks.push_back(t);
+      }
+    if (a.ticks.size() >= 2) break;
+  }
+  return a;
+}
+
+// Caller-chosen ticks: the axis spans them and the data, padded 4%.
+Axis make_fixed_axis(std::vector<double> ticks, double lo, double hi, bool log) {
+  Axis a{lo, hi, 0, {}, 0, log};
+  for (double t : ticks)
+    if (std::isfinite(t) && (!log || t > 0)) a.ticks.push_back(t), a.lo = std::min(a.lo, t), a.hi = std::max(a.hi, t);
+  if (a.hi <= a.lo) return log ? make_log_axis(a.lo, a.hi) : make_axis(a.lo, a.hi);
+  if (log) {
+    const double pad = 0.04 * (std::log10(a.hi) - std::log10(a.lo));
+    a.lo /= std::pow(10.0, pad), a.hi *= std::pow(10.0, pad);
+  } else {
+    const double pad = 0.04 * (a.hi - a.lo);
+    a.lo -= pad, a.hi += pad;
+  }
+  return a;
+}
+
 std::string tick_label(double v, const Axis& a) {
   char buf[48];
+  if (a.log || a.step == 0) {  // log or caller-chosen ticks: shortest form
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
   double mag = std::max(std::abs(a.lo), std::abs(a.hi));
   if (mag >= 1e6 || (mag < 1e-3 && mag > 0))
     std::snprintf(buf, sizeof buf, "%.3g", v);
@@ -100,15 +151,19 @@ void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy
   os << "<g>\n";
   if (!panel.title.empty())
     os << "<text x=\"" << num((x0 + x1) / 2) << "\" y=\"" << num(oy + 24)
-       << "\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">"
-       << escape(panel.title) << "</text>\n";
+       << "\" text-anchor=\"middle\" font-size=\"" << num(fit_font(panel.title, 2 * (ox + kPanelW - (x0 + x1) / 2) - 8, 16))
+       << "\" font-weight=\"bold\">" << escape(panel.title) << "</text>\n";
 
+  // A point is drawn when finite and, on a log axis, positive.
+  auto usable = [&](double x, double y) {
+    return std::isfinite(x) && std::isfinite(y) && (!panel.log_x || x > 0) && (!panel.log_y || y > 0);
+  };
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const auto& s : panel.series) {
     MINIDL_CHECK(s.x.size() == s.y.size(), "write_svg_plot: series '", s.name,
                  "' has ", s.x.size(), " x values but ", s.y.size(), " y values");
     for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      if (!usable(s.x[i], s.y[i])) continue;
       xmin = std::min(xmin, s.x[i]);
       xmax = std::max(xmax, s.x[i]);
       ymin = std::min(ymin, s.y[i]);
@@ -116,11 +171,17 @@ void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy
     }
   }
   const bool empty = !(xmin <= xmax);
-  if (empty) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
-  if (panel.y_from_zero) ymin = std::min(ymin, 0.0), ymax = std::max(ymax, 0.0);
-  const Axis ax = make_axis(xmin, xmax), ay = make_axis(ymin, ymax);
-  auto px = [&](double x) { return x0 + (x - ax.lo) / (ax.hi - ax.lo) * (x1 - x0); };
-  auto py = [&](double y) { return y1 - (y - ay.lo) / (ay.hi - ay.lo) * (y1 - y0); };
+  if (empty) {
+    xmin = panel.log_x ? 1 : 0, xmax = panel.log_x ? 10 : 1;
+    ymin = panel.log_y ? 1 : 0, ymax = panel.log_y ? 10 : 1;
+  }
+  if (panel.y_from_zero && !panel.log_y) ymin = std::min(ymin, 0.0), ymax = std::max(ymax, 0.0);
+  const Axis ax = !panel.x_ticks.empty() ? make_fixed_axis(panel.x_ticks, xmin, xmax, panel.log_x)
+                  : panel.log_x          ? make_log_axis(xmin, xmax)
+                                         : make_axis(xmin, xmax);
+  const Axis ay = panel.log_y ? make_log_axis(ymin, ymax) : make_axis(ymin, ymax);
+  auto px = [&](double x) { return x0 + ax.frac(x) * (x1 - x0); };
+  auto py = [&](double y) { return y1 - ay.frac(y) * (y1 - y0); };
 
   // Grid, ticks, tick labels.
   for (double t : ax.ticks) {
@@ -164,13 +225,13 @@ void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy
     double prev_x = NAN, prev_y = NAN;
     auto flush_line = [&] {
       if (!pts.empty())
-        os << "<polyline fill=\"none\" stroke=\"" << color
-           << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"" << pts << "\"/>\n";
+        os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" stroke-linejoin=\"round\""
+           << (s.dashed ? " stroke-dasharray=\"7 5\"" : "") << " points=\"" << pts << "\"/>\n";
       pts.clear();
       prev_x = prev_y = NAN;
     };
     for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+      if (!usable(s.x[i], s.y[i])) {
         flush_line();
         continue;
       }
@@ -226,7 +287,8 @@ void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy
     double ry = ly + 4 + row_h * (static_cast<double>(row) + 0.5);
     const char* color = kColors[k % std::size(kColors)];
     os << "<line x1=\"" << num(lx + 6) << "\" y1=\"" << num(ry) << "\" x2=\"" << num(lx + 26)
-       << "\" y2=\"" << num(ry) << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"/>\n";
+       << "\" y2=\"" << num(ry) << "\" stroke=\"" << color << "\" stroke-width=\"2.5\""
+       << (s.dashed ? " stroke-dasharray=\"5 3\"" : "") << "/>\n";
     os << "<text x=\"" << num(lx + 30) << "\" y=\"" << num(ry + 4)
        << "\" font-size=\"12\">" << escape(s.name) << "</text>\n";
   }
@@ -246,9 +308,8 @@ void write_svg_plot(const std::string& path, const std::vector<Panel>& panels,
      << kFont << "\">\n";
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   if (!title.empty())
-    os << "<text x=\"" << num(W / 2) << "\" y=\"25\" text-anchor=\"middle\" font-size=\"18\" "
-          "font-weight=\"bold\">"
-       << escape(title) << "</text>\n";
+    os << "<text x=\"" << num(W / 2) << "\" y=\"25\" text-anchor=\"middle\" font-size=\""
+       << num(fit_font(title, W - 12, 18)) << "\" font-weight=\"bold\">" << escape(title) << "</text>\n";
   for (size_t i = 0; i < panels.size(); ++i)
     draw_panel(os, panels[i], kPanelW * static_cast<double>(i), top);
   os << "</svg>\n";

@@ -10,12 +10,19 @@ namespace minidl::examples {
 struct Series {
   std::string name;
   std::vector<double> x, y;
+  bool dashed = false;  // e.g. a reference level; dashed in the legend too
 };
 
 struct Panel {
   std::string title, xlabel, ylabel;
   std::vector<Series> series;
-  bool y_from_zero = false;  // include 0 in the y range
+  bool y_from_zero = false;  // include 0 in the y range (ignored by a log y axis)
+  // Logarithmic axes: ticks at 1, 2, 5 times powers of ten within the data's
+  // range; points with a value <= 0 on a log axis are skipped.
+  bool log_x = false, log_y = false;
+  // Tick positions to use instead of the automatic ones (e.g. the batch sizes
+  // 1, 2, 4, ..., 256 on a log x axis); the axis spans them and the data.
+  std::vector<double> x_ticks;
 };
 
 // Written atomically (temp file + rename), so a viewer never sees half a plot.
