@@ -20,6 +20,9 @@ from bench_torch import median_ms  # noqa: E402
 def worker(rank, world, port, reps):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    warm = torch.ones(1 << 18)  # warm the connections up, as bench_dist.cpp does
+    for _ in range(20):
+        dist.all_reduce(warm)
     nbytes = 4 << 10
     while nbytes <= 64 << 20:
         t = torch.ones(nbytes // 4)
