@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -80,5 +81,13 @@ int main(int argc, char** argv) {
   bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage
   bench_conv({128, 64, 128, 32, 32, 3, 2, 1});   // stride-2 downsampling conv
   bench_conv({128, 3, 64, 32, 32, 3, 1, 1});     // first layer (RGB input)
+  // CIFAR ResNet-18 at batch 64: the 3x3 convs of each stage, then the
+  // downsampling convs into stages 2-4 (3x3 stride 2 and the 1x1 stride-2 shortcut).
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}, {512, 4}})
+    bench_conv({64, c, c, hw, hw, 3, 1, 1});
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}}) {
+    bench_conv({64, c, 2 * c, hw, hw, 3, 2, 1});
+    bench_conv({64, c, 2 * c, hw, hw, 1, 2, 0});
+  }
   return 0;
 }

@@ -6,7 +6,9 @@
 //   dbias[k] = sum_{n, i, j} dy[n][k][i][j]
 // Forward saves x (when w needs a grad) and w (when x needs one), plus the
 // geometry. Gradients overwrite (new tensors); the engine accumulates.
-// The CPU kernels are in ops/conv2d_kernels.cpp (implicit GEMM, no im2col).
+// The CPU kernels: ops/conv2d_kernels.cpp (implicit GEMM over shifted planes,
+// for big maps, and the rule that picks a kernel) and ops/conv2d_im2col.cpp
+// (GEMM over a chunk of images, skipping padding taps, for small maps).
 #include "ops/conv2d.h"
 
 #include <vector>

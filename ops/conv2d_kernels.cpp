@@ -1,4 +1,6 @@
-// conv2d CPU kernels: an implicit GEMM over "shifted planes" (no im2col).
+// conv2d CPU kernels: an implicit GEMM over "shifted planes" (no im2col),
+// used for big feature maps; small ones go to ops/conv2d_im2col.cpp, and
+// conv2d_pick_algo (at the end of this file) chooses.
 //
 // Stride 1 first. Store each input channel as a zero-padded plane with row
 // pitch P, and number the output pixels q = ho * P + wo. Tap (kh, kw) of
@@ -32,12 +34,25 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/check.h"
+#include "ops/conv2d_simd.h"
 
 namespace minidl {
+
+int conv2d_threads(const Conv2dGeometry& g) {
+  // A fork/join costs microseconds on a quiet machine, and a scheduler tick
+  // (milliseconds) when another process holds the other core: only worth it
+  // for at least this much work per thread.
+  constexpr double kMinFlopsPerThread = 2e6;
+  if (omp_in_parallel()) return 1;
+  const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.out_channels) *
+                       static_cast<double>(g.in_channels / g.groups) * static_cast<double>(g.kernel_h * g.kernel_w) *
+                       static_cast<double>(g.out_h * g.out_w);
+  return static_cast<int>(std::clamp(flops / kMinFlopsPerThread, 1.0, static_cast<double>(omp_get_max_threads())));
+}
 
 void conv2d_set_output_size(Conv2dGeometry& g) {
   g.out_h = (g.in_h + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
@@ -46,38 +61,12 @@ void conv2d_set_output_size(Conv2dGeometry& g) {
 
 namespace {
 
-// ---- SIMD vectors (GCC vector extensions; the widest the target has) ---------------
-
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-constexpr int kAccRegs = 24;  // accumulator registers of a micro-tile (of 32)
-#elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-constexpr int kAccRegs = 12;  // (of 16)
-#else
-constexpr int kVecBytes = 16;
-constexpr int kAccRegs = 12;
-#endif
-
-template <class T>
-struct VecOf {
-  typedef T type __attribute__((vector_size(kVecBytes)));
-};
-template <class T>
-using Vec = typename VecOf<T>::type;
-template <class T>
-constexpr int64_t kLanes = kVecBytes / sizeof(T);
-
-template <class T>
-inline Vec<T> load(const T* p) {
-  Vec<T> v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class T>
-inline void store(T* p, Vec<T> v) {
-  std::memcpy(p, &v, sizeof v);
-}
+using conv2d_simd::kAccRegs;
+using conv2d_simd::kLanes;
+using conv2d_simd::broadcast;
+using conv2d_simd::load;
+using conv2d_simd::store;
+using conv2d_simd::Vec;
 
 // Shapes of the micro-tiles: forward tiles are kRows output channels by
 // kQVecs vectors of output pixels; weight-grad tiles are n (input channel,
@@ -88,7 +77,7 @@ constexpr int kQVecs = 3;
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }  // b > 0
 
-// 64-byte aligned, uninitialized scratch memory.
+// Uninitialized scratch memory from the CPU allocator (64-byte aligned, huge pages from 2 MiB).
 template <class T>
 class Scratch {
  public:
@@ -100,14 +89,14 @@ class Scratch {
   void resize(size_t n) {
     if (n <= size_) return;
     release();
-    data_ = static_cast<T*>(::operator new[](std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(64)));
+    data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(std::max<size_t>(n, 1) * sizeof(T)));
     size_ = n;
   }
   T* data() const { return data_; }
 
  private:
   void release() {
-    if (data_) ::operator delete[](data_, std::align_val_t(64));
+    if (data_) allocator_for(DeviceType::CPU)->deallocate(data_);
     data_ = nullptr;
     size_ = 0;
   }
@@ -134,7 +123,7 @@ void shifted_tile(const T* w, const T* in, int64_t plane, const int64_t* off, in
       V x[NV];
       for (int v = 0; v < NV; ++v) x[v] = load(src + v * L);
       for (int r = 0; r < R; ++r) {
-        const V wr = V{} + w[r];
+        const V wr = broadcast(w[r]);
         for (int v = 0; v < NV; ++v) acc[r][v] += wr * x[v];
       }
     }
@@ -175,7 +164,7 @@ void weight_grad_tile(const T* const* src, const T* dyt, int64_t ld_dyt, int64_t
     V d[NV];
     for (int v = 0; v < NV; ++v) d[v] = load(dyt + q * ld_dyt + v * L);
     for (int c = 0; c < NC; ++c) {
-      const V s = V{} + src[c][q];
+      const V s = broadcast(src[c][q]);
       for (int v = 0; v < NV; ++v) acc[c][v] += s * d[v];
     }
   }
@@ -379,7 +368,7 @@ ShiftedProblem forward_problem(const Conv2dGeometry& g, int64_t lanes) {
 }
 
 // Should (image, group) pairs be spread over threads (else the tiles of each)?
-bool split_over_images(const Conv2dGeometry& g) { return g.batch * g.groups >= omp_get_max_threads(); }
+bool split_over_images(const Conv2dGeometry& g, int threads) { return g.batch * g.groups >= threads; }
 
 template <class T>
 void forward_impl(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
@@ -406,12 +395,13 @@ void forward_impl(const Conv2dGeometry& g, const T* x, const T* w, const T* bias
     }
   };
   const auto buffer_size = static_cast<size_t>(p.buffer_size), out_size = static_cast<size_t>(Kg * p.q_pad);
-  if (!split_over_images(g)) {
+  const int threads = conv2d_threads(g);
+  if (threads == 1 || !split_over_images(g, threads)) {
     Scratch<T> buffer(buffer_size), out(out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), true);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), threads > 1);
     return;
   }
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
   {
     Scratch<T> buffer(buffer_size), out(out_size);
 #pragma omp for schedule(static)
@@ -506,12 +496,13 @@ void backward_input_impl(const Conv2dGeometry& g, const T* dy, const T* w, T* dx
       }
     }
   };
-  if (!split_over_images(g)) {
+  const int threads = conv2d_threads(g);
+  if (threads == 1 || !split_over_images(g, threads)) {
     Scratch<T> buffer(buffer_size), out(out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), true);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), threads > 1);
     return;
   }
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
   {
     Scratch<T> buffer(buffer_size), out(out_size);
 #pragma omp for schedule(static)
@@ -581,9 +572,11 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   const int64_t ld = round_up(Kg, kLanes<T>);                       // dyt / dwt row length
   const int64_t terms_pad = round_up(Cg * taps, kMaxGradCols) + kMaxGradCols;  // dwt rows (with tile padding)
   const size_t partial_size = static_cast<size_t>(G * terms_pad * ld);
-  const int threads = omp_get_max_threads();
+  const int threads = conv2d_threads(g);
   // partial[thread][group][term][m]; terms in forward_problem order (j * taps + t).
-  std::vector<T> partial(static_cast<size_t>(threads) * partial_size, T(0));
+  Scratch<T> partial_buf(static_cast<size_t>(threads) * partial_size);
+  T* partial = partial_buf.data();
+  std::fill_n(partial, static_cast<size_t>(threads) * partial_size, T(0));
 
   auto image = [&](int64_t n, int64_t gi, T* buffer, T* dyt, T* dwt, bool split) {
     fill_planes(p, x + (n * g.in_channels + gi * Cg) * HW, g.in_h, g.in_w, buffer);
@@ -599,21 +592,21 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
     }
   };
   const auto buffer_size = static_cast<size_t>(p.buffer_size), dyt_size = static_cast<size_t>(p.q_pad * ld);
-  if (!split_over_images(g)) {
+  if (threads == 1 || !split_over_images(g, threads)) {
     Scratch<T> buffer(buffer_size), dyt(dyt_size);
     for (int64_t i = 0; i < g.batch * G; ++i)
-      image(i / G, i % G, buffer.data(), dyt.data(), partial.data(), true);
+      image(i / G, i % G, buffer.data(), dyt.data(), partial, threads > 1);
   } else {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
       Scratch<T> buffer(buffer_size), dyt(dyt_size);
-      T* mine = partial.data() + static_cast<size_t>(omp_get_thread_num()) * partial_size;
+      T* mine = partial + static_cast<size_t>(omp_get_thread_num()) * partial_size;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), dyt.data(), mine, false);
     }
   }
   // dw[k][j][tap] = sum over threads of partial[.][group][j * taps + t][m].
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t k = 0; k < g.out_channels; ++k) {
     const int64_t gi = k / Kg, m = k % Kg;
     for (int64_t j = 0; j < Cg; ++j)
@@ -630,7 +623,7 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
 template <class T>
 void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
   const int64_t out_hw = g.out_h * g.out_w;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(conv2d_threads(g))
   for (int64_t k = 0; k < g.out_channels; ++k) {
     double sum = 0;  // float32 sums over batch * pixels lose bits in float
     for (int64_t n = 0; n < g.batch; ++n) {
@@ -645,30 +638,66 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 
 }  // namespace
 
+// The cost rule. The shifted-plane kernels compute one image at a time: the
+// GEMM's column count is one output map (padded to its row pitch and to whole
+// vectors), and every image streams all of w (forward, grad input) or all of
+// dw's partial sums (grad weight) once. That is cheap while a map has many
+// pixels per weight, and wasteful when the map is small and the channels
+// many: at 4x4 with 512 channels, 32 columns (16 of them junk) per 9.4 MB of
+// weights. The im2col path puts a chunk of images side by side instead, so
+// its GEMM is big and blocked for cache whatever the map size, and it skips
+// the taps that read padding (31% of the products at 4x4, 16% at 8x8); it
+// pays for gathering each input pixel once per tap, which the shifted planes
+// never do. Measured on the CIFAR ResNet shapes (bench/bench_ops.cpp), the
+// crossover lies between 8x8 and 16x16 output maps, stride 1 or 2:
+// shifted planes from kShiftedMinPixels output pixels up, im2col below.
+Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
+  constexpr int64_t kShiftedMinPixels = 256;
+  return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
+}
+
+namespace {
+Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo) {
+  return algo == Conv2dAlgo::kAuto ? conv2d_pick_algo(g) : algo;
+}
+
+}  // namespace
+
 template <class T>
-void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
+  if (resolve(g, algo) == Conv2dAlgo::kIm2colGemm) return conv2d_im2col_forward(g, x, w, bias, y);
   forward_impl(g, x, w, bias, y);
 }
 
 template <class T>
-void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
+  if (resolve(g, algo) == Conv2dAlgo::kIm2colGemm) return conv2d_im2col_backward_input(g, dy, w, dx);
   backward_input_impl(g, dy, w, dx);
 }
 
 template <class T>
-void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias) {
-  if (dw) backward_weight_impl(g, dy, x, dw);
+void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
+                                   Conv2dAlgo algo) {
+  if (dw) {
+    if (resolve(g, algo) == Conv2dAlgo::kIm2colGemm)
+      conv2d_im2col_backward_weight(g, dy, x, dw);
+    else
+      backward_weight_impl(g, dy, x, dw);
+  }
   if (dbias) bias_grad(g, dy, dbias);
 }
 
-template void conv2d_forward_kernel<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
+template void conv2d_forward_kernel<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*,
+                                           Conv2dAlgo);
 template void conv2d_forward_kernel<double>(const Conv2dGeometry&, const double*, const double*, const double*,
-                                            double*);
-template void conv2d_backward_input_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*);
-template void conv2d_backward_input_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*);
+                                            double*, Conv2dAlgo);
+template void conv2d_backward_input_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
+                                                  Conv2dAlgo);
+template void conv2d_backward_input_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
+                                                   Conv2dAlgo);
 template void conv2d_backward_weight_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
-                                                   float*);
+                                                   float*, Conv2dAlgo);
 template void conv2d_backward_weight_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
-                                                    double*);
+                                                    double*, Conv2dAlgo);
 
 }  // namespace minidl

@@ -22,17 +22,44 @@ struct Conv2dGeometry {
 // out_h/out_w from the other fields (PyTorch's formula).
 void conv2d_set_output_size(Conv2dGeometry& g);
 
+// OpenMP threads worth using for one call: 1 inside a parallel region or
+// for a problem too small to repay waking the others, else up to
+// omp_get_max_threads().
+int conv2d_threads(const Conv2dGeometry& g);
+
+// How a call is computed. kShiftedPlanes: implicit GEMM over shifted input
+// planes, one image at a time (ops/conv2d_kernels.cpp; best for big maps).
+// kIm2colGemm: packed GEMM over a chunk of images, im2col done while
+// packing, padding taps skipped (ops/conv2d_im2col.cpp; best for small maps
+// with many channels). kAuto: conv2d_pick_algo decides.
+enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm };
+
+// The cost rule behind kAuto (documented at its definition).
+Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g);
+
 // x: (N, C, H, W); w: (K, C/groups, kH, kW); bias: (K) or nullptr;
 // y: (N, K, out_h, out_w). Overwrites y.
 template <class T>
-void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y,
+                           Conv2dAlgo algo = Conv2dAlgo::kAuto);
 
 // dx = dL/dx given dy = dL/dy. Overwrites dx (N, C, H, W).
 template <class T>
-void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx,
+                                  Conv2dAlgo algo = Conv2dAlgo::kAuto);
 
 // dw = dL/dw and dbias = dL/dbias; either may be nullptr (not wanted). Overwrites.
 template <class T>
-void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias);
+void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
+                                   Conv2dAlgo algo = Conv2dAlgo::kAuto);
+
+// The im2col + GEMM path itself (ops/conv2d_im2col.cpp); same contracts as
+// above, dw only (no bias).
+template <class T>
+void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <class T>
+void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <class T>
+void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
 
 }  // namespace minidl

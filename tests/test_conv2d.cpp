@@ -1,11 +1,16 @@
 // conv2d: forward and both grads against direct loops written here (double),
 // over many geometries (stride, padding, dilation, groups, depthwise,
 // non-square kernels, bias, unbatched, images big enough for several cache
-// blocks); the raw-pointer kernels; float64 gradient checks on odd shapes;
-// 1 vs several threads; error paths with PyTorch's wording.
+// blocks); the raw-pointer kernels with each algorithm forced (shifted planes,
+// and im2col + GEMM on small maps with many channels: several K blocks,
+// chunks of images with a remainder, edge tiles, padding taps skipped);
+// float64 gradient checks on odd shapes; 1 vs several threads; error paths
+// with PyTorch's wording.
 #include <omp.h>
 
+#include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "ops/conv2d_kernels.h"
 #include "tests/test_util.h"
@@ -190,7 +195,7 @@ TEST_CASE("conv2d forward and grads match direct loops (float32 and float64)") {
   }
 }
 
-TEST_CASE("conv2d raw kernels on random geometries (float64, 1-3 threads)") {
+TEST_CASE("conv2d raw kernels on random geometries, both algorithms (float64, 1-3 threads)") {
   const int saved = omp_get_max_threads();
   std::mt19937 rng(2024);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -214,10 +219,6 @@ TEST_CASE("conv2d raw kernels on random geometries (float64, 1-3 threads)") {
     const auto b = random_values(static_cast<size_t>(g.out_channels), rng());
     const auto dy = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), rng());
     const Reference ref = reference(g, x, w, b, dy);
-    std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
-    conv2d_forward_kernel<double>(g, x.data(), w.data(), b.data(), y.data());
-    conv2d_backward_input_kernel<double>(g, dy.data(), w.data(), dx.data());
-    conv2d_backward_weight_kernel<double>(g, dy.data(), x.data(), dw.data(), db.data());
     auto close = [](const std::vector<double>& a, const std::vector<double>& r) {
       for (size_t i = 0; i < a.size(); ++i)
         if (!(std::abs(a[i] - r[i]) <= 1e-10 * (1 + std::abs(r[i])))) return false;
@@ -226,12 +227,149 @@ TEST_CASE("conv2d raw kernels on random geometries (float64, 1-3 threads)") {
     INFO("N=", g.batch, " C=", g.in_channels, " K=", g.out_channels, " ", g.in_h, "x", g.in_w, " k=", g.kernel_h, "x",
          g.kernel_w, " s=", g.stride_h, ",", g.stride_w, " p=", g.pad_h, ",", g.pad_w, " d=", g.dilation_h, ",",
          g.dilation_w, " groups=", g.groups);
-    CHECK(close(y, ref.y));
-    CHECK(close(dx, ref.dx));
-    CHECK(close(dw, ref.dw));
-    CHECK(close(db, ref.db));
+    for (Conv2dAlgo algo : {Conv2dAlgo::kShiftedPlanes, Conv2dAlgo::kIm2colGemm}) {
+      INFO("algo=", static_cast<int>(algo));
+      std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+      conv2d_forward_kernel<double>(g, x.data(), w.data(), b.data(), y.data(), algo);
+      conv2d_backward_input_kernel<double>(g, dy.data(), w.data(), dx.data(), algo);
+      conv2d_backward_weight_kernel<double>(g, dy.data(), x.data(), dw.data(), db.data(), algo);
+      CHECK(close(y, ref.y));
+      CHECK(close(dx, ref.dx));
+      CHECK(close(dw, ref.dw));
+      CHECK(close(db, ref.db));
+    }
   }
   omp_set_num_threads(saved);
+}
+
+namespace {
+
+// Geometry of a square-kernel conv over square maps.
+Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad,
+                      int64_t dilation = 1, int64_t groups = 1) {
+  Conv2dGeometry g;
+  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
+  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad, g.dilation_h = g.dilation_w = dilation;
+  g.groups = groups;
+  conv2d_set_output_size(g);
+  return g;
+}
+
+// Runs the three raw kernels with `algo` in T and checks them against the
+// direct loops (computed in double from the same, T-rounded, values).
+template <class T>
+void check_algo(const Conv2dGeometry& g, Conv2dAlgo algo, uint64_t seed) {
+  const int64_t Cg = g.in_channels / g.groups, taps = g.kernel_h * g.kernel_w;
+  auto values = [&](int64_t n, uint64_t s) {
+    std::vector<double> v = random_values(static_cast<size_t>(n), s);
+    for (double& e : v) e = static_cast<double>(static_cast<T>(e));
+    return v;
+  };
+  const auto x = values(g.batch * g.in_channels * g.in_h * g.in_w, seed);
+  const auto w = values(g.out_channels * Cg * taps, seed + 1);
+  const auto b = values(g.out_channels, seed + 2);
+  const auto dy = values(g.batch * g.out_channels * g.out_h * g.out_w, seed + 3);
+  const Reference ref = reference(g, x, w, b, dy);
+  auto cast = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
+  const std::vector<T> xt = cast(x), wt = cast(w), bt = cast(b), dyt = cast(dy);
+  std::vector<T> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+  conv2d_forward_kernel<T>(g, xt.data(), wt.data(), bt.data(), y.data(), algo);
+  conv2d_backward_input_kernel<T>(g, dyt.data(), wt.data(), dx.data(), algo);
+  conv2d_backward_weight_kernel<T>(g, dyt.data(), xt.data(), dw.data(), db.data(), algo);
+  // float32: each output sums up to C*k*k (or N*Ho*Wo) products of unit normals.
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  auto close = [&](const std::vector<T>& a, const std::vector<double>& r, int64_t terms) {
+    const double scale = tol * std::sqrt(static_cast<double>(std::max<int64_t>(terms, 1)));
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::abs(static_cast<double>(a[i]) - r[i]) <= scale * (1 + std::abs(r[i])))) return false;
+    return true;
+  };
+  CHECK(close(y, ref.y, Cg * taps));
+  CHECK(close(dx, ref.dx, g.out_channels / g.groups * taps));
+  CHECK(close(dw, ref.dw, g.batch * g.out_h * g.out_w));
+  CHECK(close(db, ref.db, g.batch * g.out_h * g.out_w));
+}
+
+}  // namespace
+
+TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 and float64)") {
+  const int saved = omp_get_max_threads();
+  struct Case {
+    Conv2dGeometry g;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {square(5, 40, 36, 4, 3, 1, 1), "4x4 3x3 pad 1: corner/edge/inner pixels, edge row tiles (36 = 4*8 + 4)"},
+      {square(2, 300, 20, 4, 3, 1, 1), "more than one K block of channels (300 > 256)"},
+      {square(2, 12, 260, 4, 3, 1, 1), "grad input: more than one K block of output channels"},
+      {square(67, 8, 8, 4, 3, 1, 1), "two chunks of images (34 + 33)"},
+      {square(3, 24, 40, 8, 3, 2, 1), "stride 2, 8x8 -> 4x4 (ResNet downsampling)"},
+      {square(3, 24, 40, 8, 1, 2, 0), "1x1 stride 2 shortcut"},
+      {square(3, 16, 24, 8, 3, 1, 1), "8x8 3x3 pad 1"},
+      {square(2, 16, 16, 4, 3, 1, 2), "padding 2: outputs whose taps are almost all padding"},
+      {square(2, 16, 16, 4, 3, 1, 3), "padding 3 > kernel reach: grad input by col2im"},
+      {square(2, 8, 8, 5, 3, 1, 2, 2), "dilation 2"},
+      {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
+      {square(1, 20, 50, 3, 2, 1, 0), "one image, 2x2 kernel, no padding, 50 = 48 + 2 columns of grad weight"},
+  };
+  uint64_t seed = 900;
+  for (const Case& c : cases)
+    for (int threads : {1, 3}) {
+      omp_set_num_threads(threads);
+      INFO(std::string(c.what), " threads=", threads);
+      check_algo<double>(c.g, Conv2dAlgo::kIm2colGemm, seed);
+      check_algo<float>(c.g, Conv2dAlgo::kIm2colGemm, seed + 10);
+      seed += 20;
+    }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("conv2d multi-threaded paths (problems big enough for 3 threads)") {
+  // Small problems run on one thread (conv2d_threads), so these are sized to
+  // get 3: chunks of images spread over threads, one chunk split inside,
+  // shifted planes split over images or over the tiles of one image.
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  struct Case {
+    Conv2dGeometry g;
+    Conv2dAlgo algo;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {square(6, 64, 64, 4, 3, 1, 1), Conv2dAlgo::kIm2colGemm, "im2col, chunks over threads"},
+      {square(1, 192, 192, 4, 3, 1, 1), Conv2dAlgo::kIm2colGemm, "im2col, one chunk split inside"},
+      {square(3, 96, 96, 8, 3, 2, 1), Conv2dAlgo::kIm2colGemm, "im2col, stride 2 (col2im)"},
+      {square(4, 16, 16, 20, 3, 1, 1), Conv2dAlgo::kShiftedPlanes, "shifted planes over images"},
+      {square(1, 32, 32, 24, 3, 1, 1), Conv2dAlgo::kShiftedPlanes, "shifted planes, one image's tiles"},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.what));
+    REQUIRE(conv2d_threads(c.g) == 3);
+    check_algo<float>(c.g, c.algo, 31);
+    check_algo<double>(c.g, c.algo, 32);
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("conv2d: the two algorithms agree on the ResNet-18 layer shapes, scaled down") {
+  // Same channel structure as CIFAR ResNet-18's stages 3-4 and their
+  // downsampling convs, with fewer channels and images (the test must be fast).
+  for (const Conv2dGeometry& g : {square(4, 64, 64, 4, 3, 1, 1), square(4, 32, 64, 8, 3, 2, 1),
+                                  square(4, 32, 64, 8, 1, 2, 0), square(4, 32, 32, 8, 3, 1, 1)}) {
+    INFO("C=", g.in_channels, " K=", g.out_channels, " ", g.in_h, "x", g.in_w, " k=", g.kernel_h, " s=", g.stride_h);
+    for (Conv2dAlgo algo : {Conv2dAlgo::kShiftedPlanes, Conv2dAlgo::kIm2colGemm}) {
+      check_algo<float>(g, algo, 77);
+      check_algo<double>(g, algo, 78);
+    }
+  }
+}
+
+TEST_CASE("conv2d picks im2col + GEMM for small output maps, shifted planes for big ones") {
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // 8x8 out
+  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);
 }
 
 TEST_CASE("conv2d: empty batch") {
@@ -274,7 +412,7 @@ TEST_CASE("conv2d raw-pointer kernels (no Tensor)") {
 
 TEST_CASE("conv2d gives the same result on 1 and 3 threads") {
   const int saved = omp_get_max_threads();
-  const Config c{4, 6, 10, 9, 8, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};
+  const Config c{4, 16, 20, 18, 16, 3, 3, params(1, 1, 1, 1, 1, 1, 1)};  // enough work for 3 threads
   std::vector<Tensor> outs;
   for (int threads : {1, 3}) {
     omp_set_num_threads(threads);

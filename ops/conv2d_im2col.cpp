@@ -1,0 +1,589 @@
+// conv2d as a packed GEMM over a chunk of images at once (im2col done while
+// packing), skipping the kernel taps that fall into the padding: the path for
+// small feature maps (the cost rule is conv2d_pick_algo in ops/conv2d_kernels.cpp).
+//
+// The columns of the GEMM are the output pixels j = (n, oh, ow) of a chunk of
+// images, so there are many of them however small one map is (a 4x4 map
+// alone gives 16). Its K dimension runs over (tap, channel). Per tap
+// t = (kh, kw), with W_t[m][c] = w[m][c][kh][kw] and X_t[c][j] the input
+// pixel that tap t of output pixel j reads (0 in the padding):
+//     forward      Y[m][j]     = sum_t W_t * X_t
+//     grad input   dX_t[c][j]  = W_t^T * dY,  added back to the pixels X_t read (col2im);
+//                  with stride 1 it is instead the forward correlation of dy
+//                  with the flipped kernel, so the forward code does it
+//     grad weight  dW_t        = X_t * dY^T   summed over the chunks
+// On a small map many taps read only padding: with 3x3 taps and padding 1 on
+// 4x4 maps, 31% of the products are with zeros. So the columns are ordered
+// by which taps are valid for them (corner, edge and inner pixels apart, the
+// images of the chunk inside each group), cut into panels of kNR columns,
+// and each panel is multiplied only by the taps valid for some of its columns.
+//
+// The GEMM is blocked as in BLIS: the left operand packed in tiles of kMR
+// rows ([k][kMR]), the right one in panels of kNR columns ([k][kNR]), K in
+// blocks, and a micro-kernel keeping a kMR x kNR tile of the product in
+// registers. w is packed once per call, tap-major, and shared by the threads.
+//
+// Threads: forward and grad input give each thread whole chunks (each chunk
+// writes its own images); with fewer chunks than threads, a chunk's row
+// tiles are split instead. Grad weight runs every chunk on every thread, each
+// thread owning some input channels of dW, so nothing needs summing up.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/allocator.h"
+#include "ops/conv2d_kernels.h"
+#include "ops/conv2d_simd.h"
+
+namespace minidl {
+
+namespace {
+
+using conv2d_simd::broadcast;
+using conv2d_simd::kLanes;
+using conv2d_simd::load;
+using conv2d_simd::store;
+using conv2d_simd::Vec;
+
+constexpr int64_t kMR = 8;  // rows of a micro-tile (the broadcast operand)
+constexpr int kNV = 3;      // vectors per micro-tile row
+template <class T>
+constexpr int64_t kNR = kNV * kLanes<T>;  // columns of a micro-tile (48 floats, 24 doubles)
+// K block over channels (forward, grad input): a packed panel (kKC x kNR)
+// stays in L1/L2 while the row tiles pass over it.
+constexpr int64_t kKC = 256;
+// K block over pixels (grad weight), in panels.
+constexpr int64_t kWeightGradPanels = 12;
+// Output pixels per chunk: the packed right operand of one K block
+// (kKC x this) stays in L2.
+constexpr int64_t kChunkCols = 1024;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
+
+// Uninitialized buffer that only grows, from the CPU allocator (64-byte
+// aligned; huge pages from 2 MiB, so a big one costs a few page faults).
+template <class T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { release(); }
+  T* get(int64_t n) {
+    if (n > size_ || !data_) {
+      release();
+      size_ = std::max<int64_t>(n, 1);
+      data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(static_cast<size_t>(size_) * sizeof(T)));
+    }
+    return data_;
+  }
+  T* data() const { return data_; }
+
+ private:
+  void release() {
+    if (data_) allocator_for(DeviceType::CPU)->deallocate(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// ---- micro-kernel ------------------------------------------------------------------------
+
+// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*kNR + j] for r < kMR and
+// j < NV vectors (a panel's first NV vectors: NV < kNV at a panel cut short).
+template <class T, int NV>
+void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
+  V acc[kMR][NV];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
+    V x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
+    for (int r = 0; r < kMR; ++r) {
+      const V ar = broadcast(a[r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
+    }
+  }
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      T* p = c + r * ldc + v * L;
+      store(p, accumulate ? load(p) + acc[r][v] : acc[r][v]);
+    }
+}
+
+// micro_tile for the rows x cols corner of a tile (at an edge of C): the
+// fewest vectors that cover cols, through a tile on the stack unless full.
+template <class T>
+void any_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
+  static_assert(kNV == 3);
+  const int64_t nv = (cols + L - 1) / L;
+  auto run = [&](T* dst, int64_t ld, bool acc) {
+    if (nv == 3) micro_tile<T, 3>(kc, a, b, dst, ld, acc);
+    if (nv == 2) micro_tile<T, 2>(kc, a, b, dst, ld, acc);
+    if (nv == 1) micro_tile<T, 1>(kc, a, b, dst, ld, acc);
+  };
+  if (rows == kMR && cols == nv * L) return run(c, ldc, accumulate);
+  alignas(64) T tile[kMR * NR];
+  run(tile, NR, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r * NR + j] : tile[r * NR + j];
+}
+
+// ---- the columns of a chunk ----------------------------------------------------------------
+
+// Kernel offsets k (kh or kw) for which output position o reads inside the
+// input: 0 <= o*stride - pad + k*dilation < in. Always a range [lo, hi).
+struct Range {
+  int64_t lo = 0, hi = 0;
+  bool empty() const { return lo >= hi; }
+  bool operator==(const Range&) const = default;
+};
+Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
+  const int64_t base = o * stride - pad;
+  Range r;
+  r.lo = std::min(kernel, base >= 0 ? 0 : ceil_div(-base, dilation));
+  r.hi = std::clamp<int64_t>(in - base <= 0 ? 0 : ceil_div(in - base, dilation), r.lo, kernel);
+  return r;
+}
+
+// The output pixels of a chunk in GEMM column order, and the taps each panel needs.
+struct ChunkPlan {
+  int64_t images = 0, cols = 0, panels = 0;
+  std::vector<int64_t> n, oh, ow;                   // per column
+  std::vector<int64_t> out_off;                     // per column: see output_offset
+  std::vector<int64_t> column_of;                   // [n * Ho*Wo + oh * Wo + ow] -> its column
+  std::vector<std::vector<int64_t>> panels_of_tap;  // [kh * kW + kw] -> panels needing it
+
+  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr) : images(images_) {
+    // Output rows (and columns) grouped by their valid kernel rows (columns).
+    auto groups = [](int64_t count, auto range_of) {
+      std::vector<std::pair<Range, std::vector<int64_t>>> gs;
+      for (int64_t o = 0; o < count; ++o) {
+        const Range r = range_of(o);
+        auto it = std::find_if(gs.begin(), gs.end(), [&](const auto& e) { return e.first == r; });
+        if (it == gs.end()) {
+          gs.emplace_back(r, std::vector<int64_t>());
+          it = gs.end() - 1;
+        }
+        it->second.push_back(o);
+      }
+      return gs;
+    };
+    const auto row_groups =
+        groups(g.out_h, [&](int64_t o) { return tap_range(o, g.stride_h, g.pad_h, g.dilation_h, g.in_h, g.kernel_h); });
+    const auto col_groups =
+        groups(g.out_w, [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); });
+    // Groups in snake order (the column groups run backwards on every other
+    // row group), so neighbouring groups share their kernel rows or columns
+    // and a panel that straddles two needs no more taps than the larger one.
+    std::vector<Range> col_kh, col_kw;
+    for (size_t ri = 0; ri < row_groups.size(); ++ri)
+      for (size_t ci = 0; ci < col_groups.size(); ++ci) {
+        const auto& [rr, rows] = row_groups[ri];
+        const auto& [cr, cs] = col_groups[ri % 2 == 0 ? ci : col_groups.size() - 1 - ci];
+        for (int64_t i = 0; i < images; ++i)
+          for (int64_t r : rows)
+            for (int64_t c : cs) {
+              n.push_back(i), oh.push_back(r), ow.push_back(c);
+              col_kh.push_back(rr.empty() || cr.empty() ? Range{} : rr);
+              col_kw.push_back(rr.empty() || cr.empty() ? Range{} : cr);
+            }
+      }
+    cols = static_cast<int64_t>(n.size());
+    column_of.resize(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+      out_off.push_back(n[col(j)] * g.out_channels * g.out_h * g.out_w + oh[col(j)] * g.out_w + ow[col(j)]);
+      column_of[static_cast<size_t>((n[col(j)] * g.out_h + oh[col(j)]) * g.out_w + ow[col(j)])] = j;
+    }
+    // A panel needs the taps valid for some of its columns (the bounding
+    // ranges of their kernel rows and columns).
+    panels = ceil_div(cols, nr);
+    panels_of_tap.resize(static_cast<size_t>(g.kernel_h * g.kernel_w));
+    for (int64_t p = 0; p < panels; ++p) {
+      Range h, w;
+      for (int64_t j = p * nr; j < std::min(cols, (p + 1) * nr); ++j) {
+        const Range a = col_kh[static_cast<size_t>(j)], b = col_kw[static_cast<size_t>(j)];
+        if (a.empty()) continue;
+        h = h.empty() ? a : Range{std::min(h.lo, a.lo), std::max(h.hi, a.hi)};
+        w = w.empty() ? b : Range{std::min(w.lo, b.lo), std::max(w.hi, b.hi)};
+      }
+      for (int64_t a = h.lo; a < h.hi; ++a)
+        for (int64_t b = w.lo; b < w.hi; ++b) panels_of_tap[static_cast<size_t>(a * g.kernel_w + b)].push_back(p);
+    }
+  }
+  size_t col(int64_t j) const { return static_cast<size_t>(j); }
+
+  // Offset of the input pixel that tap (a, b) of column j reads, from the
+  // chunk's first image and the channel's plane start; -1 in the padding or
+  // past the last column.
+  int64_t input_offset(const Conv2dGeometry& g, int64_t j, int64_t a, int64_t b) const {
+    if (j >= cols) return -1;
+    const int64_t ih = oh[col(j)] * g.stride_h - g.pad_h + a * g.dilation_h;
+    const int64_t iw = ow[col(j)] * g.stride_w - g.pad_w + b * g.dilation_w;
+    if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) return -1;
+    return n[col(j)] * g.in_channels * g.in_h * g.in_w + ih * g.in_w + iw;
+  }
+  // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
+  int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
+};
+
+// Plans for the chunk sizes of one call (all chunks but the last have the same size).
+class Plans {
+ public:
+  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr) {
+    if (g.batch == 0) return;
+    full_.emplace_back(g, std::min(nb, g.batch), nr);
+    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr);
+  }
+  const ChunkPlan& operator()(int64_t images) const { return full_[0].images == images ? full_[0] : full_[1]; }
+
+ private:
+  std::vector<ChunkPlan> full_;
+};
+
+// Images per chunk: about `cols` output pixels, and a whole number of
+// chunks per thread (the threads share the chunks out).
+int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
+  const int64_t threads = conv2d_threads(g);
+  const int64_t target = std::max<int64_t>(1, cols / (g.out_h * g.out_w));
+  const int64_t chunks = std::max(threads, round_up(ceil_div(g.batch, target), threads));
+  return std::max<int64_t>(1, ceil_div(g.batch, chunks));
+}
+
+// Per-thread scratch of the chunk loops.
+template <class T>
+struct Scratch {
+  Buffer<T> pack, out;
+  std::vector<int64_t> offsets;
+};
+
+// Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
+// over the threads (each with its own scratch) when there are enough of
+// them, else one after the other, each split inside.
+template <class T, class F>
+void for_each_chunk(const Conv2dGeometry& g, int64_t nb, F chunk) {
+  const int64_t chunks = ceil_div(g.batch, nb);
+  const int threads = conv2d_threads(g);
+  if (chunks >= threads && threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      Scratch<T> scratch;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks; ++c) chunk(c * nb, std::min(nb, g.batch - c * nb), false, scratch);
+    }
+  } else {
+    Scratch<T> scratch;
+    for (int64_t c = 0; c < chunks; ++c) chunk(c * nb, std::min(nb, g.batch - c * nb), threads > 1, scratch);
+  }
+}
+
+// Which matrix of w the left operand is, per tap t: W_t (rows m, K = c) for
+// the forward; W_t^T (rows c, K = m) for grad input; W_{flip(t)}^T for grad
+// input computed as a forward correlation of dy with the flipped kernel.
+enum class WeightView { kForward, kTransposed, kTransposedFlipped };
+
+// w of each group packed tap-major as the left operand, in K blocks of kKC.
+// Block (tap, k0) of size kc starts at (tap * inner + k0) * m_pad, row tile i
+// of it at + i * kc * kMR. (g is w's own geometry.)
+template <class T>
+std::vector<Buffer<T>> pack_weights(const Conv2dGeometry& g, const T* w, WeightView view) {
+  const int64_t G = g.groups, Kg = g.out_channels / G, Cg = g.in_channels / G, taps = g.kernel_h * g.kernel_w;
+  const bool forward = view == WeightView::kForward;
+  const int64_t m = forward ? Kg : Cg, inner = forward ? Cg : Kg, m_pad = round_up(m, kMR);
+  std::vector<Buffer<T>> packed(static_cast<size_t>(G));
+  for (Buffer<T>& b : packed) b.get(m_pad * inner * taps);
+  const int64_t tiles = m_pad / kMR;
+  // Tile-major, so the tile's rows of w stay in cache over the taps.
+#pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t i = 0; i < tiles; ++i) {
+      const T* wg = w + gi * Kg * Cg * taps;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t wt = view == WeightView::kTransposedFlipped ? taps - 1 - t : t;
+        for (int64_t k0 = 0; k0 < inner; k0 += kKC) {
+          const int64_t kc = std::min(kKC, inner - k0);
+          T* d = packed[static_cast<size_t>(gi)].data() + (t * inner + k0) * m_pad + i * kc * kMR;
+          for (int64_t k = k0; k < k0 + kc; ++k)
+            for (int64_t r = 0; r < kMR; ++r, ++d) {
+              const int64_t row = i * kMR + r;
+              *d = row >= m ? T(0) : forward ? wg[(row * Cg + k) * taps + wt] : wg[(k * Cg + row) * taps + wt];
+            }
+        }
+      }
+    }
+  return packed;
+}
+
+// The forward correlation with w already packed (WeightView::kForward of
+// this geometry's weights).
+template <class T>
+void forward_packed(const Conv2dGeometry& g, const T* x, const std::vector<Buffer<T>>& packed_w, const T* bias, T* y) {
+  constexpr int64_t NR = kNR<T>;
+  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
+  const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
+  const int64_t nb = chunk_images(g, kChunkCols);
+  const Plans plans(g, nb, NR);
+  for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
+    const ChunkPlan& plan = plans(images);
+    const int64_t cols = plan.cols;
+    T* out = s.out.get(Kg * cols);
+    T* bpack = s.pack.get(std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
+    s.offsets.resize(static_cast<size_t>(plan.panels * NR));
+    std::vector<char> started(static_cast<size_t>(plan.panels));
+    for (int64_t gi = 0; gi < G; ++gi) {
+      std::fill(started.begin(), started.end(), 0);
+      const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
+      for (int64_t a = 0; a < g.kernel_h; ++a)
+        for (int64_t b = 0; b < g.kernel_w; ++b) {
+          const int64_t t = a * g.kernel_w + b;
+          const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
+          const auto np = static_cast<int64_t>(pt.size());
+          if (np == 0) continue;
+          for (int64_t i = 0; i < np; ++i)
+            for (int64_t jj = 0; jj < NR; ++jj)
+              s.offsets[static_cast<size_t>(i * NR + jj)] =
+                  plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+          for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
+            const int64_t kc = std::min(kKC, Cg - k0);
+            // X_t for channels [k0, k0 + kc) and the panels of pt.
+#pragma omp parallel for schedule(static) if (parallel)
+            for (int64_t i = 0; i < np; ++i) {
+              const int64_t* off = s.offsets.data() + i * NR;
+              T* d = bpack + i * kc * NR;
+              for (int64_t c = k0; c < k0 + kc; ++c, d += NR) {
+                const T* src = xg + c * HW;
+                // Branch-free, so that it vectorizes to a gather and a
+                // blend: padding reads offset 0 (always in range), then drops it.
+#pragma omp simd
+                for (int64_t jj = 0; jj < NR; ++jj) {
+                  const T v = src[std::max<int64_t>(off[jj], 0)];
+                  d[jj] = off[jj] >= 0 ? v : T(0);
+                }
+              }
+            }
+            const T* a_blk = packed_w[static_cast<size_t>(gi)].data() + (t * Cg + k0) * m_pad;
+            // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
+                const int64_t p = pt[static_cast<size_t>(i)];
+                any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
+                         std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
+                         started[static_cast<size_t>(p)] || k0 > 0);
+              }
+          }
+          if (Cg > 0)
+            for (int64_t p : pt) started[static_cast<size_t>(p)] = 1;
+        }
+      // y = out + bias, written in y's order (out's columns read through
+      // column_of): out is in cache, y mostly not. Panels that no tap
+      // reaches (all padding) are 0 + bias.
+      for (int64_t p = 0; p < plan.panels; ++p)
+        if (!started[static_cast<size_t>(p)])
+          for (int64_t m = 0; m < Kg; ++m)
+            std::fill(out + m * cols + p * NR, out + m * cols + std::min(cols, (p + 1) * NR), T(0));
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+      for (int64_t n = 0; n < images; ++n)
+        for (int64_t m = 0; m < Kg; ++m) {
+          const T bm = bias ? bias[gi * Kg + m] : T(0);
+          T* ym = y + ((n0 + n) * g.out_channels + gi * Kg + m) * P;
+          const T* om = out + m * cols;
+          const int64_t* col = plan.column_of.data() + n * P;
+          for (int64_t q = 0; q < P; ++q) ym[q] = om[col[q]] + bm;
+        }
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  forward_packed(g, x, pack_weights(g, w, WeightView::kForward), bias, y);
+}
+
+template <class T>
+void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+  // With stride 1, dx is the correlation of dy, padded by d*(k-1) - p, with
+  // the flipped kernel (w transposed): the forward code, padding skipped alike.
+  if (g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+      g.pad_w <= g.dilation_w * (g.kernel_w - 1)) {
+    Conv2dGeometry gt = g;
+    gt.in_channels = g.out_channels, gt.in_h = g.out_h, gt.in_w = g.out_w, gt.out_channels = g.in_channels;
+    gt.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
+    gt.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
+    conv2d_set_output_size(gt);  // = in_h x in_w
+    return forward_packed(gt, dy, pack_weights(g, w, WeightView::kTransposedFlipped), static_cast<const T*>(nullptr),
+                          dx);
+  }
+  constexpr int64_t NR = kNR<T>;
+  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
+  const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Cg, kMR);
+  const std::vector<Buffer<T>> packed_w = pack_weights(g, w, WeightView::kTransposed);
+  const int64_t nb = chunk_images(g, kChunkCols);
+  const Plans plans(g, nb, NR);
+  for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
+    const ChunkPlan& plan = plans(images);
+    const int64_t cols = plan.cols, panels = plan.panels;
+    T* dcol = s.out.get(Cg * cols);
+    T* bpack = s.pack.get(Kg * panels * NR);  // dY: [K block][panel][k][NR]
+    s.offsets.resize(static_cast<size_t>(panels * NR));
+    std::fill_n(dx + n0 * g.in_channels * HW, images * g.in_channels * HW, T(0));
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
+      T* dxg = dx + (n0 * g.in_channels + gi * Cg) * HW;
+#pragma omp parallel for schedule(static) if (parallel)
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
+          const int64_t kc = std::min(kKC, Kg - k0);
+          T* d = bpack + (k0 * panels + p * kc) * NR;
+          for (int64_t m = k0; m < k0 + kc; ++m, d += NR)
+            for (int64_t jj = 0; jj < NR; ++jj) {
+              const int64_t j = p * NR + jj;
+              d[jj] = j < cols ? dyg[m * P + plan.output_offset(j)] : T(0);
+            }
+        }
+      for (int64_t a = 0; a < g.kernel_h; ++a)
+        for (int64_t b = 0; b < g.kernel_w; ++b) {
+          const int64_t t = a * g.kernel_w + b;
+          const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
+          const auto np = static_cast<int64_t>(pt.size());
+          if (np == 0) continue;
+          for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
+            const int64_t kc = std::min(kKC, Kg - k0);
+            const T* a_blk = packed_w[static_cast<size_t>(gi)].data() + (t * Kg + k0) * m_pad;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
+                const int64_t p = pt[static_cast<size_t>(i)];
+                any_tile(kc, a_blk + tile * kc * kMR, bpack + (k0 * panels + p * kc) * NR,
+                         dcol + tile * kMR * cols + p * NR, cols, std::min(kMR, Cg - tile * kMR),
+                         std::min(NR, cols - p * NR), k0 > 0);
+              }
+          }
+          // col2im for tap t: each dX_t entry back to the pixel it came from.
+          for (int64_t i = 0; i < np; ++i)
+            for (int64_t jj = 0; jj < NR; ++jj)
+              s.offsets[static_cast<size_t>(i * NR + jj)] =
+                  plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+#pragma omp parallel for schedule(static) if (parallel)
+          for (int64_t c = 0; c < Cg; ++c) {
+            T* plane = dxg + c * HW;
+            for (int64_t i = 0; i < np; ++i) {
+              const int64_t* off = s.offsets.data() + i * NR;
+              const T* src = dcol + c * cols + pt[static_cast<size_t>(i)] * NR;
+              for (int64_t jj = 0; jj < NR; ++jj)
+                if (off[jj] >= 0) plane[off[jj]] += src[jj];
+            }
+          }
+        }
+    }
+  });
+}
+
+template <class T>
+void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t NR = kNR<T>;
+  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G, taps = g.kernel_h * g.kernel_w;
+  const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
+  const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
+  // dW_t^T per group and tap: dwt[gi][t][c][m], summed into over all chunks.
+  Buffer<T> dwt_buf;
+  T* dwt = dwt_buf.get(G * taps * Cg * Kg);
+  std::fill_n(dwt, G * taps * Cg * Kg, T(0));
+  const int64_t nb = chunk_images(g, kChunkCols);
+  const Plans plans(g, nb, NR);
+  const int64_t max_cols = g.batch == 0 ? 0 : plans(std::min(nb, g.batch)).panels * NR;
+  // Each thread packs dY^T itself (cheap next to the X_t it packs), so the
+  // threads never wait for one another: on a busy machine a barrier per
+  // chunk costs a scheduler tick whenever the other thread is descheduled.
+#pragma omp parallel num_threads(static_cast<int>(std::clamp<int64_t>(c_tiles, 1, conv2d_threads(g))))
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    Buffer<T> a_buf, dyt_buf;
+    T* apack = a_buf.get(kWeightGradPanels * NR * kMR);
+    T* dyt = dyt_buf.get(m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
+    std::vector<int64_t> off(static_cast<size_t>(kWeightGradPanels * NR));
+    for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
+      const ChunkPlan& plan = plans(std::min(nb, g.batch - n0));
+      const int64_t cols = plan.cols, cols_pad = plan.panels * NR;
+      const T* xc = x + n0 * g.in_channels * HW;
+      for (int64_t gi = 0; gi < G; ++gi) {
+        const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
+        for (int64_t q = 0; q < m_panels; ++q) {
+          T* d = dyt + q * max_cols * NR;
+          for (int64_t j = 0; j < cols_pad; ++j, d += NR)
+            for (int64_t mm = 0; mm < NR; ++mm) {
+              const int64_t m = q * NR + mm;
+              d[mm] = j < cols && m < Kg ? dyg[m * P + plan.output_offset(j)] : T(0);
+            }
+        }
+        for (int64_t a = 0; a < g.kernel_h; ++a)
+          for (int64_t b = 0; b < g.kernel_w; ++b) {
+            const int64_t t = a * g.kernel_w + b;
+            const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
+            // K blocks: runs of consecutive panels of pt, at most kWeightGradPanels long.
+            for (size_t i0 = 0; i0 < pt.size();) {
+              size_t i1 = i0 + 1;
+              while (i1 < pt.size() && pt[i1] == pt[i1 - 1] + 1 && static_cast<int64_t>(i1 - i0) < kWeightGradPanels)
+                ++i1;
+              const int64_t j0 = pt[i0] * NR, kb = static_cast<int64_t>(i1 - i0) * NR;
+              for (int64_t j = 0; j < kb; ++j) off[static_cast<size_t>(j)] = plan.input_offset(g, j0 + j, a, b);
+              for (int64_t tile = tid; tile < c_tiles; tile += nt) {
+                // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR].
+                const int64_t rows = std::min(kMR, Cg - tile * kMR);
+                const T* src = xc + (gi * Cg + tile * kMR) * HW;
+                for (int64_t j = 0; j < kb; ++j) {
+                  const int64_t o = off[static_cast<size_t>(j)];
+                  T* d = apack + j * kMR;
+                  if (o < 0 || rows < kMR) {
+                    for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
+                  } else {
+                    for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
+                  }
+                }
+                T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
+                for (int64_t q = 0; q < m_panels; ++q)
+                  any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg,
+                           std::min(kMR, Cg - tile * kMR), std::min(NR, Kg - q * NR), true);
+              }
+              i0 = i1;
+            }
+          }
+      }
+    }
+  }
+  // dw[k][c][t] = dwt[group][t][c][m], in blocks of 16 output channels so
+  // that both sides are read and written a cache line at a time.
+  constexpr int64_t kBlock = 16;
+  const int64_t m_blocks = ceil_div(Kg, kBlock);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t mb = 0; mb < m_blocks; ++mb) {
+      const int64_t m0 = mb * kBlock, m1 = std::min(Kg, m0 + kBlock);
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t t = 0; t < taps; ++t) {
+          const T* src = dwt + ((gi * taps + t) * Cg + c) * Kg;
+          for (int64_t m = m0; m < m1; ++m) dw[((gi * Kg + m) * Cg + c) * taps + t] = src[m];
+        }
+    }
+}
+
+template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
+template void conv2d_im2col_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
+                                            double*);
+template void conv2d_im2col_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_im2col_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv2d_im2col_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_im2col_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*);
+
+}  // namespace minidl
