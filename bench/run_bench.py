@@ -44,6 +44,17 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def print_table(header, rows, best, format_row):
+    """The header, a rule as wide, then format_row(op, shape, minidl line, pytorch line)
+    for each (op, shape) in rows that both libraries ran."""
+    print(header)
+    print("-" * len(header))
+    for op, shape in rows:
+        m, t = best.get(("minidl", op, shape)), best.get(("pytorch", op, shape))
+        if m and t:
+            print(format_row(op, shape, m, t))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build", help="CMake build directory holding bench/bench_ops")
@@ -94,32 +105,26 @@ def main():
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; threads: {args.threads}")
     print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
     print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
-    header = f"{'op':<22} {'shape':<32} {'minidl ms':>10} {'torch ms':>10} {'minidl GF/s':>12} {'torch GF/s':>11} {'ratio':>6}"
-    print(header)
-    print("-" * len(header))
-    for op, shape in order:
-        m, t = best.get(("minidl", op, shape)), best.get(("pytorch", op, shape))
-        if not m or not t:
-            continue
+
+    def time_row(op, shape, m, t):
         ratio = t["median_ms"] / m["median_ms"]
-        print(f"{op:<22} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
-              f"{t['gflops']:>11.1f} {ratio:>6.2f}")
+        return (f"{op:<22} {shape:<32} {m['median_ms']:>10.2f} {t['median_ms']:>10.2f} {m['gflops']:>12.1f} "
+                f"{t['gflops']:>11.1f} {ratio:>6.2f}")
+
+    print_table(f"{'op':<22} {'shape':<32} {'minidl ms':>10} {'torch ms':>10} {'minidl GF/s':>12} {'torch GF/s':>11} "
+                f"{'ratio':>6}", order, best, time_row)
     train_rows = [(op, shape) for op, shape in order if "images_per_s" in best.get(("minidl", op, shape), {})]
     if train_rows:
-        print()
-        header = (f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
-                  f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}")
-        print(header)
-        print("-" * len(header))
-        for op, shape in train_rows:
-            m, t = best.get(("minidl", op, shape)), best.get(("pytorch", op, shape))
-            if not m or not t:
-                continue
+        def train_row(op, shape, m, t):
             # Peak RSS: the largest over rounds (it is a high-water mark, not a speed).
             m_rss = max(l["peak_rss_mib"] for l in raw if (l["impl"], l["op"], l["shape"]) == ("minidl", op, shape))
             t_rss = max(l["peak_rss_mib"] for l in raw if (l["impl"], l["op"], l["shape"]) == ("pytorch", op, shape))
-            print(f"{op:<22} {shape:<10} {m['images_per_s']:>12.1f} {t['images_per_s']:>12.1f} "
-                  f"{m['images_per_s'] / t['images_per_s']:>6.2f} {m_rss:>20.0f} {t_rss:>19.0f}")
+            return (f"{op:<22} {shape:<10} {m['images_per_s']:>12.1f} {t['images_per_s']:>12.1f} "
+                    f"{m['images_per_s'] / t['images_per_s']:>6.2f} {m_rss:>20.0f} {t_rss:>19.0f}")
+
+        print()
+        print_table(f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
+                    f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}", train_rows, best, train_row)
     print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
 
 

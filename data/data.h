@@ -7,4 +7,5 @@
 #include "data/fashion_mnist.h"
 #include "data/image_folder.h"
 #include "data/sampler.h"
+#include "data/subset.h"
 #include "data/transforms.h"

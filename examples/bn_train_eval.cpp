@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "examples/common/csv_log.h"
+#include "examples/common/example_data.h"
 #include "examples/common/svg_plot.h"
 #include "minidl.h"
 
@@ -81,21 +82,6 @@ struct Checks {
     std::printf("  check: %s ... %s\n", what.c_str(), ok ? "ok" : "FAILED");
     failed += !ok;
   }
-};
-
-// The first n samples of another dataset.
-class FirstN : public data::Dataset {
- public:
-  FirstN(std::shared_ptr<const data::Dataset> base, int64_t n) : base_(std::move(base)), n_(std::min(n, base_->size())) {}
-  int64_t size() const override { return n_; }
-  data::Example get(int64_t i) const override {
-    data::detail::check_index("FirstN", i, n_);
-    return base_->get(i);
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int64_t n_;
 };
 
 // A whole dataset as one float tensor (N, 3, 32, 32) after `transform`, with its labels.
@@ -158,8 +144,7 @@ Eval run_batches(nn::Module& model, const Images& data, int64_t batch, bool keep
     Tensor logits = model.forward(data.x.narrow(0, s, n));
     Tensor target = data.y.narrow(0, s, n);
     e.loss_sum += cross_entropy(logits, target, Reduction::Sum).item<double>();
-    const std::vector<int64_t> pred = logits.argmax(1).to_vector<int64_t>(), y = target.to_vector<int64_t>();
-    for (size_t i = 0; i < pred.size(); ++i) e.correct += pred[i] == y[i];
+    e.correct += examples::count_correct(logits, target);
     if (keep_logits) all.push_back(logits);
   }
   if (keep_logits) e.logits = cat(all, 0);
@@ -228,8 +213,7 @@ void train(nn::Module& model, std::shared_ptr<const data::Dataset> train_set, da
       sched.step();
       const int64_t n = b.targets.numel();
       loss_sum += loss.item<double>() * static_cast<double>(n);
-      const std::vector<int64_t> pred = logits.argmax(1).to_vector<int64_t>(), y = b.targets.to_vector<int64_t>();
-      for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == y[i];
+      correct += examples::count_correct(logits, b.targets);
       seen += n;
     }
     MINIDL_CHECK(std::isfinite(loss_sum), "bn_train_eval: the loss diverged; lower --lr");
@@ -593,8 +577,8 @@ int run(const Args& a) {
       std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(train_files));
   std::shared_ptr<const data::Dataset> test_set =
       std::make_shared<data::CIFAR10>(data::CIFAR10::from_files({a.data + "/data_batch_5.bin"}));
-  if (a.limit_train > 0) train_set = std::make_shared<FirstN>(train_set, a.limit_train);
-  if (a.limit_test > 0) test_set = std::make_shared<FirstN>(test_set, a.limit_test);
+  if (a.limit_train > 0) train_set = std::make_shared<data::Subset>(data::Subset::first(train_set, a.limit_train));
+  if (a.limit_test > 0) test_set = std::make_shared<data::Subset>(data::Subset::first(test_set, a.limit_test));
 
   auto normalize = std::make_shared<data::Normalize>(std::vector<double>{0.4914, 0.4822, 0.4465},
                                                      std::vector<double>{0.2470, 0.2435, 0.2616});
@@ -658,15 +642,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_flag("--smoke", a.smoke, "seconds: 500 training images, 1 epoch, width 0.125, 256 test images (make test)");
   CLI11_PARSE(app, argc, argv);
-  if (a.data.empty()) {
-    // The shared subset, found from the executable (build*/examples/) or the working directory.
-    std::error_code ec;
-    fs::path root = fs::read_symlink("/proc/self/exe", ec).parent_path();
-    while (!root.empty() && root != root.root_path() && !fs::exists(root / "minidl.h")) root = root.parent_path();
-    a.data = fs::weakly_canonical((root.empty() || root == root.root_path() ? fs::current_path() : root) /
-                                  "../shared/data/cifar10-subset")
-                 .string();
-  }
+  if (a.data.empty()) a.data = examples::shared_cifar10_subset_dir();
   if (a.smoke) a.epochs = 1, a.width = 0.125, a.limit_train = 500, a.limit_test = 256;
   try {
     return run(a);

@@ -36,6 +36,7 @@
 #include "dist/ddp.h"
 #include "dist/distributed.h"
 #include "dist/sync_batch_norm.h"
+#include "examples/common/example_data.h"
 #include "minidl.h"
 
 namespace fs = std::filesystem;
@@ -153,15 +154,6 @@ struct Row {
   bool expect_same;
   bool ok() const { return expect_same ? diff <= kSameTol * std::max(1.0, scale) : diff > kDifferTol * scale; }
 };
-
-std::string default_data_file() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
-      if (fs::exists(p / "minidl.h")) return fs::weakly_canonical(p / "../shared/data/cifar10-subset/data_batch_1.bin").string();
-  return "../shared/data/cifar10-subset/data_batch_1.bin";
-}
 
 // The launcher next to this build: <build>/examples/grad_accumulation_bn -> <build>/bin/minidl-launch.
 std::string launch_command() {
@@ -281,7 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_file, "a CIFAR-10 binary file (default: the shared subset's data_batch_1.bin)");
   app.add_flag("--smoke", smoke, "exit non-zero unless all three parts ran and every claim held");
   CLI11_PARSE(app, argc, argv);
-  if (data_file.empty()) data_file = default_data_file();
+  if (data_file.empty()) data_file = examples::shared_cifar10_subset_dir() + "/data_batch_1.bin";
   try {
     return run(data_file, smoke);
   } catch (const std::exception& e) {

@@ -51,6 +51,7 @@
 #include "dist/distributed.h"
 #include "dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/example_data.h"
 #include "examples/common/svg_plot.h"
 #include "minidl.h"
 
@@ -83,48 +84,6 @@ const VariantInfo kVariants[] = {{"bn", Variant::PlainBN, "plain BN"},
                                  {"precisebn", Variant::PreciseBN, "BN + PreciseBN"},
                                  {"frozenbn", Variant::FrozenBN, "BN frozen"}};
 
-// The first n samples of another dataset (--limit-train, --limit-test, --smoke).
-class PrefixDataset : public data::Dataset {
- public:
-  PrefixDataset(std::shared_ptr<const data::Dataset> base, int64_t n)
-      : base_(std::move(base)), n_(std::min(n, base_->size())) {}
-  int64_t size() const override { return n_; }
-  data::Example get(int64_t i) const override {
-    data::detail::check_index("PrefixDataset", i, n_);
-    return base_->get(i);
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int64_t n_;
-};
-
-fs::path repo_root() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
-      if (fs::exists(p / "minidl.h")) return p;
-  return fs::current_path();
-}
-
-std::string default_data_dir() {
-  const fs::path root = repo_root();
-  for (const fs::path& p : {root / "data/cifar-10-batches-bin", root / "../shared/data/cifar10-subset"})
-    if (fs::exists(p / "data_batch_5.bin")) return fs::weakly_canonical(p).string();
-  return (root / "../shared/data/cifar10-subset").string();
-}
-
-int64_t count_correct(const Tensor& logits, const Tensor& targets) {
-  Tensor pred = logits.argmax(1).contiguous();
-  Tensor t = targets.contiguous();
-  const int64_t* p = pred.data_ptr<int64_t>();
-  const int64_t* y = t.data_ptr<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == y[i];
-  return n;
-}
-
 std::string sci(double v) {
   if (std::isnan(v)) return "-";
   char buf[32];
@@ -145,7 +104,7 @@ std::pair<double, double> count_on(nn::Module& model, data::DataLoader& loader) 
   model.eval();
   double correct = 0, seen = 0;
   for (data::Batch& b : loader) {
-    correct += static_cast<double>(count_correct(model.forward(b.data), b.targets));
+    correct += static_cast<double>(examples::count_correct(model.forward(b.data), b.targets));
     seen += static_cast<double>(b.targets.numel());
   }
   model.train();
@@ -444,8 +403,8 @@ int run(Args a) {
   for (int i = 1; i <= 4; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
   d.train = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(train_files));
   d.test = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files({a.data + "/data_batch_5.bin"}));
-  if (a.limit_train > 0) d.train = std::make_shared<PrefixDataset>(d.train, a.limit_train);
-  if (a.limit_test > 0) d.test = std::make_shared<PrefixDataset>(d.test, a.limit_test);
+  if (a.limit_train > 0) d.train = std::make_shared<data::Subset>(data::Subset::first(d.train, a.limit_train));
+  if (a.limit_test > 0) d.test = std::make_shared<data::Subset>(data::Subset::first(d.test, a.limit_test));
   d.transform = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
       std::make_shared<data::ToFloat>(),
       std::make_shared<data::Normalize>(std::vector<double>{0.4914, 0.4822, 0.4465},
@@ -539,7 +498,7 @@ int main(int argc, char** argv) {
     a.precise_images = 128;
     a.last_k = 2;
   }
-  if (a.data.empty()) a.data = default_data_dir();
+  if (a.data.empty()) a.data = examples::default_data_dir();
   try {
     return run(a);
   } catch (const std::exception& e) {

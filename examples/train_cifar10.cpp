@@ -38,6 +38,7 @@
 #include "dist/ddp.h"
 #include "dist/distributed.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/example_data.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
@@ -94,42 +95,6 @@ EpochMetrics metrics_from_json(const json& j) {
   return m;
 }
 
-// The first n samples of another dataset (--limit-train, --limit-test).
-class PrefixDataset : public data::Dataset {
- public:
-  PrefixDataset(std::shared_ptr<const data::Dataset> base, int64_t n)
-      : base_(std::move(base)), n_(std::min(n, base_->size())) {}
-  int64_t size() const override { return n_; }
-  data::Example get(int64_t i) const override {
-    data::detail::check_index("PrefixDataset", i, n_);
-    return base_->get(i);
-  }
-
- private:
-  std::shared_ptr<const data::Dataset> base_;
-  int64_t n_;
-};
-
-// The repository root, from the executable's path (build*/examples/train_cifar10),
-// so the default data path works from any working directory.
-fs::path repo_root() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
-      if (fs::exists(p / "minidl.h")) return p;
-  }
-  return fs::current_path();
-}
-
-std::string default_data_dir(const std::string& dataset) {
-  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
-  const fs::path root = repo_root();
-  for (const fs::path& p : {root / "data/cifar-10-batches-bin", root / "../shared/data/cifar10-subset"})
-    if (fs::exists(p / "data_batch_1.bin")) return fs::weakly_canonical(p).string();
-  return (root / "data/cifar-10-batches-bin").string();
-}
-
 struct Datasets {
   std::shared_ptr<const data::Dataset> train, test;
   std::string description;
@@ -167,8 +132,8 @@ Datasets load_datasets(const Args& a) {
     };
     d.description = "CIFAR-10 from " + a.data + " (train " + names(train_files) + ", test " + names(test_files) + ")";
   }
-  if (a.limit_train > 0) d.train = std::make_shared<PrefixDataset>(d.train, a.limit_train);
-  if (a.limit_test > 0) d.test = std::make_shared<PrefixDataset>(d.test, a.limit_test);
+  if (a.limit_train > 0) d.train = std::make_shared<data::Subset>(data::Subset::first(d.train, a.limit_train));
+  if (a.limit_test > 0) d.test = std::make_shared<data::Subset>(data::Subset::first(d.test, a.limit_test));
   return d;
 }
 
@@ -221,16 +186,6 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Args& a, optim::Optimiz
   return after;
 }
 
-int64_t count_correct(const Tensor& logits, const Tensor& targets) {
-  Tensor pred = logits.argmax(1).contiguous();
-  Tensor t = targets.contiguous();
-  const int64_t* p = pred.data_ptr<int64_t>();
-  const int64_t* y = t.data_ptr<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == y[i];
-  return n;
-}
-
 // Summed loss, correct predictions and sample count; under DDP each rank sums
 // its share and total() adds the ranks' sums.
 struct Totals {
@@ -254,7 +209,7 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed) {
     Tensor logits = model.forward(b.data);
     const double n = static_cast<double>(b.targets.numel());
     t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
-    t.correct += static_cast<double>(count_correct(logits, b.targets));
+    t.correct += static_cast<double>(examples::count_correct(logits, b.targets));
     t.seen += n;
   }
   return t.total(distributed);
@@ -520,7 +475,7 @@ int run(const Args& a) {
       MINIDL_CHECK(std::isfinite(l), "train_cifar10: the loss is ", l, " at epoch ", epoch + 1,
                    "; lower --lr");
       loss_sum += l * static_cast<double>(n);
-      correct += count_correct(logits, b.targets);
+      correct += examples::count_correct(logits, b.targets);
       seen += n;
       if (bar) bar->update(seen, "loss " + fmt("%.3f", loss_sum / seen) + " acc " + fmt("%.1f%%", 100.0 * correct / seen));
     }
@@ -645,7 +600,7 @@ int main(int argc, char** argv) {
     std::cerr << "--warmup-epochs does not combine with --schedule onecycle (which warms up itself)\n";
     return 2;
   }
-  if (a.data.empty()) a.data = default_data_dir(a.dataset);
+  if (a.data.empty()) a.data = examples::default_data_dir(a.dataset);
   try {
     return run(a);
   } catch (const std::exception& e) {

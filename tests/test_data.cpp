@@ -339,6 +339,36 @@ TEST_CASE("samplers") {
   CHECK_THROWS_CONTAINS(DistributedSampler(10, 2, 2), "Invalid rank 2");
 }
 
+TEST_CASE("Subset picks samples of another dataset by index") {
+  auto base = std::make_shared<IndexDataset>(25);  // sample i: data [i], target i % 10
+  const std::vector<int64_t> indices = {17, 2, 2, 24};
+  const Subset picked(base, indices);
+  CHECK(picked.size() == 4);
+  CHECK(picked.indices() == indices);
+  CHECK(picked.dataset() == base);
+  for (int64_t i = 0; i < picked.size(); ++i) {
+    const Example e = picked.get(i);
+    const int64_t want = indices[static_cast<size_t>(i)];
+    CHECK(e.data.to_vector<float>() == std::vector<float>{static_cast<float>(want)});
+    CHECK(e.target == want % 10);
+  }
+  CHECK(Subset(base, {}).size() == 0);
+
+  CHECK_THROWS_CONTAINS(Subset(base, {3, 25}), "Subset: index 25 (position 1) is out of range for a dataset of size 25");
+  CHECK_THROWS_CONTAINS(Subset(base, {-1}), "Subset: index -1 (position 0) is out of range for a dataset of size 25");
+  CHECK_THROWS_CONTAINS(picked.get(4), "Subset: index 4 is out of range for a dataset of size 4");
+  CHECK_THROWS_CONTAINS(picked.get(-1), "Subset: index -1 is out of range");
+
+  const Subset head = Subset::first(base, 3);
+  CHECK(head.indices() == std::vector<int64_t>{0, 1, 2});
+  CHECK(head.get(2).target == 2);
+  const Subset all = Subset::first(base, 1000);  // n beyond the end: the whole dataset
+  CHECK(all.size() == 25);
+  CHECK(all.get(24).data.to_vector<float>() == std::vector<float>{24.0f});
+  CHECK(Subset::first(base, 0).size() == 0);
+  CHECK_THROWS_CONTAINS(Subset::first(base, -1), "n must be non-negative, got -1");
+}
+
 TEST_CASE("DataLoader covers every sample once per epoch") {
   const int64_t n = 100;
   auto ds = std::make_shared<IndexDataset>(n);
