@@ -33,24 +33,20 @@
 #include <cstring>
 #include <vector>
 
-#include "core/allocator.h"
+#include "ops/conv2d_gemm.h"
 #include "ops/conv2d_kernels.h"
-#include "ops/conv2d_simd.h"
 
 namespace minidl {
 
 namespace {
 
-using conv2d_simd::broadcast;
-using conv2d_simd::kLanes;
-using conv2d_simd::load;
-using conv2d_simd::store;
-using conv2d_simd::Vec;
+using conv2d_gemm::any_tile;
+using conv2d_gemm::Buffer;
+using conv2d_gemm::ceil_div;
+using conv2d_gemm::kMR;
+using conv2d_gemm::kNR;
+using conv2d_gemm::round_up;
 
-constexpr int64_t kMR = 8;  // rows of a micro-tile (the broadcast operand)
-constexpr int kNV = 3;      // vectors per micro-tile row
-template <class T>
-constexpr int64_t kNR = kNV * kLanes<T>;  // columns of a micro-tile (48 floats, 24 doubles)
 // K block over channels (forward, grad input): a packed panel (kKC x kNR)
 // stays in L1/L2 while the row tiles pass over it.
 constexpr int64_t kKC = 256;
@@ -59,84 +55,6 @@ constexpr int64_t kWeightGradPanels = 12;
 // Output pixels per chunk: the packed right operand of one K block
 // (kKC x this) stays in L2.
 constexpr int64_t kChunkCols = 1024;
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
-
-// Uninitialized buffer that only grows, from the CPU allocator (64-byte
-// aligned; huge pages from 2 MiB, so a big one costs a few page faults).
-template <class T>
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { release(); }
-  T* get(int64_t n) {
-    if (n > size_ || !data_) {
-      release();
-      size_ = std::max<int64_t>(n, 1);
-      data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(static_cast<size_t>(size_) * sizeof(T)));
-    }
-    return data_;
-  }
-  T* data() const { return data_; }
-
- private:
-  void release() {
-    if (data_) allocator_for(DeviceType::CPU)->deallocate(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-  T* data_ = nullptr;
-  int64_t size_ = 0;
-};
-
-// ---- micro-kernel ------------------------------------------------------------------------
-
-// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*kNR + j] for r < kMR and
-// j < NV vectors (a panel's first NV vectors: NV < kNV at a panel cut short).
-template <class T, int NV>
-void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
-  using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
-  V acc[kMR][NV];
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
-  for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
-    V x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
-    for (int r = 0; r < kMR; ++r) {
-      const V ar = broadcast(a[r]);
-      for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
-    }
-  }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < NV; ++v) {
-      T* p = c + r * ldc + v * L;
-      store(p, accumulate ? load(p) + acc[r][v] : acc[r][v]);
-    }
-}
-
-// micro_tile for the rows x cols corner of a tile (at an edge of C): the
-// fewest vectors that cover cols, through a tile on the stack unless full.
-template <class T>
-void any_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
-  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
-  static_assert(kNV == 3);
-  const int64_t nv = (cols + L - 1) / L;
-  auto run = [&](T* dst, int64_t ld, bool acc) {
-    if (nv == 3) micro_tile<T, 3>(kc, a, b, dst, ld, acc);
-    if (nv == 2) micro_tile<T, 2>(kc, a, b, dst, ld, acc);
-    if (nv == 1) micro_tile<T, 1>(kc, a, b, dst, ld, acc);
-  };
-  if (rows == kMR && cols == nv * L) return run(c, ldc, accumulate);
-  alignas(64) T tile[kMR * NR];
-  run(tile, NR, false);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j)
-      c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r * NR + j] : tile[r * NR + j];
-}
 
 // ---- the columns of a chunk ----------------------------------------------------------------
 

@@ -31,11 +31,17 @@ int conv2d_threads(const Conv2dGeometry& g);
 // planes, one image at a time (ops/conv2d_kernels.cpp; best for big maps).
 // kIm2colGemm: packed GEMM over a chunk of images, im2col done while
 // packing, padding taps skipped (ops/conv2d_im2col.cpp; best for small maps
-// with many channels). kAuto: conv2d_pick_algo decides.
-enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm };
+// with many channels). kWinograd: Winograd F(2x2, 3x3) for 3x3 stride-1
+// kernels (ops/conv2d_winograd.cpp; 2.25x fewer products), forward and
+// grad input only: grad weight takes the direct path kAuto would pick
+// otherwise. kAuto: conv2d_pick_algo decides.
+enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd };
 
 // The cost rule behind kAuto (documented at its definition).
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g);
+
+// Whether kWinograd can compute g: a 3x3 kernel, stride 1, dilation 1, padding <= 2.
+bool conv2d_winograd_applies(const Conv2dGeometry& g);
 
 // x: (N, C, H, W); w: (K, C/groups, kH, kW); bias: (K) or nullptr;
 // y: (N, K, out_h, out_w). Overwrites y.
@@ -61,5 +67,12 @@ template <class T>
 void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
 template <class T>
 void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
+
+// The Winograd path (ops/conv2d_winograd.cpp); same contracts, for geometries
+// where conv2d_winograd_applies.
+template <class T>
+void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <class T>
+void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
 
 }  // namespace minidl

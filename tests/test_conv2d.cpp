@@ -195,7 +195,7 @@ TEST_CASE("conv2d forward and grads match direct loops (float32 and float64)") {
   }
 }
 
-TEST_CASE("conv2d raw kernels on random geometries, both algorithms (float64, 1-3 threads)") {
+TEST_CASE("conv2d raw kernels on random geometries, every algorithm (float64, 1-3 threads)") {
   const int saved = omp_get_max_threads();
   std::mt19937 rng(2024);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -227,7 +227,9 @@ TEST_CASE("conv2d raw kernels on random geometries, both algorithms (float64, 1-
     INFO("N=", g.batch, " C=", g.in_channels, " K=", g.out_channels, " ", g.in_h, "x", g.in_w, " k=", g.kernel_h, "x",
          g.kernel_w, " s=", g.stride_h, ",", g.stride_w, " p=", g.pad_h, ",", g.pad_w, " d=", g.dilation_h, ",",
          g.dilation_w, " groups=", g.groups);
-    for (Conv2dAlgo algo : {Conv2dAlgo::kShiftedPlanes, Conv2dAlgo::kIm2colGemm}) {
+    std::vector<Conv2dAlgo> algos = {Conv2dAlgo::kShiftedPlanes, Conv2dAlgo::kIm2colGemm};
+    if (conv2d_winograd_applies(g)) algos.push_back(Conv2dAlgo::kWinograd);
+    for (Conv2dAlgo algo : algos) {
       INFO("algo=", static_cast<int>(algo));
       std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
       conv2d_forward_kernel<double>(g, x.data(), w.data(), b.data(), y.data(), algo);
@@ -324,6 +326,50 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
   omp_set_num_threads(saved);
 }
 
+TEST_CASE("conv2d Winograd F(2x2, 3x3) path (float32 and float64)") {
+  // Forward and grad input go through Winograd; grad weight through the
+  // direct path it falls back to. Tolerances as for the direct paths: the
+  // transforms are exact, only the order of the sums differs.
+  const int saved = omp_get_max_threads();
+  struct Case {
+    Conv2dGeometry g;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {square(3, 16, 24, 8, 3, 1, 1), "8x8 pad 1 (ResNet): 16 whole tiles per image"},
+      {square(2, 5, 7, 7, 3, 1, 1), "odd map: tiles cut by the last row and column"},
+      {square(2, 6, 9, 6, 3, 1, 0), "no padding: 4x4 output"},
+      {square(2, 6, 9, 5, 3, 1, 2), "padding 2: grad input with no padding"},
+      {square(3, 4, 4, 1, 3, 1, 1), "1x1 map: one tile, mostly padding"},
+      {square(2, 300, 20, 4, 3, 1, 1), "more than one K block of input channels (300 > 256)"},
+      {square(2, 12, 260, 4, 3, 1, 1), "grad input: more than one K block of output channels"},
+      {square(40, 8, 10, 6, 3, 1, 1), "several chunks of tiles (360 tiles), a partial last panel"},
+      {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
+      {square(2, 0, 3, 4, 3, 1, 1), "no input channels: y is the bias"},
+  };
+  uint64_t seed = 1300;
+  for (const Case& c : cases)
+    for (int threads : {1, 3}) {
+      omp_set_num_threads(threads);
+      INFO(std::string(c.what), " threads=", threads);
+      REQUIRE(conv2d_winograd_applies(c.g));
+      check_algo<double>(c.g, Conv2dAlgo::kWinograd, seed);
+      check_algo<float>(c.g, Conv2dAlgo::kWinograd, seed + 10);
+      seed += 20;
+    }
+  omp_set_num_threads(saved);
+  // Only where it applies.
+  CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 3, 2, 1)));
+  CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 1, 1, 0)));
+  CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 3, 1, 2, 2)));
+  CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 3, 1, 3)));
+  const Conv2dGeometry strided = square(1, 2, 2, 6, 3, 2, 1);
+  std::vector<float> x(72), w(36), y(18);
+  CHECK_THROWS_CONTAINS(conv2d_forward_kernel<float>(strided, x.data(), w.data(), nullptr, y.data(),
+                                                     Conv2dAlgo::kWinograd),
+                        "the Winograd path needs a 3x3 kernel, stride 1");
+}
+
 TEST_CASE("conv2d multi-threaded paths (problems big enough for 3 threads)") {
   // Small problems run on one thread (conv2d_threads), so these are sized to
   // get 3: chunks of images spread over threads, one chunk split inside,
@@ -341,6 +387,8 @@ TEST_CASE("conv2d multi-threaded paths (problems big enough for 3 threads)") {
       {square(3, 96, 96, 8, 3, 2, 1), Conv2dAlgo::kIm2colGemm, "im2col, stride 2 (col2im)"},
       {square(4, 16, 16, 20, 3, 1, 1), Conv2dAlgo::kShiftedPlanes, "shifted planes over images"},
       {square(1, 32, 32, 24, 3, 1, 1), Conv2dAlgo::kShiftedPlanes, "shifted planes, one image's tiles"},
+      {square(6, 64, 64, 8, 3, 1, 1), Conv2dAlgo::kWinograd, "Winograd, chunks over threads"},
+      {square(1, 192, 192, 4, 3, 1, 1), Conv2dAlgo::kWinograd, "Winograd, one chunk split inside"},
   };
   for (const Case& c : cases) {
     INFO(std::string(c.what));
@@ -364,12 +412,15 @@ TEST_CASE("conv2d: the two algorithms agree on the ResNet-18 layer shapes, scale
   }
 }
 
-TEST_CASE("conv2d picks im2col + GEMM for small output maps, shifted planes for big ones") {
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
-  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
-  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // 8x8 out
+TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else im2col for small maps") {
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd);
   CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);
-  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);     // few channels
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
+  CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out
 }
 
 TEST_CASE("conv2d: empty batch") {

@@ -1,0 +1,301 @@
+// conv2d by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2015): the path for 3x3,
+// stride-1 convolutions with enough channels (the rule is conv2d_pick_algo in
+// ops/conv2d_kernels.cpp).
+//
+// Cut the output into 2x2 tiles; tile (th, tw) reads the 4x4 input patch d
+// at rows 2*th - pad ..., columns 2*tw - pad ... (0 outside the image). For
+// one output channel k and input channel c with the 3x3 kernel g,
+//     y_tile = A^T [ (G g G^T) . (B^T d B) ] A        (. elementwise, 4x4)
+// and summed over c, each of the 16 positions xi of the 4x4 is a GEMM of its own:
+//     M_xi[k][tile] = sum_c U_xi[k][c] V_xi[c][tile],   U = G g G^T,  V = B^T d B
+//     y_tile = A^T M A
+// 16 products per 4 outputs where the direct sum takes 36: 2.25x fewer. The
+// transforms' entries are 0, +-1 and +-1/2, exact in binary floating point,
+// so results differ from the direct sum by rounding only (a few ulps more).
+//
+// The GEMMs are the packed ones of ops/conv2d_gemm.h: U is packed once per
+// call as the left operand; the input transform writes V straight into the
+// right operand's panels, whose columns are the tiles of a chunk of the
+// batch (tiles of several images side by side, so small maps give long
+// rows). The output transform reads M back and writes y (+ bias).
+//
+// Grad input with stride 1 is the forward correlation of dy, padded by
+// 2 - pad, with the kernel flipped and transposed: the same code. Grad
+// weight stays on the direct paths.
+//
+// Threads: each takes whole chunks; with fewer chunks than threads, the
+// chunk's channels (transforms) and its 16 GEMMs are split instead.
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "ops/conv2d_gemm.h"
+#include "ops/conv2d_kernels.h"
+
+namespace minidl {
+
+namespace {
+
+using conv2d_gemm::any_tile;
+using conv2d_gemm::Buffer;
+using conv2d_gemm::ceil_div;
+using conv2d_gemm::kMR;
+using conv2d_gemm::kNR;
+using conv2d_gemm::round_up;
+
+constexpr int64_t kPositions = 16;  // the 4x4 transform domain
+// K block over input channels: a packed panel (kKC x kNR) stays in L1/L2
+// while the row tiles of U pass over it.
+constexpr int64_t kKC = 256;
+// Values of V and M held per chunk (per thread), about 2 MiB of floats: a
+// chunk is transformed, multiplied and transformed back while in cache.
+constexpr int64_t kChunkValues = int64_t{1} << 19;
+
+// Distance between the 16 planes (xi) of V or M, for n values each: n
+// rounded up to 4 KiB plus 256 bytes, so that the 16 streams that a
+// transform reads or writes fall into different L1 sets (a multiple of
+// 4 KiB would put all 16 into one set and thrash it).
+template <class T>
+int64_t plane_stride(int64_t n) {
+  constexpr int64_t page = 4096 / sizeof(T), skew = 256 / sizeof(T);
+  return round_up(n, page) + skew;
+}
+
+// ---- the transforms (1-D, applied to rows then columns) ------------------------------------
+
+// B^T d for 4 values: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+template <class T>
+inline void input_1d(T d0, T d1, T d2, T d3, T* o, int64_t step) {
+  o[0] = d0 - d2, o[step] = d1 + d2, o[2 * step] = d2 - d1, o[3 * step] = d1 - d3;
+}
+// G g for 3 values: G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
+template <class T>
+inline void kernel_1d(T g0, T g1, T g2, T* o, int64_t step) {
+  const T h = T(0.5) * (g0 + g2);
+  o[0] = g0, o[step] = h + T(0.5) * g1, o[2 * step] = h - T(0.5) * g1, o[3 * step] = g2;
+}
+// A^T m for 4 values: A^T = [1 1 1 0; 0 1 -1 -1].
+template <class T>
+inline void output_1d(T m0, T m1, T m2, T m3, T* o, int64_t step) {
+  o[0] = m0 + m1 + m2, o[step] = m1 - m2 - m3;
+}
+
+// u (4x4, row-major) = G g G^T for a 3x3 kernel read as g(a, b).
+template <class T, class Kernel>
+void kernel_transform(Kernel g, T* u) {
+  T t[4][3];  // G g: 4 rows of 3
+  for (int b = 0; b < 3; ++b) kernel_1d(g(0, b), g(1, b), g(2, b), &t[0][b], 3);
+  for (int r = 0; r < 4; ++r) kernel_1d(t[r][0], t[r][1], t[r][2], u + r * 4, 1);
+}
+
+// v (4x4) = B^T d B for a 4x4 patch d (row-major).
+template <class T>
+inline void input_transform(const T* d, T* v) {
+  T t[16];  // B^T d
+  for (int s = 0; s < 4; ++s) input_1d(d[s], d[4 + s], d[8 + s], d[12 + s], t + s, 4);
+  for (int r = 0; r < 4; ++r) input_1d(t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3], v + r * 4, 1);
+}
+
+// o (2x2) = A^T m A for m (4x4).
+template <class T>
+inline void output_transform(const T* m, T* o) {
+  T t[8];  // A^T m: 2 rows of 4
+  for (int s = 0; s < 4; ++s) output_1d(m[s], m[4 + s], m[8 + s], m[12 + s], t + s, 4);
+  for (int r = 0; r < 2; ++r) output_1d(t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3], o + r * 2, 1);
+}
+
+// ---- the correlation -------------------------------------------------------------------------
+
+// y[n][k][i][j] = bias[k] + sum_{c,a,b} weight(gi, k, c, a, b) * x[n][c][i+a-pad][j+b-pad]
+// for the geometry g (3x3, stride 1, dilation 1), where weight(gi, m, j, a, b)
+// is the kernel tap (a, b) of group gi's output channel m and input channel j.
+template <class T, class Weight>
+void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, const T* bias, T* y) {
+  constexpr int64_t NR = kNR<T>;
+  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
+  const int64_t H = g.in_h, W = g.in_w, HW = H * W, Ho = g.out_h, Wo = g.out_w;
+  const int64_t tiles_h = ceil_div(Ho, 2), tiles_w = ceil_div(Wo, 2), tiles_per_image = tiles_h * tiles_w;
+  const int64_t total_tiles = g.batch * tiles_per_image, m_pad = round_up(Kg, kMR);
+  if (total_tiles == 0 || Kg == 0) return;
+
+  // U of each group, packed as the left operand of the 16 GEMMs: block
+  // (xi, k0) of size kc starts at (xi * Cg + k0) * m_pad, row tile i at + i * kc * kMR.
+  const int threads = conv2d_threads(g);
+  std::vector<Buffer<T>> packed_u(static_cast<size_t>(G));
+  for (Buffer<T>& b : packed_u) b.get(kPositions * std::max<int64_t>(Cg, 1) * m_pad);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t m = 0; m < m_pad; ++m) {
+      T* packed = packed_u[static_cast<size_t>(gi)].data();
+      const int64_t tile = m / kMR, r = m % kMR;
+      for (int64_t j = 0; j < Cg; ++j) {
+        T u[kPositions] = {};
+        if (m < Kg) kernel_transform<T>([&](int64_t a, int64_t b) { return weight(gi, m, j, a, b); }, u);
+        const int64_t k0 = j / kKC * kKC, kc = std::min(kKC, Cg - k0);
+        for (int64_t xi = 0; xi < kPositions; ++xi)
+          packed[(xi * Cg + k0) * m_pad + tile * kc * kMR + (j - k0) * kMR + r] = u[xi];
+      }
+    }
+
+  // Tiles per chunk: a whole number of panels, about kChunkValues values of
+  // V and M, and a whole number of chunks per thread.
+  int64_t cols = std::max(NR, kChunkValues / (kPositions * (Cg + Kg)) / NR * NR);
+  int64_t chunks = ceil_div(total_tiles, cols);
+  chunks = std::max<int64_t>(threads, round_up(chunks, threads));
+  cols = std::min(cols, round_up(ceil_div(total_tiles, chunks), NR));
+  chunks = ceil_div(total_tiles, cols);
+  const int64_t panels = cols / NR;
+
+  const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
+
+  struct Scratch {
+    Buffer<T> v, m;
+    std::vector<int64_t> patch, out;  // per column: see below
+    std::vector<char> whole;
+  };
+  // One chunk: tiles [t0, t0 + count) of the batch, group gi.
+  auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
+    T* v = s.v.get(kPositions * v_stride);  // [xi][K block][panel][kc][NR]
+    T* mm = s.m.get(kPositions * m_stride);  // [xi][k][cols]
+    // Per column: the offset of its patch's first pixel from the group's
+    // first input plane (-1: the patch crosses the border), of its output
+    // tile from the group's first output plane, and whether all 4 outputs exist.
+    s.patch.resize(static_cast<size_t>(cols)), s.out.resize(static_cast<size_t>(cols));
+    s.whole.resize(static_cast<size_t>(cols));
+    for (int64_t col = 0; col < count; ++col) {
+      const int64_t t = t0 + col, n = t / tiles_per_image, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
+      const int64_t ih0 = 2 * th - g.pad_h, iw0 = 2 * tw - g.pad_w;
+      const bool inside = ih0 >= 0 && ih0 + 4 <= H && iw0 >= 0 && iw0 + 4 <= W;
+      s.patch[static_cast<size_t>(col)] = inside ? n * g.in_channels * HW + ih0 * W + iw0 : -1;
+      s.out[static_cast<size_t>(col)] = n * g.out_channels * Ho * Wo + 2 * th * Wo + 2 * tw;
+      s.whole[static_cast<size_t>(col)] = 2 * th + 2 <= Ho && 2 * tw + 2 <= Wo;
+    }
+    // Input transform, channel by channel.
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t c = 0; c < Cg; ++c) {
+      const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
+      T* vc = v + k0 * cols + (c - k0) * NR;  // + xi * v_stride + panel * kc * NR + column
+      const T* planes = x + (gi * Cg + c) * HW;  // + the column's patch offset
+      for (int64_t col = 0; col < cols; ++col) {
+        T d[16] = {}, out[16];
+        const int64_t patch = col < count ? s.patch[static_cast<size_t>(col)] : 0;
+        if (col >= count) {
+        } else if (patch >= 0) {
+          for (int r = 0; r < 4; ++r)
+            for (int q = 0; q < 4; ++q) d[r * 4 + q] = planes[patch + r * W + q];
+        } else {  // at the border: read what lies inside
+          const int64_t t = t0 + col, n = t / tiles_per_image, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
+          const int64_t ih0 = 2 * th - g.pad_h, iw0 = 2 * tw - g.pad_w;
+          const T* plane = planes + n * g.in_channels * HW;
+          for (int r = 0; r < 4; ++r)
+            for (int q = 0; q < 4; ++q) {
+              const int64_t ih = ih0 + r, iw = iw0 + q;
+              if (ih >= 0 && ih < H && iw >= 0 && iw < W) d[r * 4 + q] = plane[ih * W + iw];
+            }
+        }
+        input_transform(d, out);
+        T* dst = vc + col / NR * kc * NR + col % NR;
+        for (int64_t xi = 0; xi < kPositions; ++xi) dst[xi * v_stride] = out[xi];
+      }
+    }
+    // The 16 GEMMs M_xi = U_xi V_xi.
+    const T* u = packed_u[static_cast<size_t>(gi)].data();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t xi = 0; xi < kPositions; ++xi)
+      for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
+        const int64_t kc = std::min(kKC, Cg - k0);
+        for (int64_t p = 0; p < panels && p * NR < count; ++p)
+          for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
+            any_tile(kc, u + (xi * Cg + k0) * m_pad + tile * kc * kMR, v + xi * v_stride + k0 * cols + p * kc * NR,
+                     mm + xi * m_stride + tile * kMR * cols + p * NR, cols, std::min(kMR, Kg - tile * kMR),
+                     std::min(NR, count - p * NR), k0 > 0);
+      }
+    if (Cg == 0) std::fill_n(mm, kPositions * m_stride, T(0));
+    // Output transform: y = A^T M A + bias.
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t k = 0; k < Kg; ++k) {
+      const T b = bias ? bias[gi * Kg + k] : T(0);
+      const T* mk = mm + k * cols;
+      T* planes = y + (gi * Kg + k) * Ho * Wo;  // + the column's output offset
+      for (int64_t col = 0; col < count; ++col) {
+        T m[16], o[4];
+        for (int64_t xi = 0; xi < kPositions; ++xi) m[xi] = mk[xi * m_stride + col];
+        output_transform(m, o);
+        T* dst = planes + s.out[static_cast<size_t>(col)];
+        if (s.whole[static_cast<size_t>(col)]) {
+          dst[0] = o[0] + b, dst[1] = o[1] + b, dst[Wo] = o[2] + b, dst[Wo + 1] = o[3] + b;
+        } else {  // a tile cut by an odd output size
+          const int64_t t = t0 + col, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
+          for (int64_t r = 0; r < 2 && 2 * th + r < Ho; ++r)
+            for (int64_t q = 0; q < 2 && 2 * tw + q < Wo; ++q) dst[r * Wo + q] = o[r * 2 + q] + b;
+        }
+      }
+    }
+  };
+
+  const int64_t work = chunks * G;
+  if (work >= threads && threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      Scratch s;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < work; ++i) {
+        const int64_t c = i / G;
+        chunk(c * cols, std::min(cols, total_tiles - c * cols), i % G, false, s);
+      }
+    }
+  } else {
+    Scratch s;
+    for (int64_t i = 0; i < work; ++i) {
+      const int64_t c = i / G;
+      chunk(c * cols, std::min(cols, total_tiles - c * cols), i % G, threads > 1, s);
+    }
+  }
+}
+
+}  // namespace
+
+bool conv2d_winograd_applies(const Conv2dGeometry& g) {
+  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
+         g.dilation_w == 1 && g.pad_h <= 2 && g.pad_w <= 2;
+}
+
+template <class T>
+void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  MINIDL_CHECK(conv2d_winograd_applies(g), "conv2d: the Winograd path needs a 3x3 kernel, stride 1, dilation 1 "
+                                           "and padding <= 2");
+  const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
+  winograd_correlate(
+      g, x,
+      [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) { return w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]; },
+      bias, y);
+}
+
+template <class T>
+void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+  MINIDL_CHECK(conv2d_winograd_applies(g), "conv2d: the Winograd path needs a 3x3 kernel, stride 1, dilation 1 "
+                                           "and padding <= 2");
+  // dx = dy (padded by 2 - pad) correlated with w flipped and transposed.
+  Conv2dGeometry gt = g;
+  gt.in_channels = g.out_channels, gt.in_h = g.out_h, gt.in_w = g.out_w, gt.out_channels = g.in_channels;
+  gt.pad_h = 2 - g.pad_h, gt.pad_w = 2 - g.pad_w;
+  conv2d_set_output_size(gt);  // = in_h x in_w
+  const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
+  winograd_correlate(
+      gt, dy,
+      [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
+        return w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)];
+      },
+      static_cast<const T*>(nullptr), dx);
+}
+
+template void conv2d_winograd_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
+template void conv2d_winograd_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
+                                              double*);
+template void conv2d_winograd_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_winograd_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
+
+}  // namespace minidl
