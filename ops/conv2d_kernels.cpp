@@ -653,17 +653,22 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // shifted planes from kShiftedMinPixels output pixels up, im2col below.
 //
 // Winograd F(2x2, 3x3) does 2.25x fewer products for 3x3 stride-1 kernels but
-// transforms every input and output value (a fixed cost per value, not per
-// product): it wins where each value meets many channels. Measured on the
-// same shapes (single thread, forward and grad input): 1.0x at 32x32 with
-// 64 channels, 1.3-1.4x at 16x16 with 128, 1.6x at 8x8 with 256, 1.15x at
-// 4x4 with 512 (there every chunk of tiles streams all 9.4 MB of weights).
-// Grad weight has no Winograd path and follows the direct rule.
+// transforms every input and output value, a fixed cost per value, against
+// GEMM work per value that grows with the channels: per tile, the transforms
+// touch Cg + Kg channels and the GEMMs Cg * Kg pairs. It wins where
+// Cg * Kg / (Cg + Kg) >= kWinogradMinPairsPerChannel. Measured on the CIFAR
+// shapes (single thread, batch 64; bench/RESULTS.md): 64 -> 64 channels
+// (32 per channel) 0.93-1.0x, 64 -> 128 1.1x, 128 -> 128 1.3-1.4x,
+// 256 -> 256 1.3-1.7x, 512 -> 512 1.15x forward and grad input. Grad weight
+// sums each chunk of tiles into all of dW's 16 * Cg * Kg transformed values,
+// which costs more than it saves where a map has few tiles: on 4x4 maps
+// (4 tiles) with 512 channels it was 0.85x, so grad weight takes Winograd
+// only from kWinogradWeightGradMinTiles tiles per image up.
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
-constexpr int64_t kWinogradMinChannels = 32;
-constexpr int64_t kWinogradMaxPixels = 1024;
+constexpr double kWinogradMinPairsPerChannel = 40;
+constexpr int64_t kWinogradWeightGradMinTiles = 16;
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
@@ -672,20 +677,22 @@ Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
-  if (conv2d_winograd_applies(g) && std::min(Cg, Kg) >= kWinogradMinChannels &&
-      g.out_h * g.out_w < kWinogradMaxPixels)
-    return Conv2dAlgo::kWinograd;
+  const double Cg = static_cast<double>(g.in_channels / g.groups), Kg = static_cast<double>(g.out_channels / g.groups);
+  if (conv2d_winograd_applies(g) && Cg * Kg >= kWinogradMinPairsPerChannel * (Cg + Kg)) return Conv2dAlgo::kWinograd;
   return pick_direct(g);
 }
 
 namespace {
 
-// The path of one pass: `algo` unless kAuto; kWinograd is for forward and
-// grad input only (`winograd_pass`), grad weight takes the direct path instead.
-Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool winograd_pass) {
-  if (algo == Conv2dAlgo::kAuto) algo = conv2d_pick_algo(g);
-  if (algo == Conv2dAlgo::kWinograd && !winograd_pass) algo = pick_direct(g);
+// The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
+// except that grad weight (weight_grad) on small maps leaves Winograd for the
+// direct path.
+Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
+  if (algo != Conv2dAlgo::kAuto) return algo;
+  algo = conv2d_pick_algo(g);
+  const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
+  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
+    algo = pick_direct(g);
   return algo;
 }
 
@@ -693,7 +700,7 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool winograd_pass)
 
 template <class T>
 void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
-  switch (resolve(g, algo, true)) {
+  switch (resolve(g, algo, false)) {
     case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
     default: return forward_impl(g, x, w, bias, y);
@@ -702,7 +709,7 @@ void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, cons
 
 template <class T>
 void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
-  switch (resolve(g, algo, true)) {
+  switch (resolve(g, algo, false)) {
     case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
     default: return backward_input_impl(g, dy, w, dx);
@@ -712,12 +719,11 @@ void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T*
 template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo) {
-  if (dw) {
-    if (resolve(g, algo, false) == Conv2dAlgo::kIm2colGemm)
-      conv2d_im2col_backward_weight(g, dy, x, dw);
-    else
-      backward_weight_impl(g, dy, x, dw);
-  }
+  if (dw) switch (resolve(g, algo, true)) {
+      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw); break;
+      case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
+      default: backward_weight_impl(g, dy, x, dw);
+    }
   if (dbias) bias_grad(g, dy, dbias);
 }
 

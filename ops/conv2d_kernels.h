@@ -32,9 +32,8 @@ int conv2d_threads(const Conv2dGeometry& g);
 // kIm2colGemm: packed GEMM over a chunk of images, im2col done while
 // packing, padding taps skipped (ops/conv2d_im2col.cpp; best for small maps
 // with many channels). kWinograd: Winograd F(2x2, 3x3) for 3x3 stride-1
-// kernels (ops/conv2d_winograd.cpp; 2.25x fewer products), forward and
-// grad input only: grad weight takes the direct path kAuto would pick
-// otherwise. kAuto: conv2d_pick_algo decides.
+// kernels (ops/conv2d_winograd.cpp; 2.25x fewer products). kAuto:
+// conv2d_pick_algo decides.
 enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd };
 
 // The cost rule behind kAuto (documented at its definition).
@@ -74,5 +73,7 @@ template <class T>
 void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 template <class T>
 void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <class T>
+void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
 
 }  // namespace minidl

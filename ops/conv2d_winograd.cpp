@@ -22,13 +22,14 @@
 //
 // Grad input with stride 1 is the forward correlation of dy, padded by
 // 2 - pad, with the kernel flipped and transposed: the same code. Grad
-// weight stays on the direct paths.
+// weight is 16 GEMMs too, over the tiles (winograd_weight_grad).
 //
 // Threads: each takes whole chunks; with fewer chunks than threads, the
 // chunk's channels (transforms) and its 16 GEMMs are split instead.
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -107,6 +108,141 @@ inline void output_transform(const T* m, T* o) {
   for (int r = 0; r < 2; ++r) output_1d(t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3], o + r * 2, 1);
 }
 
+// G^T u G for u (4x4): the 3x3 kernel gradient from the gradient of U = G g G^T.
+template <class T>
+inline void kernel_grad_transform(const T* u, T* g) {
+  auto gt_1d = [](T u0, T u1, T u2, T u3, T* o, int64_t step) {  // G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]
+    const T h = T(0.5) * (u1 + u2);
+    o[0] = u0 + h, o[step] = T(0.5) * (u1 - u2), o[2 * step] = h + u3;
+  };
+  T t[12];  // G^T u: 3 rows of 4
+  for (int s = 0; s < 4; ++s) gt_1d(u[s], u[4 + s], u[8 + s], u[12 + s], t + s, 4);
+  for (int r = 0; r < 3; ++r) gt_1d(t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3], g + r * 3, 1);
+}
+
+// A d A^T for a 2x2 block d of dy: the gradient of M = the 4x4 before A^T . A.
+template <class T>
+inline void output_grad_transform(const T* d, T* m) {
+  auto a_1d = [](T d0, T d1, T* o, int64_t step) {  // A = [1 0; 1 1; 1 -1; 0 -1]
+    o[0] = d0, o[step] = d0 + d1, o[2 * step] = d0 - d1, o[3 * step] = -d1;
+  };
+  T t[8];  // A d: 4 rows of 2
+  for (int s = 0; s < 2; ++s) a_1d(d[s], d[2 + s], t + s, 2);
+  for (int r = 0; r < 4; ++r) a_1d(t[r * 2], t[r * 2 + 1], m + r * 4, 1);
+}
+
+// ---- tiles -----------------------------------------------------------------------------------
+
+// The 2x2 output tiles of a batch, numbered image by image, row by row, and
+// where each one reads and writes.
+struct TileGrid {
+  int64_t H, W, Ho, Wo, pad_h, pad_w;
+  int64_t in_image, out_image;  // values per image of x and y (all channels)
+  int64_t tiles_w, per_image, total;
+
+  explicit TileGrid(const Conv2dGeometry& g)
+      : H(g.in_h), W(g.in_w), Ho(g.out_h), Wo(g.out_w), pad_h(g.pad_h), pad_w(g.pad_w),
+        in_image(g.in_channels * g.in_h * g.in_w), out_image(g.out_channels * g.out_h * g.out_w),
+        tiles_w(ceil_div(g.out_w, 2)), per_image(ceil_div(g.out_h, 2) * tiles_w), total(g.batch * per_image) {}
+
+  int64_t image(int64_t t) const { return t / per_image; }
+  int64_t row(int64_t t) const { return t % per_image / tiles_w; }  // th
+  int64_t col(int64_t t) const { return t % tiles_w; }              // tw
+  // Offset of tile t's 4x4 input patch from the batch's first plane of a
+  // channel; -1 when the patch crosses the border (read it with read_patch).
+  int64_t patch(int64_t t) const {
+    const int64_t ih0 = 2 * row(t) - pad_h, iw0 = 2 * col(t) - pad_w;
+    const bool inside = ih0 >= 0 && ih0 + 4 <= H && iw0 >= 0 && iw0 + 4 <= W;
+    return inside ? image(t) * in_image + ih0 * W + iw0 : -1;
+  }
+  // Offset of tile t's first output pixel from the batch's first plane of a channel.
+  int64_t out(int64_t t) const { return image(t) * out_image + 2 * row(t) * Wo + 2 * col(t); }
+  // Whether all 4 outputs of tile t exist (not cut by an odd output size).
+  bool whole(int64_t t) const { return 2 * row(t) + 2 <= Ho && 2 * col(t) + 2 <= Wo; }
+
+  // d = tile t's 4x4 input patch of the channel whose batch-first plane is
+  // `planes`, 0 outside the image; `patch` = patch(t).
+  template <class T>
+  void read_patch(const T* planes, int64_t t, int64_t patch, T* d) const {
+    if (patch >= 0) {
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 4; ++q) d[r * 4 + q] = planes[patch + r * W + q];
+      return;
+    }
+    const int64_t ih0 = 2 * row(t) - pad_h, iw0 = 2 * col(t) - pad_w;
+    const T* plane = planes + image(t) * in_image;
+    for (int r = 0; r < 4; ++r)
+      for (int q = 0; q < 4; ++q) {
+        const int64_t ih = ih0 + r, iw = iw0 + q;
+        d[r * 4 + q] = ih >= 0 && ih < H && iw >= 0 && iw < W ? plane[ih * W + iw] : T(0);
+      }
+  }
+  // d = tile t's 2x2 block of an output-shaped tensor (0 beyond the map).
+  template <class T>
+  void read_out(const T* planes, int64_t t, int64_t out, bool whole, T* d) const {
+    const T* p = planes + out;
+    if (whole) {
+      d[0] = p[0], d[1] = p[1], d[2] = p[Wo], d[3] = p[Wo + 1];
+      return;
+    }
+    const int64_t th = row(t), tw = col(t);
+    for (int r = 0; r < 2; ++r)
+      for (int q = 0; q < 2; ++q) d[r * 2 + q] = 2 * th + r < Ho && 2 * tw + q < Wo ? p[r * Wo + q] : T(0);
+  }
+};
+
+// Per-chunk tables of TileGrid's answers for tiles [t0, t0 + count).
+struct ChunkTables {
+  std::vector<int64_t> patch, out;
+  std::vector<char> whole;
+  void fill(const TileGrid& grid, int64_t t0, int64_t count) {
+    patch.resize(static_cast<size_t>(count)), out.resize(static_cast<size_t>(count));
+    whole.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      patch[static_cast<size_t>(i)] = grid.patch(t0 + i);
+      out[static_cast<size_t>(i)] = grid.out(t0 + i);
+      whole[static_cast<size_t>(i)] = grid.whole(t0 + i);
+    }
+  }
+};
+
+// Tiles per chunk: whole panels of nr, about kChunkValues values of the
+// two transformed operands (a and b values per tile), and a whole number of
+// chunks per thread. Returns {tiles per chunk, chunks}.
+std::pair<int64_t, int64_t> chunking(int64_t total, int64_t a, int64_t b, int64_t nr, int threads) {
+  int64_t cols = std::max(nr, kChunkValues / (kPositions * std::max<int64_t>(a + b, 1)) / nr * nr);
+  int64_t chunks = std::max<int64_t>(threads, round_up(ceil_div(total, cols), threads));
+  cols = std::min(cols, round_up(ceil_div(total, chunks), nr));
+  return {cols, ceil_div(total, cols)};
+}
+
+// Runs chunk(t0, count, group, parallel) over every (chunk, group): spread
+// over the threads when there are enough, else one after the other with
+// `parallel` set (the chunk splits its own loops). make_scratch() gives each
+// thread its scratch, passed as chunk's last argument.
+template <class Chunk, class MakeScratch>
+void for_each_chunk(int64_t total, int64_t cols, int64_t chunks, int64_t groups, int threads, MakeScratch make_scratch,
+                    Chunk chunk) {
+  const int64_t work = chunks * groups;
+  if (work >= threads && threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      auto s = make_scratch();
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < work; ++i) {
+        const int64_t c = i / groups;
+        chunk(c * cols, std::min(cols, total - c * cols), i % groups, false, s);
+      }
+    }
+  } else {
+    auto s = make_scratch();
+    for (int64_t i = 0; i < work; ++i) {
+      const int64_t c = i / groups;
+      chunk(c * cols, std::min(cols, total - c * cols), i % groups, threads > 1, s);
+    }
+  }
+}
+
 // ---- the correlation -------------------------------------------------------------------------
 
 // y[n][k][i][j] = bias[k] + sum_{c,a,b} weight(gi, k, c, a, b) * x[n][c][i+a-pad][j+b-pad]
@@ -116,10 +252,9 @@ template <class T, class Weight>
 void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, const T* bias, T* y) {
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
-  const int64_t H = g.in_h, W = g.in_w, HW = H * W, Ho = g.out_h, Wo = g.out_w;
-  const int64_t tiles_h = ceil_div(Ho, 2), tiles_w = ceil_div(Wo, 2), tiles_per_image = tiles_h * tiles_w;
-  const int64_t total_tiles = g.batch * tiles_per_image, m_pad = round_up(Kg, kMR);
-  if (total_tiles == 0 || Kg == 0) return;
+  const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, Wo = g.out_w, m_pad = round_up(Kg, kMR);
+  const TileGrid grid(g);
+  if (grid.total == 0 || Kg == 0) return;
 
   // U of each group, packed as the left operand of the 16 GEMMs: block
   // (xi, k0) of size kc starts at (xi * Cg + k0) * m_pad, row tile i at + i * kc * kMR.
@@ -140,62 +275,27 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
       }
     }
 
-  // Tiles per chunk: a whole number of panels, about kChunkValues values of
-  // V and M, and a whole number of chunks per thread.
-  int64_t cols = std::max(NR, kChunkValues / (kPositions * (Cg + Kg)) / NR * NR);
-  int64_t chunks = ceil_div(total_tiles, cols);
-  chunks = std::max<int64_t>(threads, round_up(chunks, threads));
-  cols = std::min(cols, round_up(ceil_div(total_tiles, chunks), NR));
-  chunks = ceil_div(total_tiles, cols);
+  const auto [cols, chunks] = chunking(grid.total, Cg, Kg, NR, threads);
   const int64_t panels = cols / NR;
-
   const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
-
   struct Scratch {
     Buffer<T> v, m;
-    std::vector<int64_t> patch, out;  // per column: see below
-    std::vector<char> whole;
+    ChunkTables tables;
   };
-  // One chunk: tiles [t0, t0 + count) of the batch, group gi.
+  // One chunk: tiles [t0, t0 + count) of the batch (the GEMM's columns), group gi.
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
-    T* v = s.v.get(kPositions * v_stride);  // [xi][K block][panel][kc][NR]
+    T* v = s.v.get(kPositions * v_stride);   // [xi][K block][panel][kc][NR]
     T* mm = s.m.get(kPositions * m_stride);  // [xi][k][cols]
-    // Per column: the offset of its patch's first pixel from the group's
-    // first input plane (-1: the patch crosses the border), of its output
-    // tile from the group's first output plane, and whether all 4 outputs exist.
-    s.patch.resize(static_cast<size_t>(cols)), s.out.resize(static_cast<size_t>(cols));
-    s.whole.resize(static_cast<size_t>(cols));
-    for (int64_t col = 0; col < count; ++col) {
-      const int64_t t = t0 + col, n = t / tiles_per_image, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
-      const int64_t ih0 = 2 * th - g.pad_h, iw0 = 2 * tw - g.pad_w;
-      const bool inside = ih0 >= 0 && ih0 + 4 <= H && iw0 >= 0 && iw0 + 4 <= W;
-      s.patch[static_cast<size_t>(col)] = inside ? n * g.in_channels * HW + ih0 * W + iw0 : -1;
-      s.out[static_cast<size_t>(col)] = n * g.out_channels * Ho * Wo + 2 * th * Wo + 2 * tw;
-      s.whole[static_cast<size_t>(col)] = 2 * th + 2 <= Ho && 2 * tw + 2 <= Wo;
-    }
+    s.tables.fill(grid, t0, count);
     // Input transform, channel by channel.
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t c = 0; c < Cg; ++c) {
       const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
       T* vc = v + k0 * cols + (c - k0) * NR;  // + xi * v_stride + panel * kc * NR + column
-      const T* planes = x + (gi * Cg + c) * HW;  // + the column's patch offset
+      const T* planes = x + (gi * Cg + c) * HW;
       for (int64_t col = 0; col < cols; ++col) {
         T d[16] = {}, out[16];
-        const int64_t patch = col < count ? s.patch[static_cast<size_t>(col)] : 0;
-        if (col >= count) {
-        } else if (patch >= 0) {
-          for (int r = 0; r < 4; ++r)
-            for (int q = 0; q < 4; ++q) d[r * 4 + q] = planes[patch + r * W + q];
-        } else {  // at the border: read what lies inside
-          const int64_t t = t0 + col, n = t / tiles_per_image, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
-          const int64_t ih0 = 2 * th - g.pad_h, iw0 = 2 * tw - g.pad_w;
-          const T* plane = planes + n * g.in_channels * HW;
-          for (int r = 0; r < 4; ++r)
-            for (int q = 0; q < 4; ++q) {
-              const int64_t ih = ih0 + r, iw = iw0 + q;
-              if (ih >= 0 && ih < H && iw >= 0 && iw < W) d[r * 4 + q] = plane[ih * W + iw];
-            }
-        }
+        if (col < count) grid.read_patch(planes, t0 + col, s.tables.patch[static_cast<size_t>(col)], d);
         input_transform(d, out);
         T* dst = vc + col / NR * kc * NR + col % NR;
         for (int64_t xi = 0; xi < kPositions; ++xi) dst[xi * v_stride] = out[xi];
@@ -219,41 +319,117 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
     for (int64_t k = 0; k < Kg; ++k) {
       const T b = bias ? bias[gi * Kg + k] : T(0);
       const T* mk = mm + k * cols;
-      T* planes = y + (gi * Kg + k) * Ho * Wo;  // + the column's output offset
+      T* planes = y + (gi * Kg + k) * out_hw;
       for (int64_t col = 0; col < count; ++col) {
         T m[16], o[4];
         for (int64_t xi = 0; xi < kPositions; ++xi) m[xi] = mk[xi * m_stride + col];
         output_transform(m, o);
-        T* dst = planes + s.out[static_cast<size_t>(col)];
-        if (s.whole[static_cast<size_t>(col)]) {
+        T* dst = planes + s.tables.out[static_cast<size_t>(col)];
+        if (s.tables.whole[static_cast<size_t>(col)]) {
           dst[0] = o[0] + b, dst[1] = o[1] + b, dst[Wo] = o[2] + b, dst[Wo + 1] = o[3] + b;
         } else {  // a tile cut by an odd output size
-          const int64_t t = t0 + col, th = t % tiles_per_image / tiles_w, tw = t % tiles_w;
-          for (int64_t r = 0; r < 2 && 2 * th + r < Ho; ++r)
+          const int64_t th = grid.row(t0 + col), tw = grid.col(t0 + col);
+          for (int64_t r = 0; r < 2 && 2 * th + r < g.out_h; ++r)
             for (int64_t q = 0; q < 2 && 2 * tw + q < Wo; ++q) dst[r * Wo + q] = o[r * 2 + q] + b;
         }
       }
     }
   };
+  for_each_chunk(grid.total, cols, chunks, G, threads, [] { return Scratch(); }, chunk);
+}
 
-  const int64_t work = chunks * G;
-  if (work >= threads && threads > 1) {
-#pragma omp parallel num_threads(threads)
-    {
-      Scratch s;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < work; ++i) {
-        const int64_t c = i / G;
-        chunk(c * cols, std::min(cols, total_tiles - c * cols), i % G, false, s);
+// ---- grad weight -----------------------------------------------------------------------------
+
+// dw = dL/dw for the forward correlation of g. From y_tile = A^T M A:
+//     dU_xi[k][c] = sum_tiles (A dy_tile A^T)_xi[k][tile] * V_xi[c][tile],   dw[k][c] = G^T dU[k][c] G
+// 16 GEMMs whose inner dimension is the tiles: the transformed dy packed in
+// row tiles of kMR output channels ([tile][kMR]), V in panels of kNR input
+// channels ([tile][kNR]). Each thread sums into its own dU; the final
+// transform adds the threads' sums.
+template <class T>
+void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t NR = kNR<T>;
+  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
+  const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
+  const int64_t m_pad = round_up(Kg, kMR), c_pad = round_up(Cg, NR), du_size = G * kPositions * Kg * Cg;
+  const TileGrid grid(g);
+  const int threads = conv2d_threads(g);
+  const auto [cols, chunks] = chunking(grid.total, Cg, Kg, NR, threads);
+  const int64_t a_stride = plane_stride<T>(m_pad * cols), b_stride = plane_stride<T>(c_pad * cols);
+
+  std::vector<Buffer<T>> sums(static_cast<size_t>(threads));  // dU per thread: [gi][xi][k][c]
+  std::vector<char> used(static_cast<size_t>(threads));
+  struct Scratch {
+    explicit Scratch(T* du_) : du(du_) {}
+    Buffer<T> a, b;
+    ChunkTables tables;
+    T* du;  // this thread's dU
+  };
+  auto make_scratch = [&] {
+    const int id = omp_get_thread_num();
+    T* du = sums[static_cast<size_t>(id)].get(du_size);
+    std::fill_n(du, du_size, T(0));
+    used[static_cast<size_t>(id)] = 1;
+    return Scratch(du);
+  };
+  auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
+    T* a = s.a.get(kPositions * a_stride);  // [xi][row tile][tile][kMR]
+    T* b = s.b.get(kPositions * b_stride);  // [xi][panel][tile][NR]
+    s.tables.fill(grid, t0, count);
+    // dy transform: A dy A^T per output channel (rows past Kg stay 0).
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t k = 0; k < m_pad; ++k) {
+      T* ak = a + k / kMR * cols * kMR + k % kMR;  // + xi * a_stride + tile * kMR
+      const T* planes = dy + (gi * Kg + k) * out_hw;
+      for (int64_t col = 0; col < count; ++col) {
+        T d[4], m[16] = {};
+        if (k < Kg) {
+          grid.read_out(planes, t0 + col, s.tables.out[static_cast<size_t>(col)],
+                        s.tables.whole[static_cast<size_t>(col)], d);
+          output_grad_transform(d, m);
+        }
+        for (int64_t xi = 0; xi < kPositions; ++xi) ak[xi * a_stride + col * kMR] = m[xi];
       }
     }
-  } else {
-    Scratch s;
-    for (int64_t i = 0; i < work; ++i) {
-      const int64_t c = i / G;
-      chunk(c * cols, std::min(cols, total_tiles - c * cols), i % G, threads > 1, s);
+    // Input transform: V per input channel (columns past Cg stay 0).
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t c = 0; c < c_pad; ++c) {
+      T* bc = b + c / NR * cols * NR + c % NR;  // + xi * b_stride + tile * NR
+      const T* planes = x + (gi * Cg + c) * HW;
+      for (int64_t col = 0; col < count; ++col) {
+        T d[16], v[16] = {};
+        if (c < Cg) {
+          grid.read_patch(planes, t0 + col, s.tables.patch[static_cast<size_t>(col)], d);
+          input_transform(d, v);
+        }
+        for (int64_t xi = 0; xi < kPositions; ++xi) bc[xi * b_stride + col * NR] = v[xi];
+      }
     }
-  }
+    // dU_xi += (A dy A^T)_xi V_xi^T over this chunk's tiles.
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t xi = 0; xi < kPositions; ++xi) {
+      T* du = s.du + (gi * kPositions + xi) * Kg * Cg;
+      for (int64_t p = 0; p < c_pad / NR; ++p)
+        for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
+          any_tile(count, a + xi * a_stride + tile * cols * kMR, b + xi * b_stride + p * cols * NR,
+                   du + tile * kMR * Cg + p * NR, Cg, std::min(kMR, Kg - tile * kMR), std::min(NR, Cg - p * NR),
+                   true);
+    }
+  };
+  if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, make_scratch, chunk);
+  // dw = G^T (sum of the threads' dU) G.
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t k = 0; k < Kg; ++k)
+      for (int64_t c = 0; c < Cg; ++c) {
+        T u[kPositions] = {};
+        for (int t = 0; t < threads; ++t) {
+          if (!used[static_cast<size_t>(t)]) continue;
+          const T* du = sums[static_cast<size_t>(t)].data() + gi * kPositions * Kg * Cg + k * Cg + c;
+          for (int64_t xi = 0; xi < kPositions; ++xi) u[xi] += du[xi * Kg * Cg];
+        }
+        kernel_grad_transform(u, dw + ((gi * Kg + k) * Cg + c) * 9);
+      }
 }
 
 }  // namespace
@@ -292,10 +468,19 @@ void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const 
       static_cast<const T*>(nullptr), dx);
 }
 
+template <class T>
+void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  MINIDL_CHECK(conv2d_winograd_applies(g), "conv2d: the Winograd path needs a 3x3 kernel, stride 1, dilation 1 "
+                                           "and padding <= 2");
+  winograd_weight_grad(g, dy, x, dw);
+}
+
 template void conv2d_winograd_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
 template void conv2d_winograd_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
                                               double*);
 template void conv2d_winograd_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
 template void conv2d_winograd_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv2d_winograd_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_winograd_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*);
 
 }  // namespace minidl
