@@ -653,45 +653,50 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // shifted planes from kShiftedMinPixels output pixels up, im2col below.
 //
 // Winograd F(2x2, 3x3) does 2.25x fewer products for 3x3 stride-1 kernels but
-// transforms every input and output value, a fixed cost per value, against
-// GEMM work per value that grows with the channels: per tile, the transforms
-// touch Cg + Kg channels and the GEMMs Cg * Kg pairs. It wins where
-// Cg * Kg / (Cg + Kg) >= kWinogradMinPairsPerChannel. Measured on the CIFAR
-// shapes (single thread, batch 64; bench/RESULTS.md): 64 -> 64 channels
-// (32 per channel) 0.93-1.0x, 64 -> 128 1.1x, 128 -> 128 1.3-1.4x,
-// 256 -> 256 1.3-1.7x, 512 -> 512 1.15x forward and grad input. Grad weight
-// sums each chunk of tiles into all of dW's 16 * Cg * Kg transformed values,
-// which costs more than it saves where a map has few tiles: on 4x4 maps
-// (4 tiles) with 512 channels it was 0.85x, so grad weight takes Winograd
-// only from kWinogradWeightGradMinTiles tiles per image up.
+// transforms every input and output value: per tile the transforms touch
+// Cg + Kg channels and the GEMMs Cg * Kg channel pairs, so it wins where
+// pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured single-thread
+// against the direct paths (batch 64-128, bench/RESULTS.md), forward and grad
+// input: 16 pairs per channel (32 -> 32) 0.9-1.0x, 32 (64 -> 64) 1.3x at
+// 32x32 and 1.45x at 8x8, 64-256 (128 to 512 channels) 1.0-1.15x. Grad weight
+// gathers its transformed operands with strided stores and sums every chunk
+// of tiles into all of dW's 16 * Cg * Kg transformed values, so it needs
+// more: 64 -> 64 0.9x, 128 -> 128 1.3x, 256 -> 256 1.1x, and 512 -> 512 on
+// 4x4 maps (4 tiles per image) 0.87x.
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
-constexpr double kWinogradMinPairsPerChannel = 40;
+constexpr double kWinogradMinPairsPerChannel = 32;
+constexpr double kWinogradWeightGradMinPairsPerChannel = 64;
 constexpr int64_t kWinogradWeightGradMinTiles = 16;
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
 }
 
+double pairs_per_channel(const Conv2dGeometry& g) {
+  const double Cg = static_cast<double>(g.in_channels / g.groups), Kg = static_cast<double>(g.out_channels / g.groups);
+  return Cg + Kg > 0 ? Cg * Kg / (Cg + Kg) : 0;
+}
+
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  const double Cg = static_cast<double>(g.in_channels / g.groups), Kg = static_cast<double>(g.out_channels / g.groups);
-  if (conv2d_winograd_applies(g) && Cg * Kg >= kWinogradMinPairsPerChannel * (Cg + Kg)) return Conv2dAlgo::kWinograd;
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel) return Conv2dAlgo::kWinograd;
   return pick_direct(g);
 }
 
 namespace {
 
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight (weight_grad) on small maps leaves Winograd for the
-// direct path.
+// except that grad weight (weight_grad) takes Winograd only with more
+// channels and tiles (see above).
 Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
-  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
+  if (algo == Conv2dAlgo::kWinograd && weight_grad &&
+      (pairs_per_channel(g) < kWinogradWeightGradMinPairsPerChannel || tiles_per_image < kWinogradWeightGradMinTiles))
     algo = pick_direct(g);
   return algo;
 }

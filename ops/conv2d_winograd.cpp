@@ -46,6 +46,10 @@ using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
 using conv2d_gemm::round_up;
+using conv2d_simd::kLanes;
+using conv2d_simd::load;
+using conv2d_simd::store;
+using conv2d_simd::Vec;
 
 constexpr int64_t kPositions = 16;  // the 4x4 transform domain
 // K block over input channels: a packed panel (kKC x kNR) stays in L1/L2
@@ -92,7 +96,8 @@ void kernel_transform(Kernel g, T* u) {
   for (int r = 0; r < 4; ++r) kernel_1d(t[r][0], t[r][1], t[r][2], u + r * 4, 1);
 }
 
-// v (4x4) = B^T d B for a 4x4 patch d (row-major).
+// v (4x4) = B^T d B for a 4x4 patch d (row-major). T: a scalar or a SIMD
+// vector (one patch per lane), as for the other transforms of tiles.
 template <class T>
 inline void input_transform(const T* d, T* v) {
   T t[16];  // B^T d
@@ -133,8 +138,7 @@ inline void output_grad_transform(const T* d, T* m) {
 
 // ---- tiles -----------------------------------------------------------------------------------
 
-// The 2x2 output tiles of a batch, numbered image by image, row by row, and
-// where each one reads and writes.
+// The 2x2 output tiles of a batch, numbered image by image, row by row.
 struct TileGrid {
   int64_t H, W, Ho, Wo, pad_h, pad_w;
   int64_t in_image, out_image;  // values per image of x and y (all channels)
@@ -145,66 +149,133 @@ struct TileGrid {
         in_image(g.in_channels * g.in_h * g.in_w), out_image(g.out_channels * g.out_h * g.out_w),
         tiles_w(ceil_div(g.out_w, 2)), per_image(ceil_div(g.out_h, 2) * tiles_w), total(g.batch * per_image) {}
 
-  int64_t image(int64_t t) const { return t / per_image; }
-  int64_t row(int64_t t) const { return t % per_image / tiles_w; }  // th
-  int64_t col(int64_t t) const { return t % tiles_w; }              // tw
-  // Offset of tile t's 4x4 input patch from the batch's first plane of a
-  // channel; -1 when the patch crosses the border (read it with read_patch).
-  int64_t patch(int64_t t) const {
-    const int64_t ih0 = 2 * row(t) - pad_h, iw0 = 2 * col(t) - pad_w;
-    const bool inside = ih0 >= 0 && ih0 + 4 <= H && iw0 >= 0 && iw0 + 4 <= W;
-    return inside ? image(t) * in_image + ih0 * W + iw0 : -1;
-  }
-  // Offset of tile t's first output pixel from the batch's first plane of a channel.
-  int64_t out(int64_t t) const { return image(t) * out_image + 2 * row(t) * Wo + 2 * col(t); }
-  // Whether all 4 outputs of tile t exist (not cut by an odd output size).
-  bool whole(int64_t t) const { return 2 * row(t) + 2 <= Ho && 2 * col(t) + 2 <= Wo; }
-
-  // d = tile t's 4x4 input patch of the channel whose batch-first plane is
-  // `planes`, 0 outside the image; `patch` = patch(t).
-  template <class T>
-  void read_patch(const T* planes, int64_t t, int64_t patch, T* d) const {
-    if (patch >= 0) {
-      for (int r = 0; r < 4; ++r)
-        for (int q = 0; q < 4; ++q) d[r * 4 + q] = planes[patch + r * W + q];
-      return;
+  // Calls f(col, image, th, tw0, len) for the runs of tiles [t0, t0 + count)
+  // that lie in one tile row: tiles (th, tw0 .. tw0 + len - 1) of the
+  // image, at chunk columns col .. col + len - 1.
+  template <class F>
+  void for_each_run(int64_t t0, int64_t count, F f) const {
+    for (int64_t col = 0; col < count;) {
+      const int64_t t = t0 + col, tw0 = t % tiles_w, len = std::min(count - col, tiles_w - tw0);
+      f(col, t / per_image, t % per_image / tiles_w, tw0, len);
+      col += len;
     }
-    const int64_t ih0 = 2 * row(t) - pad_h, iw0 = 2 * col(t) - pad_w;
-    const T* plane = planes + image(t) * in_image;
-    for (int r = 0; r < 4; ++r)
-      for (int q = 0; q < 4; ++q) {
-        const int64_t ih = ih0 + r, iw = iw0 + q;
-        d[r * 4 + q] = ih >= 0 && ih < H && iw >= 0 && iw < W ? plane[ih * W + iw] : T(0);
+  }
+};
+
+// Row r of a run's patches split by column parity: even[r][m] and odd[r][m]
+// are the values at columns 2 * (tw0 + m) - pad and one to the right
+// (0 outside the plane), for m <= len. Tile tw0 + m then reads
+// even[m], odd[m], even[m + 1], odd[m + 1] in each row: loads at
+// consecutive addresses across tiles, which the transforms vectorize over.
+template <class T>
+void split_rows(const T* plane, int64_t rows, int64_t row0, int64_t h, int64_t w, int64_t col0, int64_t len, T* even,
+                T* odd) {
+  const int64_t n = len + 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih = row0 + r;
+    T* e = even + r * n;
+    T* o = odd + r * n;
+    if (ih < 0 || ih >= h) {
+      std::fill_n(e, n, T(0)), std::fill_n(o, n, T(0));
+      continue;
+    }
+    const T* src = plane + ih * w;
+    for (int64_t m = 0; m < n; ++m) {
+      const int64_t iw = col0 + 2 * m;
+      e[m] = iw >= 0 && iw < w ? src[iw] : T(0);
+      o[m] = iw + 1 >= 0 && iw + 1 < w ? src[iw + 1] : T(0);
+    }
+  }
+}
+
+// The transforms below run on kLanes<T> tiles at once (SIMD vectors). A run's
+// last vector may hold lanes past its end: they read scratch beyond the
+// run's values and write columns past it, which the next run overwrites or
+// nobody reads; buffers get kSlack values of room for that.
+template <class T>
+constexpr int64_t kSlack = 2 * kLanes<T>;
+
+// Values of row scratch that the transforms need for a grid.
+int64_t row_scratch_size(const TileGrid& grid, int64_t lanes) { return 8 * (grid.tiles_w + 1) + 4 * lanes; }
+
+// out[xi * ld + col] = (B^T d B)_xi for the 4x4 patch d of every tile of
+// [t0, t0 + count) in one input channel (`planes`: its plane in image 0).
+// ld >= count + kSlack; `rows`: row_scratch_size values.
+template <class T>
+void input_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld,
+                           T* rows) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>;
+  grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
+    const int64_t w1 = len + 1;
+    T* even = rows;
+    T* odd = rows + 4 * w1;
+    split_rows(planes + n * grid.in_image, 4, 2 * th - grid.pad_h, grid.H, grid.W, 2 * tw0 - grid.pad_w, len, even,
+               odd);
+    T* dst = out + col;
+    for (int64_t m = 0; m < len; m += L) {
+      V d[16], v[16];
+      for (int r = 0; r < 4; ++r) {
+        d[r * 4] = load(even + r * w1 + m), d[r * 4 + 1] = load(odd + r * w1 + m);
+        d[r * 4 + 2] = load(even + r * w1 + m + 1), d[r * 4 + 3] = load(odd + r * w1 + m + 1);
       }
-  }
-  // d = tile t's 2x2 block of an output-shaped tensor (0 beyond the map).
-  template <class T>
-  void read_out(const T* planes, int64_t t, int64_t out, bool whole, T* d) const {
-    const T* p = planes + out;
-    if (whole) {
-      d[0] = p[0], d[1] = p[1], d[2] = p[Wo], d[3] = p[Wo + 1];
-      return;
+      input_transform(d, v);
+      for (int xi = 0; xi < 16; ++xi) store(dst + xi * ld + m, v[xi]);
     }
-    const int64_t th = row(t), tw = col(t);
-    for (int r = 0; r < 2; ++r)
-      for (int q = 0; q < 2; ++q) d[r * 2 + q] = 2 * th + r < Ho && 2 * tw + q < Wo ? p[r * Wo + q] : T(0);
-  }
-};
+  });
+}
 
-// Per-chunk tables of TileGrid's answers for tiles [t0, t0 + count).
-struct ChunkTables {
-  std::vector<int64_t> patch, out;
-  std::vector<char> whole;
-  void fill(const TileGrid& grid, int64_t t0, int64_t count) {
-    patch.resize(static_cast<size_t>(count)), out.resize(static_cast<size_t>(count));
-    whole.resize(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
-      patch[static_cast<size_t>(i)] = grid.patch(t0 + i);
-      out[static_cast<size_t>(i)] = grid.out(t0 + i);
-      whole[static_cast<size_t>(i)] = grid.whole(t0 + i);
+// out[xi * ld + col] = (A d A^T)_xi for the 2x2 block d of every tile of
+// [t0, t0 + count) in one output-shaped channel (0 past the map's edge).
+template <class T>
+void output_grad_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld,
+                                 T* rows) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>;
+  grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
+    const int64_t w1 = len + 1;
+    T* even = rows;
+    T* odd = rows + 2 * w1;
+    split_rows(planes + n * grid.out_image, 2, 2 * th, grid.Ho, grid.Wo, 2 * tw0, len, even, odd);
+    T* dst = out + col;
+    for (int64_t m = 0; m < len; m += L) {
+      V d[4] = {load(even + m), load(odd + m), load(even + w1 + m), load(odd + w1 + m)}, v[16];
+      output_grad_transform(d, v);
+      for (int xi = 0; xi < 16; ++xi) store(dst + xi * ld + m, v[xi]);
     }
+  });
+}
+
+// y = A^T M A + bias for every tile of [t0, t0 + count) in one output
+// channel: M_xi of column col at m[xi * ld + col] (readable up to col
+// rounded up to whole vectors); `y_planes`: its plane in image 0. `o` holds
+// 4 * (count + kSlack) values of scratch.
+template <class T>
+void output_transform_tiles(const TileGrid& grid, const T* m, int64_t ld, T bias, int64_t t0, int64_t count,
+                            T* y_planes, T* o) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>;
+  const int64_t lo = count + kSlack<T>;
+  for (int64_t col = 0; col < count; col += L) {
+    V mm[16], r[4];
+    for (int xi = 0; xi < 16; ++xi) mm[xi] = load(m + xi * ld + col);
+    output_transform(mm, r);
+    for (int i = 0; i < 4; ++i) store(o + i * lo + col, r[i] + bias);
   }
-};
+  grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
+    T* row0 = y_planes + n * grid.out_image + 2 * th * grid.Wo + 2 * tw0;
+    const bool second_row = 2 * th + 1 < grid.Ho;
+    // The last tile of a row of odd width has no second column.
+    const int64_t pairs = 2 * (tw0 + len) <= grid.Wo ? len : len - 1;
+    const T *o0 = o + col, *o1 = o + lo + col, *o2 = o + 2 * lo + col, *o3 = o + 3 * lo + col;
+    for (int64_t i = 0; i < pairs; ++i) row0[2 * i] = o0[i], row0[2 * i + 1] = o1[i];
+    if (pairs < len) row0[2 * pairs] = o0[pairs];
+    if (!second_row) return;
+    T* row1 = row0 + grid.Wo;
+    for (int64_t i = 0; i < pairs; ++i) row1[2 * i] = o2[i], row1[2 * i + 1] = o3[i];
+    if (pairs < len) row1[2 * pairs] = o2[pairs];
+  });
+}
 
 // Tiles per chunk: whole panels of nr, about kChunkValues values of the
 // two transformed operands (a and b values per tile), and a whole number of
@@ -252,7 +323,7 @@ template <class T, class Weight>
 void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, const T* bias, T* y) {
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
-  const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, Wo = g.out_w, m_pad = round_up(Kg, kMR);
+  const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const TileGrid grid(g);
   if (grid.total == 0 || Kg == 0) return;
 
@@ -280,25 +351,29 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
   const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
   struct Scratch {
     Buffer<T> v, m;
-    ChunkTables tables;
   };
   // One chunk: tiles [t0, t0 + count) of the batch (the GEMM's columns), group gi.
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
     T* v = s.v.get(kPositions * v_stride);   // [xi][K block][panel][kc][NR]
     T* mm = s.m.get(kPositions * m_stride);  // [xi][k][cols]
-    s.tables.fill(grid, t0, count);
-    // Input transform, channel by channel.
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t c = 0; c < Cg; ++c) {
-      const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
-      T* vc = v + k0 * cols + (c - k0) * NR;  // + xi * v_stride + panel * kc * NR + column
-      const T* planes = x + (gi * Cg + c) * HW;
-      for (int64_t col = 0; col < cols; ++col) {
-        T d[16] = {}, out[16];
-        if (col < count) grid.read_patch(planes, t0 + col, s.tables.patch[static_cast<size_t>(col)], d);
-        input_transform(d, out);
-        T* dst = vc + col / NR * kc * NR + col % NR;
-        for (int64_t xi = 0; xi < kPositions; ++xi) dst[xi * v_stride] = out[xi];
+    // Input transform, channel by channel, then into the panels.
+#pragma omp parallel if (parallel)
+    {
+      const int64_t ld = cols + kSlack<T>;
+      std::vector<T> vt(static_cast<size_t>(kPositions * ld)), rows(static_cast<size_t>(row_scratch_size(grid, kLanes<T>)));
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < Cg; ++c) {
+        input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, vt.data(), ld, rows.data());
+        const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
+        for (int64_t xi = 0; xi < kPositions; ++xi) {
+          T* dst = v + xi * v_stride + k0 * cols + (c - k0) * NR;  // + panel * kc * NR
+          const T* src = vt.data() + xi * ld;
+          for (int64_t p = 0; p * NR < count; ++p) {
+            const int64_t n = std::min(NR, count - p * NR);
+            std::copy_n(src + p * NR, n, dst + p * kc * NR);
+            std::fill(dst + p * kc * NR + n, dst + p * kc * NR + NR, T(0));  // the panel's unused columns
+          }
+        }
       }
     }
     // The 16 GEMMs M_xi = U_xi V_xi.
@@ -315,24 +390,13 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
       }
     if (Cg == 0) std::fill_n(mm, kPositions * m_stride, T(0));
     // Output transform: y = A^T M A + bias.
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t k = 0; k < Kg; ++k) {
-      const T b = bias ? bias[gi * Kg + k] : T(0);
-      const T* mk = mm + k * cols;
-      T* planes = y + (gi * Kg + k) * out_hw;
-      for (int64_t col = 0; col < count; ++col) {
-        T m[16], o[4];
-        for (int64_t xi = 0; xi < kPositions; ++xi) m[xi] = mk[xi * m_stride + col];
-        output_transform(m, o);
-        T* dst = planes + s.tables.out[static_cast<size_t>(col)];
-        if (s.tables.whole[static_cast<size_t>(col)]) {
-          dst[0] = o[0] + b, dst[1] = o[1] + b, dst[Wo] = o[2] + b, dst[Wo + 1] = o[3] + b;
-        } else {  // a tile cut by an odd output size
-          const int64_t th = grid.row(t0 + col), tw = grid.col(t0 + col);
-          for (int64_t r = 0; r < 2 && 2 * th + r < g.out_h; ++r)
-            for (int64_t q = 0; q < 2 && 2 * tw + q < Wo; ++q) dst[r * Wo + q] = o[r * 2 + q] + b;
-        }
-      }
+#pragma omp parallel if (parallel)
+    {
+      std::vector<T> o(static_cast<size_t>(4 * (count + kSlack<T>)));
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < Kg; ++k)
+        output_transform_tiles(grid, mm + k * cols, m_stride, bias ? bias[gi * Kg + k] : T(0), t0, count,
+                               y + (gi * Kg + k) * out_hw, o.data());
     }
   };
   for_each_chunk(grid.total, cols, chunks, G, threads, [] { return Scratch(); }, chunk);
@@ -362,7 +426,6 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   struct Scratch {
     explicit Scratch(T* du_) : du(du_) {}
     Buffer<T> a, b;
-    ChunkTables tables;
     T* du;  // this thread's dU
   };
   auto make_scratch = [&] {
@@ -375,34 +438,28 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
     T* a = s.a.get(kPositions * a_stride);  // [xi][row tile][tile][kMR]
     T* b = s.b.get(kPositions * b_stride);  // [xi][panel][tile][NR]
-    s.tables.fill(grid, t0, count);
-    // dy transform: A dy A^T per output channel (rows past Kg stay 0).
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t k = 0; k < m_pad; ++k) {
-      T* ak = a + k / kMR * cols * kMR + k % kMR;  // + xi * a_stride + tile * kMR
-      const T* planes = dy + (gi * Kg + k) * out_hw;
-      for (int64_t col = 0; col < count; ++col) {
-        T d[4], m[16] = {};
-        if (k < Kg) {
-          grid.read_out(planes, t0 + col, s.tables.out[static_cast<size_t>(col)],
-                        s.tables.whole[static_cast<size_t>(col)], d);
-          output_grad_transform(d, m);
-        }
-        for (int64_t xi = 0; xi < kPositions; ++xi) ak[xi * a_stride + col * kMR] = m[xi];
+#pragma omp parallel if (parallel)
+    {
+      const int64_t ld = count + kSlack<T>;
+      std::vector<T> t(static_cast<size_t>(kPositions * ld)), rows(static_cast<size_t>(row_scratch_size(grid, kLanes<T>)));
+      // dy transform: A dy A^T per output channel (rows past Kg are 0).
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < m_pad; ++k) {
+        if (k < Kg)
+          output_grad_transform_tiles(grid, dy + (gi * Kg + k) * out_hw, t0, count, t.data(), ld, rows.data());
+        T* ak = a + k / kMR * cols * kMR + k % kMR;  // + xi * a_stride + tile * kMR
+        for (int64_t xi = 0; xi < kPositions; ++xi)
+          for (int64_t col = 0; col < count; ++col)
+            ak[xi * a_stride + col * kMR] = k < Kg ? t[static_cast<size_t>(xi * ld + col)] : T(0);
       }
-    }
-    // Input transform: V per input channel (columns past Cg stay 0).
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t c = 0; c < c_pad; ++c) {
-      T* bc = b + c / NR * cols * NR + c % NR;  // + xi * b_stride + tile * NR
-      const T* planes = x + (gi * Cg + c) * HW;
-      for (int64_t col = 0; col < count; ++col) {
-        T d[16], v[16] = {};
-        if (c < Cg) {
-          grid.read_patch(planes, t0 + col, s.tables.patch[static_cast<size_t>(col)], d);
-          input_transform(d, v);
-        }
-        for (int64_t xi = 0; xi < kPositions; ++xi) bc[xi * b_stride + col * NR] = v[xi];
+      // Input transform: V per input channel (columns past Cg are 0).
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < c_pad; ++c) {
+        if (c < Cg) input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, t.data(), ld, rows.data());
+        T* bc = b + c / NR * cols * NR + c % NR;  // + xi * b_stride + tile * NR
+        for (int64_t xi = 0; xi < kPositions; ++xi)
+          for (int64_t col = 0; col < count; ++col)
+            bc[xi * b_stride + col * NR] = c < Cg ? t[static_cast<size_t>(xi * ld + col)] : T(0);
       }
     }
     // dU_xi += (A dy A^T)_xi V_xi^T over this chunk's tiles.

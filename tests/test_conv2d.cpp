@@ -417,7 +417,8 @@ TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by ma
   CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd);
   CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd);
   CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
+  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
   CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
   CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
   CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
