@@ -56,14 +56,28 @@ class Buffer {
   int64_t size_ = 0;
 };
 
+// Scratch that stays with the calling thread between calls, one buffer per
+// Slot: a training step runs the same convolutions again and again, and a
+// fresh buffer per call costs a page fault per page (the kernel zeroes every
+// page first: 12% of a ResNet-18 step before this existed). Buffers only
+// grow. Two uses on one thread at the same time need different slots.
+enum class Slot { kWeights, kOperandA, kOperandB, kProduct, kSums, kTransform, kRows, kCount };
+
+template <class T>
+T* thread_buffer(Slot slot, int64_t n) {
+  thread_local Buffer<T> buffers[static_cast<int>(Slot::kCount)];
+  return buffers[static_cast<int>(slot)].get(n);
+}
+
 // ---- micro-kernel ------------------------------------------------------------------------
 
-// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*kNR + j] for r < kMR and
-// j < NV vectors (a panel's first NV vectors: NV < kNV at a panel cut short).
-template <class T, int NV>
+// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*PV*L + j] for r < kMR and
+// j < NV vectors of L lanes, from panels PV vectors wide (their first NV
+// vectors: NV < PV at a panel cut short).
+template <class T, int NV, int PV = kNV>
 void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
   using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
+  constexpr int64_t L = kLanes<T>, NR = PV * L;
   V acc[kMR][NV];
   for (int r = 0; r < kMR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};
@@ -84,15 +98,17 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
 
 // micro_tile for the rows x cols corner of a tile (at an edge of C): the
 // fewest vectors that cover cols, through a tile on the stack unless full.
-template <class T>
+// PV: the panels' width in vectors (kNV, or 2 where C's columns come in 32s).
+template <class T, int PV = kNV>
 void any_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
-  constexpr int64_t L = kLanes<T>, NR = kNR<T>;
-  static_assert(kNV == 3);
+  constexpr int64_t L = kLanes<T>, NR = PV * L;
+  static_assert(PV == 2 || PV == 3);
   const int64_t nv = (cols + L - 1) / L;
   auto run = [&](T* dst, int64_t ld, bool acc) {
-    if (nv == 3) micro_tile<T, 3>(kc, a, b, dst, ld, acc);
-    if (nv == 2) micro_tile<T, 2>(kc, a, b, dst, ld, acc);
-    if (nv == 1) micro_tile<T, 1>(kc, a, b, dst, ld, acc);
+    if constexpr (PV == 3)
+      if (nv == 3) micro_tile<T, 3, PV>(kc, a, b, dst, ld, acc);
+    if (nv == 2) micro_tile<T, 2, PV>(kc, a, b, dst, ld, acc);
+    if (nv == 1) micro_tile<T, 1, PV>(kc, a, b, dst, ld, acc);
   };
   if (rows == kMR && cols == nv * L) return run(c, ldc, accumulate);
   alignas(64) T tile[kMR * NR];

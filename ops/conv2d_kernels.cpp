@@ -659,15 +659,15 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // against the direct paths (batch 64-128, bench/RESULTS.md), forward and grad
 // input: 16 pairs per channel (32 -> 32) 0.9-1.0x, 32 (64 -> 64) 1.3x at
 // 32x32 and 1.45x at 8x8, 64-256 (128 to 512 channels) 1.0-1.15x. Grad weight
-// gathers its transformed operands with strided stores and sums every chunk
+// packs its transformed operands with strided stores and sums every chunk
 // of tiles into all of dW's 16 * Cg * Kg transformed values, so it needs
-// more: 64 -> 64 0.9x, 128 -> 128 1.3x, 256 -> 256 1.1x, and 512 -> 512 on
-// 4x4 maps (4 tiles per image) 0.87x.
+// more: 64 -> 64 1.0x, 64 -> 128 1.3x, 128 -> 128 1.4x, 256 -> 256 1.4x,
+// and 512 -> 512 on 4x4 maps (4 tiles per image) 0.7x.
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr double kWinogradMinPairsPerChannel = 32;
-constexpr double kWinogradWeightGradMinPairsPerChannel = 64;
+constexpr double kWinogradWeightGradMinPairsPerChannel = 40;
 constexpr int64_t kWinogradWeightGradMinTiles = 16;
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {

@@ -41,7 +41,8 @@ namespace minidl {
 namespace {
 
 using conv2d_gemm::any_tile;
-using conv2d_gemm::Buffer;
+using conv2d_gemm::Slot;
+using conv2d_gemm::thread_buffer;
 using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
@@ -330,12 +331,12 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
   // U of each group, packed as the left operand of the 16 GEMMs: block
   // (xi, k0) of size kc starts at (xi * Cg + k0) * m_pad, row tile i at + i * kc * kMR.
   const int threads = conv2d_threads(g);
-  std::vector<Buffer<T>> packed_u(static_cast<size_t>(G));
-  for (Buffer<T>& b : packed_u) b.get(kPositions * std::max<int64_t>(Cg, 1) * m_pad);
+  const int64_t u_size = kPositions * Cg * m_pad;
+  T* packed_u = thread_buffer<T>(Slot::kWeights, G * u_size);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t gi = 0; gi < G; ++gi)
     for (int64_t m = 0; m < m_pad; ++m) {
-      T* packed = packed_u[static_cast<size_t>(gi)].data();
+      T* packed = packed_u + gi * u_size;
       const int64_t tile = m / kMR, r = m % kMR;
       for (int64_t j = 0; j < Cg; ++j) {
         T u[kPositions] = {};
@@ -350,24 +351,30 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
   const int64_t panels = cols / NR;
   const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
   struct Scratch {
-    Buffer<T> v, m;
+    T* v;  // [xi][K block][panel][kc][NR]
+    T* m;  // [xi][k][cols]
+  };
+  auto make_scratch = [&] {
+    return Scratch{thread_buffer<T>(Slot::kOperandB, kPositions * v_stride),
+                   thread_buffer<T>(Slot::kProduct, kPositions * m_stride)};
   };
   // One chunk: tiles [t0, t0 + count) of the batch (the GEMM's columns), group gi.
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
-    T* v = s.v.get(kPositions * v_stride);   // [xi][K block][panel][kc][NR]
-    T* mm = s.m.get(kPositions * m_stride);  // [xi][k][cols]
+    T* v = s.v;
+    T* mm = s.m;
     // Input transform, channel by channel, then into the panels.
 #pragma omp parallel if (parallel)
     {
       const int64_t ld = cols + kSlack<T>;
-      std::vector<T> vt(static_cast<size_t>(kPositions * ld)), rows(static_cast<size_t>(row_scratch_size(grid, kLanes<T>)));
+      T* vt = thread_buffer<T>(Slot::kTransform, kPositions * ld);
+      T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < Cg; ++c) {
-        input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, vt.data(), ld, rows.data());
+        input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, vt, ld, rows);
         const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
         for (int64_t xi = 0; xi < kPositions; ++xi) {
           T* dst = v + xi * v_stride + k0 * cols + (c - k0) * NR;  // + panel * kc * NR
-          const T* src = vt.data() + xi * ld;
+          const T* src = vt + xi * ld;
           for (int64_t p = 0; p * NR < count; ++p) {
             const int64_t n = std::min(NR, count - p * NR);
             std::copy_n(src + p * NR, n, dst + p * kc * NR);
@@ -377,7 +384,7 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
       }
     }
     // The 16 GEMMs M_xi = U_xi V_xi.
-    const T* u = packed_u[static_cast<size_t>(gi)].data();
+    const T* u = packed_u + gi * u_size;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t xi = 0; xi < kPositions; ++xi)
       for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
@@ -392,14 +399,14 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
     // Output transform: y = A^T M A + bias.
 #pragma omp parallel if (parallel)
     {
-      std::vector<T> o(static_cast<size_t>(4 * (count + kSlack<T>)));
+      T* o = thread_buffer<T>(Slot::kTransform, 4 * (count + kSlack<T>));
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < Kg; ++k)
         output_transform_tiles(grid, mm + k * cols, m_stride, bias ? bias[gi * Kg + k] : T(0), t0, count,
-                               y + (gi * Kg + k) * out_hw, o.data());
+                               y + (gi * Kg + k) * out_hw, o);
     }
   };
-  for_each_chunk(grid.total, cols, chunks, G, threads, [] { return Scratch(); }, chunk);
+  for_each_chunk(grid.total, cols, chunks, G, threads, make_scratch, chunk);
 }
 
 // ---- grad weight -----------------------------------------------------------------------------
@@ -412,7 +419,10 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
 // transform adds the threads' sums.
 template <class T>
 void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t NR = kNR<T>;
+  // Panels of 2 vectors (32 floats): channel counts are multiples of 32 far
+  // more often than of kNR's 48, and a cut-short panel runs at half speed.
+  constexpr int kPanelVecs = 2;
+  constexpr int64_t NR = kPanelVecs * kLanes<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
   const int64_t m_pad = round_up(Kg, kMR), c_pad = round_up(Cg, NR), du_size = G * kPositions * Kg * Cg;
@@ -421,45 +431,43 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   const auto [cols, chunks] = chunking(grid.total, Cg, Kg, NR, threads);
   const int64_t a_stride = plane_stride<T>(m_pad * cols), b_stride = plane_stride<T>(c_pad * cols);
 
-  std::vector<Buffer<T>> sums(static_cast<size_t>(threads));  // dU per thread: [gi][xi][k][c]
-  std::vector<char> used(static_cast<size_t>(threads));
+  std::vector<T*> sums(static_cast<size_t>(threads), nullptr);  // dU per thread: [gi][xi][k][c]
   struct Scratch {
     explicit Scratch(T* du_) : du(du_) {}
-    Buffer<T> a, b;
     T* du;  // this thread's dU
   };
   auto make_scratch = [&] {
-    const int id = omp_get_thread_num();
-    T* du = sums[static_cast<size_t>(id)].get(du_size);
+    T* du = thread_buffer<T>(Slot::kSums, du_size);
     std::fill_n(du, du_size, T(0));
-    used[static_cast<size_t>(id)] = 1;
+    sums[static_cast<size_t>(omp_get_thread_num())] = du;
     return Scratch(du);
   };
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
-    T* a = s.a.get(kPositions * a_stride);  // [xi][row tile][tile][kMR]
-    T* b = s.b.get(kPositions * b_stride);  // [xi][panel][tile][NR]
+    T* a = thread_buffer<T>(Slot::kOperandA, kPositions * a_stride);  // [xi][row tile][tile][kMR]
+    T* b = thread_buffer<T>(Slot::kOperandB, kPositions * b_stride);  // [xi][panel][tile][NR]
 #pragma omp parallel if (parallel)
     {
       const int64_t ld = count + kSlack<T>;
-      std::vector<T> t(static_cast<size_t>(kPositions * ld)), rows(static_cast<size_t>(row_scratch_size(grid, kLanes<T>)));
+      T* t = thread_buffer<T>(Slot::kTransform, kPositions * ld);
+      T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
       // dy transform: A dy A^T per output channel (rows past Kg are 0).
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < m_pad; ++k) {
         if (k < Kg)
-          output_grad_transform_tiles(grid, dy + (gi * Kg + k) * out_hw, t0, count, t.data(), ld, rows.data());
+          output_grad_transform_tiles(grid, dy + (gi * Kg + k) * out_hw, t0, count, t, ld, rows);
         T* ak = a + k / kMR * cols * kMR + k % kMR;  // + xi * a_stride + tile * kMR
         for (int64_t xi = 0; xi < kPositions; ++xi)
           for (int64_t col = 0; col < count; ++col)
-            ak[xi * a_stride + col * kMR] = k < Kg ? t[static_cast<size_t>(xi * ld + col)] : T(0);
+            ak[xi * a_stride + col * kMR] = k < Kg ? t[xi * ld + col] : T(0);
       }
       // Input transform: V per input channel (columns past Cg are 0).
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < c_pad; ++c) {
-        if (c < Cg) input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, t.data(), ld, rows.data());
+        if (c < Cg) input_transform_tiles(grid, x + (gi * Cg + c) * HW, t0, count, t, ld, rows);
         T* bc = b + c / NR * cols * NR + c % NR;  // + xi * b_stride + tile * NR
         for (int64_t xi = 0; xi < kPositions; ++xi)
           for (int64_t col = 0; col < count; ++col)
-            bc[xi * b_stride + col * NR] = c < Cg ? t[static_cast<size_t>(xi * ld + col)] : T(0);
+            bc[xi * b_stride + col * NR] = c < Cg ? t[xi * ld + col] : T(0);
       }
     }
     // dU_xi += (A dy A^T)_xi V_xi^T over this chunk's tiles.
@@ -468,7 +476,7 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
       T* du = s.du + (gi * kPositions + xi) * Kg * Cg;
       for (int64_t p = 0; p < c_pad / NR; ++p)
         for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
-          any_tile(count, a + xi * a_stride + tile * cols * kMR, b + xi * b_stride + p * cols * NR,
+          any_tile<T, kPanelVecs>(count, a + xi * a_stride + tile * cols * kMR, b + xi * b_stride + p * cols * NR,
                    du + tile * kMR * Cg + p * NR, Cg, std::min(kMR, Kg - tile * kMR), std::min(NR, Cg - p * NR),
                    true);
     }
@@ -480,9 +488,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
     for (int64_t k = 0; k < Kg; ++k)
       for (int64_t c = 0; c < Cg; ++c) {
         T u[kPositions] = {};
-        for (int t = 0; t < threads; ++t) {
-          if (!used[static_cast<size_t>(t)]) continue;
-          const T* du = sums[static_cast<size_t>(t)].data() + gi * kPositions * Kg * Cg + k * Cg + c;
+        for (const T* sum : sums) {
+          if (!sum) continue;  // a thread that got no chunk
+          const T* du = sum + gi * kPositions * Kg * Cg + k * Cg + c;
           for (int64_t xi = 0; xi < kPositions; ++xi) u[xi] += du[xi * Kg * Cg];
         }
         kernel_grad_transform(u, dw + ((gi * Kg + k) * Cg + c) * 9);
