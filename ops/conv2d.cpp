@@ -7,8 +7,10 @@
 // Forward saves x (when w needs a grad) and w (when x needs one), plus the
 // geometry. Gradients overwrite (new tensors); the engine accumulates.
 // The CPU kernels: ops/conv2d_kernels.cpp (implicit GEMM over shifted planes,
-// for big maps, and the rule that picks a kernel) and ops/conv2d_im2col.cpp
-// (GEMM over a chunk of images, skipping padding taps, for small maps).
+// for big maps, and the rule that picks a kernel), ops/conv2d_im2col.cpp
+// (GEMM over a chunk of images, skipping padding taps, for small maps) and
+// ops/conv2d_winograd.cpp (Winograd F(2x2, 3x3) for 3x3 stride-1 kernels with
+// many channels); the last two share the packed GEMM of ops/conv2d_gemm.h.
 #include "ops/conv2d.h"
 
 #include <vector>

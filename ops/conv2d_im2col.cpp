@@ -41,7 +41,8 @@ namespace minidl {
 namespace {
 
 using conv2d_gemm::any_tile;
-using conv2d_gemm::Buffer;
+using conv2d_gemm::Slot;
+using conv2d_gemm::thread_buffer;
 using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
@@ -177,10 +178,9 @@ int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
   return std::max<int64_t>(1, ceil_div(g.batch, chunks));
 }
 
-// Per-thread scratch of the chunk loops.
+// Per-thread scratch of the chunk loops (the buffers come from thread_buffer).
 template <class T>
 struct Scratch {
-  Buffer<T> pack, out;
   std::vector<int64_t> offsets;
 };
 
@@ -209,16 +209,22 @@ void for_each_chunk(const Conv2dGeometry& g, int64_t nb, F chunk) {
 // input computed as a forward correlation of dy with the flipped kernel.
 enum class WeightView { kForward, kTransposed, kTransposedFlipped };
 
-// w of each group packed tap-major as the left operand, in K blocks of kKC.
-// Block (tap, k0) of size kc starts at (tap * inner + k0) * m_pad, row tile i
-// of it at + i * kc * kMR. (g is w's own geometry.)
+// w packed tap-major as the left operand, in K blocks of kKC, group after
+// group (PackedWeights::group apart). Block (tap, k0) of size kc starts at
+// (tap * inner + k0) * m_pad, row tile i of it at + i * kc * kMR. (g is w's
+// own geometry.) The buffer is the calling thread's Slot::kWeights.
 template <class T>
-std::vector<Buffer<T>> pack_weights(const Conv2dGeometry& g, const T* w, WeightView view) {
+struct PackedWeights {
+  const T* data;
+  int64_t group;  // values per group
+};
+template <class T>
+PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView view) {
   const int64_t G = g.groups, Kg = g.out_channels / G, Cg = g.in_channels / G, taps = g.kernel_h * g.kernel_w;
   const bool forward = view == WeightView::kForward;
   const int64_t m = forward ? Kg : Cg, inner = forward ? Cg : Kg, m_pad = round_up(m, kMR);
-  std::vector<Buffer<T>> packed(static_cast<size_t>(G));
-  for (Buffer<T>& b : packed) b.get(m_pad * inner * taps);
+  const int64_t group = m_pad * inner * taps;
+  T* packed = thread_buffer<T>(Slot::kWeights, G * group);
   const int64_t tiles = m_pad / kMR;
   // Tile-major, so the tile's rows of w stay in cache over the taps.
 #pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
@@ -229,7 +235,7 @@ std::vector<Buffer<T>> pack_weights(const Conv2dGeometry& g, const T* w, WeightV
         const int64_t wt = view == WeightView::kTransposedFlipped ? taps - 1 - t : t;
         for (int64_t k0 = 0; k0 < inner; k0 += kKC) {
           const int64_t kc = std::min(kKC, inner - k0);
-          T* d = packed[static_cast<size_t>(gi)].data() + (t * inner + k0) * m_pad + i * kc * kMR;
+          T* d = packed + gi * group + (t * inner + k0) * m_pad + i * kc * kMR;
           for (int64_t k = k0; k < k0 + kc; ++k)
             for (int64_t r = 0; r < kMR; ++r, ++d) {
               const int64_t row = i * kMR + r;
@@ -238,13 +244,13 @@ std::vector<Buffer<T>> pack_weights(const Conv2dGeometry& g, const T* w, WeightV
         }
       }
     }
-  return packed;
+  return {packed, group};
 }
 
 // The forward correlation with w already packed (WeightView::kForward of
 // this geometry's weights).
 template <class T>
-void forward_packed(const Conv2dGeometry& g, const T* x, const std::vector<Buffer<T>>& packed_w, const T* bias, T* y) {
+void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>& packed_w, const T* bias, T* y) {
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
@@ -253,8 +259,8 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const std::vector<Buffe
   for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
-    T* out = s.out.get(Kg * cols);
-    T* bpack = s.pack.get(std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
+    T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
+    T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
     std::vector<char> started(static_cast<size_t>(plan.panels));
     for (int64_t gi = 0; gi < G; ++gi) {
@@ -288,7 +294,7 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const std::vector<Buffe
                 }
               }
             }
-            const T* a_blk = packed_w[static_cast<size_t>(gi)].data() + (t * Cg + k0) * m_pad;
+            const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
             // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
             for (int64_t i = 0; i < np; ++i)
@@ -346,14 +352,14 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Cg, kMR);
-  const std::vector<Buffer<T>> packed_w = pack_weights(g, w, WeightView::kTransposed);
+  const PackedWeights<T> packed_w = pack_weights(g, w, WeightView::kTransposed);
   const int64_t nb = chunk_images(g, kChunkCols);
   const Plans plans(g, nb, NR);
   for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols, panels = plan.panels;
-    T* dcol = s.out.get(Cg * cols);
-    T* bpack = s.pack.get(Kg * panels * NR);  // dY: [K block][panel][k][NR]
+    T* dcol = thread_buffer<T>(Slot::kProduct, Cg * cols);
+    T* bpack = thread_buffer<T>(Slot::kOperandB, Kg * panels * NR);  // dY: [K block][panel][k][NR]
     s.offsets.resize(static_cast<size_t>(panels * NR));
     std::fill_n(dx + n0 * g.in_channels * HW, images * g.in_channels * HW, T(0));
     for (int64_t gi = 0; gi < G; ++gi) {
@@ -378,7 +384,7 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
           if (np == 0) continue;
           for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Kg - k0);
-            const T* a_blk = packed_w[static_cast<size_t>(gi)].data() + (t * Kg + k0) * m_pad;
+            const T* a_blk = packed_w.data + gi * packed_w.group + (t * Kg + k0) * m_pad;
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
             for (int64_t i = 0; i < np; ++i)
               for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
@@ -415,8 +421,7 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
   const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
   // dW_t^T per group and tap: dwt[gi][t][c][m], summed into over all chunks.
-  Buffer<T> dwt_buf;
-  T* dwt = dwt_buf.get(G * taps * Cg * Kg);
+  T* dwt = thread_buffer<T>(Slot::kSums, G * taps * Cg * Kg);
   std::fill_n(dwt, G * taps * Cg * Kg, T(0));
   const int64_t nb = chunk_images(g, kChunkCols);
   const Plans plans(g, nb, NR);
@@ -427,9 +432,8 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
 #pragma omp parallel num_threads(static_cast<int>(std::clamp<int64_t>(c_tiles, 1, conv2d_threads(g))))
   {
     const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    Buffer<T> a_buf, dyt_buf;
-    T* apack = a_buf.get(kWeightGradPanels * NR * kMR);
-    T* dyt = dyt_buf.get(m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
+    T* apack = thread_buffer<T>(Slot::kOperandA, kWeightGradPanels * NR * kMR);
+    T* dyt = thread_buffer<T>(Slot::kTransform, m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
     std::vector<int64_t> off(static_cast<size_t>(kWeightGradPanels * NR));
     for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
       const ChunkPlan& plan = plans(std::min(nb, g.batch - n0));

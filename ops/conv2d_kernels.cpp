@@ -38,6 +38,7 @@
 
 #include "core/allocator.h"
 #include "core/check.h"
+#include "ops/conv2d_gemm.h"
 #include "ops/conv2d_simd.h"
 
 namespace minidl {
@@ -61,6 +62,8 @@ void conv2d_set_output_size(Conv2dGeometry& g) {
 
 namespace {
 
+using conv2d_gemm::Slot;
+using conv2d_gemm::thread_buffer;
 using conv2d_simd::kAccRegs;
 using conv2d_simd::kLanes;
 using conv2d_simd::broadcast;
@@ -76,33 +79,6 @@ constexpr int kQVecs = 3;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }  // b > 0
-
-// Uninitialized scratch memory from the CPU allocator (64-byte aligned, huge pages from 2 MiB).
-template <class T>
-class Scratch {
- public:
-  Scratch() = default;
-  explicit Scratch(size_t n) { resize(n); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { release(); }
-  void resize(size_t n) {
-    if (n <= size_) return;
-    release();
-    data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(std::max<size_t>(n, 1) * sizeof(T)));
-    size_ = n;
-  }
-  T* data() const { return data_; }
-
- private:
-  void release() {
-    if (data_) allocator_for(DeviceType::CPU)->deallocate(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-  T* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // ---- micro-kernels -------------------------------------------------------------------
 
@@ -397,15 +373,17 @@ void forward_impl(const Conv2dGeometry& g, const T* x, const T* w, const T* bias
   const auto buffer_size = static_cast<size_t>(p.buffer_size), out_size = static_cast<size_t>(Kg * p.q_pad);
   const int threads = conv2d_threads(g);
   if (threads == 1 || !split_over_images(g, threads)) {
-    Scratch<T> buffer(buffer_size), out(out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), threads > 1);
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, threads > 1);
     return;
   }
 #pragma omp parallel num_threads(threads)
   {
-    Scratch<T> buffer(buffer_size), out(out_size);
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), false);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
   }
 }
 
@@ -498,15 +476,17 @@ void backward_input_impl(const Conv2dGeometry& g, const T* dy, const T* w, T* dx
   };
   const int threads = conv2d_threads(g);
   if (threads == 1 || !split_over_images(g, threads)) {
-    Scratch<T> buffer(buffer_size), out(out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), threads > 1);
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, threads > 1);
     return;
   }
 #pragma omp parallel num_threads(threads)
   {
-    Scratch<T> buffer(buffer_size), out(out_size);
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), out.data(), false);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
   }
 }
 
@@ -574,8 +554,7 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   const size_t partial_size = static_cast<size_t>(G * terms_pad * ld);
   const int threads = conv2d_threads(g);
   // partial[thread][group][term][m]; terms in forward_problem order (j * taps + t).
-  Scratch<T> partial_buf(static_cast<size_t>(threads) * partial_size);
-  T* partial = partial_buf.data();
+  T* partial = thread_buffer<T>(Slot::kSums, threads * partial_size);
   std::fill_n(partial, static_cast<size_t>(threads) * partial_size, T(0));
 
   auto image = [&](int64_t n, int64_t gi, T* buffer, T* dyt, T* dwt, bool split) {
@@ -593,16 +572,17 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   };
   const auto buffer_size = static_cast<size_t>(p.buffer_size), dyt_size = static_cast<size_t>(p.q_pad * ld);
   if (threads == 1 || !split_over_images(g, threads)) {
-    Scratch<T> buffer(buffer_size), dyt(dyt_size);
-    for (int64_t i = 0; i < g.batch * G; ++i)
-      image(i / G, i % G, buffer.data(), dyt.data(), partial, threads > 1);
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* dyt = thread_buffer<T>(Slot::kOperandA, dyt_size);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, dyt, partial, threads > 1);
   } else {
 #pragma omp parallel num_threads(threads)
     {
-      Scratch<T> buffer(buffer_size), dyt(dyt_size);
+      T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+      T* dyt = thread_buffer<T>(Slot::kOperandA, dyt_size);
       T* mine = partial + static_cast<size_t>(omp_get_thread_num()) * partial_size;
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer.data(), dyt.data(), mine, false);
+      for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, dyt, mine, false);
     }
   }
   // dw[k][j][tap] = sum over threads of partial[.][group][j * taps + t][m].
@@ -655,19 +635,18 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // Winograd F(2x2, 3x3) does 2.25x fewer products for 3x3 stride-1 kernels but
 // transforms every input and output value: per tile the transforms touch
 // Cg + Kg channels and the GEMMs Cg * Kg channel pairs, so it wins where
-// pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured single-thread
-// against the direct paths (batch 64-128, bench/RESULTS.md), forward and grad
-// input: 16 pairs per channel (32 -> 32) 0.9-1.0x, 32 (64 -> 64) 1.3x at
-// 32x32 and 1.45x at 8x8, 64-256 (128 to 512 channels) 1.0-1.15x. Grad weight
-// packs its transformed operands with strided stores and sums every chunk
-// of tiles into all of dW's 16 * Cg * Kg transformed values, so it needs
-// more: 64 -> 64 1.0x, 64 -> 128 1.3x, 128 -> 128 1.4x, 256 -> 256 1.4x,
-// and 512 -> 512 on 4x4 maps (4 tiles per image) 0.7x.
+// pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured against the
+// direct paths (batch 64-128, single thread; bench/RESULTS.md), forward and
+// grad input: 16 pairs per channel (32 -> 32) 0.9-1.0x, 32 (64 -> 64) 1.3x
+// at 32x32 and 1.45x at 8x8, 64-256 (128 to 512 channels) 1.0-1.15x. Grad
+// weight: 64 -> 64 1.0x (1.1x on 2 threads), 64 -> 128 1.3x, 128 -> 128 1.4x,
+// 256 -> 256 1.3x; but it sums every chunk of tiles into all of dW's
+// 16 * Cg * Kg transformed values, which on 4x4 maps (4 tiles per image)
+// with 512 channels made it 0.7-0.8x: there it takes the direct path.
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr double kWinogradMinPairsPerChannel = 32;
-constexpr double kWinogradWeightGradMinPairsPerChannel = 40;
 constexpr int64_t kWinogradWeightGradMinTiles = 16;
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
@@ -689,14 +668,13 @@ Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
 namespace {
 
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight (weight_grad) takes Winograd only with more
-// channels and tiles (see above).
+// except that grad weight (weight_grad) on maps of few tiles takes the
+// direct path (see above).
 Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
-  if (algo == Conv2dAlgo::kWinograd && weight_grad &&
-      (pairs_per_channel(g) < kWinogradWeightGradMinPairsPerChannel || tiles_per_image < kWinogradWeightGradMinTiles))
+  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
     algo = pick_direct(g);
   return algo;
 }

@@ -181,11 +181,17 @@ void split_rows(const T* plane, int64_t rows, int64_t row0, int64_t h, int64_t w
       continue;
     }
     const T* src = plane + ih * w;
-    for (int64_t m = 0; m < n; ++m) {
+    // [lo, hi): the m whose two columns both lie inside; the others check.
+    const int64_t lo = std::min(n, col0 >= 0 ? 0 : (1 - col0) / 2);
+    const int64_t hi = std::clamp<int64_t>(w - col0 >= 2 ? (w - col0) / 2 : 0, lo, n);
+    auto checked = [&](int64_t m) {
       const int64_t iw = col0 + 2 * m;
       e[m] = iw >= 0 && iw < w ? src[iw] : T(0);
       o[m] = iw + 1 >= 0 && iw + 1 < w ? src[iw + 1] : T(0);
-    }
+    };
+    for (int64_t m = 0; m < lo; ++m) checked(m);
+    for (int64_t m = lo; m < hi; ++m) e[m] = src[col0 + 2 * m], o[m] = src[col0 + 2 * m + 1];
+    for (int64_t m = hi; m < n; ++m) checked(m);
   }
 }
 
