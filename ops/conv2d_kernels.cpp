@@ -636,13 +636,16 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // transforms every input and output value: per tile the transforms touch
 // Cg + Kg channels and the GEMMs Cg * Kg channel pairs, so it wins where
 // pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured against the
-// direct paths (batch 64-128, single thread; bench/RESULTS.md), forward and
-// grad input: 16 pairs per channel (32 -> 32) 0.9-1.0x, 32 (64 -> 64) 1.3x
-// at 32x32 and 1.45x at 8x8, 64-256 (128 to 512 channels) 1.0-1.15x. Grad
-// weight: 64 -> 64 1.0x (1.1x on 2 threads), 64 -> 128 1.3x, 128 -> 128 1.4x,
-// 256 -> 256 1.3x; but it sums every chunk of tiles into all of dW's
-// 16 * Cg * Kg transformed values, which on 4x4 maps (4 tiles per image)
-// with 512 channels made it 0.7-0.8x: there it takes the direct path.
+// direct paths (single thread, batch 64-128; the table is in bench/RESULTS.md),
+// forward and grad input: 8 pairs per channel (16 -> 16) 0.8x, 16 (32 -> 32)
+// 1.03-1.1x, 32 (64 -> 64) 1.45-1.5x, 43-171 (64 -> 128 up to 256 -> 512)
+// 1.6-1.9x, but 256 (512 -> 512 on 4x4 maps) only 1.1x. Grad weight gains
+// less and loses more: 0.36x at 16 -> 16, 0.74-0.79x at 32 -> 32, 0.98-1.1x
+// at 64 -> 64, 1.3-1.6x from 64 -> 128 up; and it sums every chunk of tiles
+// into all 16 * Cg * Kg transformed weight gradients, which on 4x4 maps
+// (4 tiles per image) with 512 channels made it 0.81x: there, and wherever a
+// map has fewer than kWinogradWeightGradMinTiles tiles, grad weight takes the
+// direct path.
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
