@@ -292,15 +292,28 @@ void check_algo(const Conv2dGeometry& g, Conv2dAlgo algo, uint64_t seed) {
   CHECK(close(db, ref.db, g.batch * g.out_h * g.out_w));
 }
 
+// Runs check_algo in float64 and float32 on every case, on 1 and 3 threads.
+struct AlgoCase {
+  Conv2dGeometry g;
+  const char* what;
+};
+void check_cases(const std::vector<AlgoCase>& cases, Conv2dAlgo algo, uint64_t seed) {
+  const int saved = omp_get_max_threads();
+  for (const AlgoCase& c : cases)
+    for (int threads : {1, 3}) {
+      omp_set_num_threads(threads);
+      INFO(std::string(c.what), " threads=", threads);
+      check_algo<double>(c.g, algo, seed);
+      check_algo<float>(c.g, algo, seed + 10);
+      seed += 20;
+    }
+  omp_set_num_threads(saved);
+}
+
 }  // namespace
 
 TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 and float64)") {
-  const int saved = omp_get_max_threads();
-  struct Case {
-    Conv2dGeometry g;
-    const char* what;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<AlgoCase> cases = {
       {square(5, 40, 36, 4, 3, 1, 1), "4x4 3x3 pad 1: corner/edge/inner pixels, edge row tiles (36 = 4*8 + 4)"},
       {square(2, 300, 20, 4, 3, 1, 1), "more than one K block of channels (300 > 256)"},
       {square(2, 12, 260, 4, 3, 1, 1), "grad input: more than one K block of output channels"},
@@ -314,28 +327,14 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
       {square(1, 20, 50, 3, 2, 1, 0), "one image, 2x2 kernel, no padding, 50 = 48 + 2 columns of grad weight"},
   };
-  uint64_t seed = 900;
-  for (const Case& c : cases)
-    for (int threads : {1, 3}) {
-      omp_set_num_threads(threads);
-      INFO(std::string(c.what), " threads=", threads);
-      check_algo<double>(c.g, Conv2dAlgo::kIm2colGemm, seed);
-      check_algo<float>(c.g, Conv2dAlgo::kIm2colGemm, seed + 10);
-      seed += 20;
-    }
-  omp_set_num_threads(saved);
+  check_cases(cases, Conv2dAlgo::kIm2colGemm, 900);
 }
 
 TEST_CASE("conv2d Winograd F(2x2, 3x3) path (float32 and float64)") {
-  // Forward and grad input go through Winograd; grad weight through the
-  // direct path it falls back to. Tolerances as for the direct paths: the
-  // transforms are exact, only the order of the sums differs.
-  const int saved = omp_get_max_threads();
-  struct Case {
-    Conv2dGeometry g;
-    const char* what;
-  };
-  const std::vector<Case> cases = {
+  // Forced, all three passes run Winograd (kAuto keeps grad weight direct on
+  // maps of few tiles). Tolerances as for the direct paths: the transforms
+  // are exact, only the order of the sums differs.
+  const std::vector<AlgoCase> cases = {
       {square(3, 16, 24, 8, 3, 1, 1), "8x8 pad 1 (ResNet): 16 whole tiles per image"},
       {square(2, 5, 7, 7, 3, 1, 1), "odd map: tiles cut by the last row and column"},
       {square(2, 6, 9, 6, 3, 1, 0), "no padding: 4x4 output"},
@@ -347,17 +346,11 @@ TEST_CASE("conv2d Winograd F(2x2, 3x3) path (float32 and float64)") {
       {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
       {square(2, 0, 3, 4, 3, 1, 1), "no input channels: y is the bias"},
   };
-  uint64_t seed = 1300;
-  for (const Case& c : cases)
-    for (int threads : {1, 3}) {
-      omp_set_num_threads(threads);
-      INFO(std::string(c.what), " threads=", threads);
-      REQUIRE(conv2d_winograd_applies(c.g));
-      check_algo<double>(c.g, Conv2dAlgo::kWinograd, seed);
-      check_algo<float>(c.g, Conv2dAlgo::kWinograd, seed + 10);
-      seed += 20;
-    }
-  omp_set_num_threads(saved);
+  for (const AlgoCase& c : cases) {
+    INFO(std::string(c.what));
+    REQUIRE(conv2d_winograd_applies(c.g));
+  }
+  check_cases(cases, Conv2dAlgo::kWinograd, 1300);
   // Only where it applies.
   CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 3, 2, 1)));
   CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 1, 1, 0)));
