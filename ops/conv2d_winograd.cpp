@@ -15,10 +15,11 @@
 // so results differ from the direct sum by rounding only (a few ulps more).
 //
 // The GEMMs are the packed ones of ops/conv2d_gemm.h: U is packed once per
-// call as the left operand; the input transform writes V straight into the
-// right operand's panels, whose columns are the tiles of a chunk of the
-// batch (tiles of several images side by side, so small maps give long
-// rows). The output transform reads M back and writes y (+ bias).
+// call as the left operand; the input transform fills the right operand's
+// panels with V, whose columns are the tiles of a chunk of the batch (tiles
+// of several images side by side, so small maps give long rows). The output
+// transform reads M back and writes y (+ bias). The transforms run on SIMD
+// vectors, a lane per tile, over runs of tiles in one tile row.
 //
 // Grad input with stride 1 is the forward correlation of dy, padded by
 // 2 - pad, with the kernel flipped and transposed: the same code. Grad
@@ -41,12 +42,12 @@ namespace minidl {
 namespace {
 
 using conv2d_gemm::any_tile;
-using conv2d_gemm::Slot;
-using conv2d_gemm::thread_buffer;
 using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
 using conv2d_gemm::round_up;
+using conv2d_gemm::Slot;
+using conv2d_gemm::thread_buffer;
 using conv2d_simd::kLanes;
 using conv2d_simd::load;
 using conv2d_simd::store;
