@@ -50,7 +50,7 @@ test-sanitize: deps
 
 # Side-by-side benchmark with PyTorch (needs `python3 -m pip install torch`).
 bench: build
-	python3 bench/run_bench.py --build $(BUILD)
+	python3 bench/run_bench.py --build $(BUILD) --suites ops,norm,train
 	python3 bench/run_bench_dist.py --build $(BUILD)
 	python3 bench/run_bench_ddp.py --build $(BUILD)
 
