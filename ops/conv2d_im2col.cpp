@@ -41,12 +41,12 @@ namespace minidl {
 namespace {
 
 using conv2d_gemm::any_tile;
-using conv2d_gemm::Slot;
-using conv2d_gemm::thread_buffer;
 using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
 using conv2d_gemm::round_up;
+using conv2d_gemm::Slot;
+using conv2d_gemm::thread_buffer;
 
 // K block over channels (forward, grad input): a packed panel (kKC x kNR)
 // stays in L1/L2 while the row tiles pass over it.
@@ -179,7 +179,6 @@ int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
 }
 
 // Per-thread scratch of the chunk loops (the buffers come from thread_buffer).
-template <class T>
 struct Scratch {
   std::vector<int64_t> offsets;
 };
@@ -187,19 +186,19 @@ struct Scratch {
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
 // over the threads (each with its own scratch) when there are enough of
 // them, else one after the other, each split inside.
-template <class T, class F>
+template <class F>
 void for_each_chunk(const Conv2dGeometry& g, int64_t nb, F chunk) {
   const int64_t chunks = ceil_div(g.batch, nb);
   const int threads = conv2d_threads(g);
   if (chunks >= threads && threads > 1) {
 #pragma omp parallel num_threads(threads)
     {
-      Scratch<T> scratch;
+      Scratch scratch;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t c = 0; c < chunks; ++c) chunk(c * nb, std::min(nb, g.batch - c * nb), false, scratch);
     }
   } else {
-    Scratch<T> scratch;
+    Scratch scratch;
     for (int64_t c = 0; c < chunks; ++c) chunk(c * nb, std::min(nb, g.batch - c * nb), threads > 1, scratch);
   }
 }
@@ -256,7 +255,7 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const int64_t nb = chunk_images(g, kChunkCols);
   const Plans plans(g, nb, NR);
-  for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
+  for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
@@ -355,7 +354,7 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   const PackedWeights<T> packed_w = pack_weights(g, w, WeightView::kTransposed);
   const int64_t nb = chunk_images(g, kChunkCols);
   const Plans plans(g, nb, NR);
-  for_each_chunk<T>(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch<T>& s) {
+  for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols, panels = plan.panels;
     T* dcol = thread_buffer<T>(Slot::kProduct, Cg * cols);

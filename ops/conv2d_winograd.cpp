@@ -367,8 +367,8 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
   };
   // One chunk: tiles [t0, t0 + count) of the batch (the GEMM's columns), group gi.
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
-    T* v = s.v;
-    T* mm = s.m;
+    T* const v = s.v;
+    T* const mm = s.m;
     // Input transform, channel by channel, then into the panels.
 #pragma omp parallel if (parallel)
     {
@@ -421,8 +421,8 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
 // dw = dL/dw for the forward correlation of g. From y_tile = A^T M A:
 //     dU_xi[k][c] = sum_tiles (A dy_tile A^T)_xi[k][tile] * V_xi[c][tile],   dw[k][c] = G^T dU[k][c] G
 // 16 GEMMs whose inner dimension is the tiles: the transformed dy packed in
-// row tiles of kMR output channels ([tile][kMR]), V in panels of kNR input
-// channels ([tile][kNR]). Each thread sums into its own dU; the final
+// row tiles of kMR output channels ([tile][kMR]), V in panels of NR input
+// channels ([tile][NR]). Each thread sums into its own dU; the final
 // transform adds the threads' sums.
 template <class T>
 void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
@@ -440,14 +440,13 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
 
   std::vector<T*> sums(static_cast<size_t>(threads), nullptr);  // dU per thread: [gi][xi][k][c]
   struct Scratch {
-    explicit Scratch(T* du_) : du(du_) {}
     T* du;  // this thread's dU
   };
   auto make_scratch = [&] {
     T* du = thread_buffer<T>(Slot::kSums, du_size);
     std::fill_n(du, du_size, T(0));
     sums[static_cast<size_t>(omp_get_thread_num())] = du;
-    return Scratch(du);
+    return Scratch{du};
   };
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
     T* a = thread_buffer<T>(Slot::kOperandA, kPositions * a_stride);  // [xi][row tile][tile][kMR]
@@ -484,8 +483,8 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
       for (int64_t p = 0; p < c_pad / NR; ++p)
         for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
           any_tile<T, kPanelVecs>(count, a + xi * a_stride + tile * cols * kMR, b + xi * b_stride + p * cols * NR,
-                   du + tile * kMR * Cg + p * NR, Cg, std::min(kMR, Kg - tile * kMR), std::min(NR, Cg - p * NR),
-                   true);
+                                  du + tile * kMR * Cg + p * NR, Cg, std::min(kMR, Kg - tile * kMR),
+                                  std::min(NR, Cg - p * NR), true);
     }
   };
   if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, make_scratch, chunk);
