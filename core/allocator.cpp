@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/dispatch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -78,7 +79,7 @@ class LargeBlockCache {
 
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes, Device) override {
     // Blocks of 2 MiB or more are 2 MiB aligned and marked for transparent huge
     // pages: their first touch then costs one page fault per 2 MiB instead of
     // one per 4 KiB (for a 32 MiB activation, ~8000 faults that cost more than
@@ -110,7 +111,8 @@ class CpuAllocator final : public Allocator {
   LargeBlockCache cache_;
 };
 
-Allocator* g_allocators[kNumDeviceTypes] = {nullptr, nullptr};
+Allocator* g_allocators[kNumDeviceTypes] = {};
+Allocator* g_pinned_host_allocator = nullptr;
 
 }  // namespace
 
@@ -118,14 +120,30 @@ Allocator* allocator_for(DeviceType type) {
   // Never destroyed: tensors in static storage may be freed after main returns.
   static CpuAllocator* cpu = new CpuAllocator;
   if (type == DeviceType::CPU) return cpu;
+  ensure_kernels_registered();  // backends set their allocators when they register
   Allocator* a = g_allocators[static_cast<int>(type)];
-  MINIDL_CHECK(a != nullptr, "no allocator for device type ", device_type_name(type),
-               ": configure with -DMINIDL_CUDA=ON and run on a machine with a GPU");
+  if (a == nullptr) {
+#ifdef MINIDL_WITH_CUDA
+    MINIDL_CHECK(type != DeviceType::CUDA,
+                 "no CUDA allocator: this build has the CUDA backend, but it did not start (no GPU or driver?)");
+#else
+    MINIDL_CHECK(type != DeviceType::CUDA,
+                 "no allocator for device type CUDA: configure with -DMINIDL_CUDA=ON and run on a machine with a GPU");
+#endif
+    MINIDL_FAIL("no allocator for device type ", device_type_name(type));
+  }
   return a;
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) {
+  MINIDL_CHECK(type != DeviceType::CPU, "set_allocator: the CPU allocator cannot be replaced");
   g_allocators[static_cast<int>(type)] = allocator;
 }
+
+Allocator* pinned_host_allocator() {
+  ensure_kernels_registered();
+  return g_pinned_host_allocator;
+}
+void set_pinned_host_allocator(Allocator* allocator) { g_pinned_host_allocator = allocator; }
 
 }  // namespace minidl

@@ -1,10 +1,21 @@
 #include "core/storage.h"
 
+#include <atomic>
+
 namespace minidl {
+
+namespace {
+std::atomic<int64_t> g_created[kNumDeviceTypes];
+}  // namespace
 
 Storage::Storage(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(allocator_for(device.type)) {
-  data_ = allocator_->allocate(nbytes);
+  data_ = allocator_->allocate(nbytes, device);
+  g_created[static_cast<int>(device.type)].fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t Storage::created(DeviceType type) {
+  return g_created[static_cast<int>(type)].load(std::memory_order_relaxed);
 }
 
 Storage::~Storage() { allocator_->deallocate(data_); }

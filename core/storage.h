@@ -23,6 +23,10 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // How many storages were ever created on devices of `type` (tests use the
+  // CPU count to prove a device computation made no CPU tensor).
+  static int64_t created(DeviceType type);
+
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 

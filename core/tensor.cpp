@@ -27,9 +27,11 @@ bool Tensor::is_contiguous() const {
 template <class T>
 T Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");
-  MINIDL_CHECK(device().is_cpu(), "item: copy the tensor to the CPU first (it is on ", device(), ")");
+  // Off the CPU this is the one host synchronization a training step makes
+  // on purpose (the logged loss): copy the value, as PyTorch does.
+  const Tensor host = device().is_cpu() ? *this : to(kCPU);
   return MINIDL_DISPATCH_ALL(dtype(), "item", [&] {
-    return static_cast<T>(*static_cast<const scalar_t*>(raw_data()));
+    return static_cast<T>(*static_cast<const scalar_t*>(host.raw_data()));
   });
 }
 

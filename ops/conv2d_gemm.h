@@ -40,7 +40,7 @@ class Buffer {
     if (n > size_ || !data_) {
       release();
       size_ = std::max<int64_t>(n, 1);
-      data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(static_cast<size_t>(size_) * sizeof(T)));
+      data_ = static_cast<T*>(allocator_for(DeviceType::CPU)->allocate(static_cast<size_t>(size_) * sizeof(T), kCPU));
     }
     return data_;
   }

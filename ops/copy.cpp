@@ -39,7 +39,7 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
 Tensor copy_to(const Tensor& x, DType dtype, Device device) {
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(device));
   const Device runner = x.device().is_cuda() ? x.device() : device;
-  copy_stub(runner)(out, x);
+  copy_stub.kernel(runner)(out, x);
   return out;
 }
 
@@ -68,7 +68,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                            "by minidl's autograd; use an out-of-place op");
   Tensor s = src.shape() == shape() ? src : src.expand(shape());
   const Device runner = s.device().is_cuda() ? s.device() : device();
-  copy_stub(runner)(*this, s);
+  copy_stub.kernel(runner)(*this, s);
   bump_version();
   return *this;
 }

@@ -48,6 +48,10 @@ struct NormForwardArgs {
   // float64 (G) tensors on the input's device.
   Tensor mean, invstd;
   Tensor var;  // written when use_input_stats (optional)
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&input, &output, &weight, &bias, &mean, &invstd, &var}) f(*t);
+  }
 };
 
 // Backward. With xmu = x - mean_g and w_c (1 without weight), per group:
@@ -67,6 +71,12 @@ struct NormBackwardArgs {
   Tensor given_sum_dy, given_sum_dy_xmu;  // float64 (G), w-weighted, with given_count
   double given_count = 0;
   Tensor out_sum_dy, out_sum_dy_xmu;  // float64 (G), optional: the local w-weighted sums
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&grad_out, &input, &weight, &mean, &invstd, &grad_input, &grad_weight,
+                            &grad_bias, &given_sum_dy, &given_sum_dy_xmu, &out_sum_dy, &out_sum_dy_xmu})
+      f(*t);
+  }
 };
 
 using NormForwardFn = void(const NormForwardArgs& args);

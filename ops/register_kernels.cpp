@@ -1,9 +1,11 @@
 // Explicit registration of every built-in CPU kernel (and, in a CUDA build,
-// the CUDA ones). Called once, lazily, by the first kernel lookup.
+// the CUDA ones), then the test device's mirror of the CPU kernels. Called
+// once, lazily, by the first kernel lookup or non-CPU allocator lookup.
 #include <mutex>
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "core/test_device.h"
 
 namespace minidl {
 
@@ -42,6 +44,7 @@ void ensure_kernels_registered() {
 #ifdef MINIDL_WITH_CUDA
     register_cuda_kernels();
 #endif
+    register_test_device();  // last: mirrors the CPU kernels registered above
   });
 }
 
