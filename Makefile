@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build test test-sanitize bench clean train
+.PHONY: deps build build-cuda test test-sanitize bench clean train
 
 deps:
 	@bash scripts/install-deps.sh
@@ -41,6 +41,15 @@ train: build
 	$(BUILD)/examples/train_cifar10 $$data $(TRAIN_ARGS) --log-dir $(TRAIN_DIR) --checkpoint-dir $(TRAIN_DIR)/checkpoints \
 	  $(if $(RESUME),--resume $(TRAIN_DIR)/checkpoints)
 
+# The CUDA configuration (library, tests, examples), compiled and linked
+# only: it needs nvcc, not a GPU. On a GPU machine, scripts/gpu-check.sh
+# builds it and runs the GPU tests.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+build-cuda: deps
+	@if [ -z "$(NVCC)" ]; then echo "build-cuda: skipped: no nvcc found (install the CUDA toolkit)"; exit 0; fi; \
+	cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) $(CMAKE_FLAGS) && \
+	cmake --build build-cuda -j $(JOBS)
+
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps
 	cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DMINIDL_SANITIZE=ON $(CMAKE_FLAGS)
@@ -55,4 +64,4 @@ bench: build
 	python3 bench/run_bench_ddp.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-sanitize
+	rm -rf $(BUILD) build-sanitize build-cuda

@@ -14,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "dist/ddp.h"
 #include "dist/distributed.h"
+#include "dist/sync_batch_norm.h"
 #include "minidl.h"
 
 using namespace minidl;
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   const int rank = distributed ? dist::get_rank() : 0, world = distributed ? dist::get_world_size() : 1;
 
   manual_seed(0);
-  auto model = models::create_model("smallnet", models::ModelOptions().norm(norm));
+  auto model = models::create_model("smallnet", models::ModelOptions().norm(norm == "syncbatchnorm" ? "batchnorm" : norm));
+  if (norm == "syncbatchnorm") model = nn::convert_sync_batch_norm(model);
   model->train();
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);

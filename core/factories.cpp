@@ -1,8 +1,12 @@
-// Tensor factories. Random ones draw from the default Generator on the host
-// and move the result to the requested device.
+// Tensor factories. Constant ones (zeros, ones, full) fill on the requested
+// device through the fill kernel; random ones, arange and tensor(values) are
+// made on the host and copied over: the default Generator lives on the host
+// (a device Philox generator comes with the CUDA kernels), and these run at
+// set-up time, not per training step.
 #include <cmath>
 #include <cstring>
 
+#include "core/autograd/grad_mode.h"
 #include "core/generator.h"
 #include "core/tensor.h"
 
@@ -59,7 +63,15 @@ Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0,
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
   check_shape(shape, "full");
-  return host_tensor(shape, options, [value](int64_t) { return value; });
+  if (options.device_.is_cpu()) return host_tensor(shape, options, [value](int64_t) { return value; });
+  // As on the host, an integer dtype takes the value truncated (as PyTorch's full).
+  if (!is_floating(options.dtype_) && std::isfinite(value)) value = std::trunc(value);
+  Tensor t = empty(shape, options.requires_grad(false));
+  {
+    NoGradGuard no_grad;  // a fresh leaf: nothing to record
+    t.fill_(value);
+  }
+  return finish(t, options);
 }
 
 Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }

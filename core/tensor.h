@@ -127,6 +127,8 @@ class Tensor {
   Tensor relu() const;
   Tensor pow(double exponent) const;
 
+  Tensor add(const Tensor& other, double alpha = 1.0) const;  // this + alpha * other
+
   // In-place (bump the version counter; refused on tensors that need grad
   // while grad mode is on, as autograd cannot record them).
   Tensor& add_(const Tensor& other, double alpha = 1.0);

@@ -37,6 +37,7 @@
 #include "dist/batch_norm_report.h"
 #include "dist/ddp.h"
 #include "dist/distributed.h"
+#include "dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/progress.h"
@@ -404,8 +405,11 @@ int run(const Args& a) {
                .num_workers = a.workers, .seed = a.seed, .transform = test_tf});
 
   auto model_options = models::ModelOptions().width(a.width).in_channels(d.channels).input_size(d.size);
-  if (!a.norm.empty()) model_options.norm(a.norm);
+  // SyncBN, as in PyTorch: build with BatchNorm, then convert every BN layer.
+  const bool sync_bn = a.norm == "syncbatchnorm";
+  if (!a.norm.empty()) model_options.norm(sync_bn ? "batchnorm" : a.norm);
   auto model = models::create_model(a.model, model_options);
+  if (sync_bn) model = nn::convert_sync_batch_norm(model);
   // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);

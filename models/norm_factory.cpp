@@ -2,7 +2,6 @@
 #include "models/norm_factory.h"
 
 #include "core/check.h"
-#include "dist/sync_batch_norm.h"
 #include "nn/modules/batch_norm.h"
 #include "nn/modules/group_norm.h"
 #include "nn/modules/instance_norm.h"
@@ -12,8 +11,7 @@
 namespace minidl::models {
 
 const std::vector<std::string>& norm_kinds() {
-  static const std::vector<std::string> kinds{"batchnorm", "groupnorm", "layernorm", "instancenorm", "none",
-                                              "syncbatchnorm"};
+  static const std::vector<std::string> kinds{"batchnorm", "groupnorm", "layernorm", "instancenorm", "none"};
   return kinds;
 }
 
@@ -25,9 +23,11 @@ nn::AnyModule make_norm(const std::string& kind, int64_t channels) {
   if (kind == "instancenorm")
     return nn::AnyModule(nn::InstanceNorm2d(nn::BatchNormOptions(channels).affine(true).track_running_stats(false)));
   if (kind == "none") return nn::AnyModule(nn::Identity());
-  // Synchronizes over the default group in training (when one exists with
-  // more than one rank), else behaves as BatchNorm2d.
-  if (kind == "syncbatchnorm") return nn::AnyModule(nn::SyncBatchNorm(channels));
+  // models/ sits below dist/ (it must not need a process group), so SyncBN is
+  // made the way PyTorch makes it: build with BatchNorm, then convert.
+  MINIDL_CHECK(kind != "syncbatchnorm",
+               "make_norm: 'syncbatchnorm' is made by converting a BatchNorm model, as in PyTorch: build it with "
+               "norm \"batchnorm\", then call nn::convert_sync_batch_norm(model) (dist/sync_batch_norm.h)");
   std::string choices;
   for (const std::string& k : norm_kinds()) choices += (choices.empty() ? "" : ", ") + k;
   MINIDL_FAIL("make_norm: unknown norm kind '", kind, "'; expected one of: ", choices);

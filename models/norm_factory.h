@@ -13,9 +13,10 @@
 //                 and would learn a gamma per pixel).
 //   instancenorm  InstanceNorm2d(C, affine=true), no running stats (PyTorch's default)
 //   none          Identity
-//   syncbatchnorm SyncBatchNorm(C) on the default process group: BatchNorm2d's
-//                 math over the global batch of all ranks in training; plain
-//                 BatchNorm2d in eval, with one rank, or without a process group
+//
+// SyncBatchNorm is not a kind here (models/ does not depend on dist/): build
+// with "batchnorm" and call nn::convert_sync_batch_norm (dist/sync_batch_norm.h),
+// as PyTorch's nn.SyncBatchNorm.convert_sync_batchnorm does.
 #pragma once
 
 #include <cstdint>

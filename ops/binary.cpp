@@ -403,6 +403,8 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
 
 // ---- in-place Tensor methods -------------------------------------------------------------
 
+Tensor Tensor::add(const Tensor& other, double alpha) const { return minidl::add(*this, other, alpha); }
+
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return binary_inplace(*this, BinaryOp::Add, other, alpha, "add_");
 }

@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake make g++          # the build
+  ccache                  # faster rebuilds (CI builds three configurations)
   libeigen3-dev           # CPU kernels (GEMM, vectorized loops)
   doctest-dev             # tests
   libstb-dev              # image decoding (ImageFolder)

@@ -4,7 +4,6 @@
 #include <unordered_map>
 
 #include "core/autograd/grad_mode.h"
-#include "ops/binary.h"
 
 namespace minidl::autograd {
 namespace {
@@ -32,7 +31,7 @@ void accumulate(variable_list& buffer, uint32_t slot, Tensor grad) {
   if (!dst.defined()) {
     dst = std::move(grad);
   } else {
-    dst = dst + grad;  // out of place: dst may alias a tensor another node still reads
+    dst = dst.add(grad);  // out of place: dst may alias a tensor another node still reads
   }
 }
 

@@ -1,6 +1,11 @@
 // The CUDA backend's registration: one register_<family>_cuda_kernels() call
 // per op family, as each family gains a CUDA kernel (ops/cuda/<family>.cu).
 // Until then every op on a CUDA tensor says it has no CUDA kernel yet.
+//
+// A .cu file from the start, so that nvcc compiles the core headers every
+// kernel file will include (C++20 through nvcc is checked by every CUDA build).
+#include "core/dispatch.h"
+
 namespace minidl {
 
 void register_cuda_kernels() {}
