@@ -45,8 +45,12 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * element_size(options.dtype_),
-                                            options.device_);
+  const size_t nbytes = static_cast<size_t>(numel_of(shape)) * element_size(options.dtype_);
+  MINIDL_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: only CPU tensors can be pinned, got ",
+               options.device_.str());
+  Allocator* pinned = options.pinned_memory_ ? pinned_host_allocator() : nullptr;
+  impl->storage = pinned ? std::make_shared<Storage>(nbytes, options.device_, pinned)
+                         : std::make_shared<Storage>(nbytes, options.device_);
   Tensor t(std::move(impl));
   if (options.requires_grad_) t.requires_grad_(true);
   return t;

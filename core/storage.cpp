@@ -8,8 +8,10 @@ namespace {
 std::atomic<int64_t> g_created[kNumDeviceTypes];
 }  // namespace
 
-Storage::Storage(size_t nbytes, Device device)
-    : nbytes_(nbytes), device_(device), allocator_(allocator_for(device.type)) {
+Storage::Storage(size_t nbytes, Device device) : Storage(nbytes, device, allocator_for(device.type)) {}
+
+Storage::Storage(size_t nbytes, Device device, Allocator* allocator)
+    : nbytes_(nbytes), device_(device), allocator_(allocator) {
   data_ = allocator_->allocate(nbytes, device);
   g_created[static_cast<int>(device.type)].fetch_add(1, std::memory_order_relaxed);
 }

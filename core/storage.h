@@ -15,6 +15,8 @@ namespace minidl {
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory from `allocator` instead of the device type's (pinned host memory).
+  Storage(size_t nbytes, Device device, Allocator* allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -22,6 +24,7 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  const Allocator* allocator() const { return allocator_; }
 
   // How many storages were ever created on devices of `type` (tests use the
   // CPU count to prove a device computation made no CPU tensor).

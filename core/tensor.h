@@ -88,7 +88,13 @@ class Tensor {
 
   // ---- conversions and views (ops/shape_ops.cpp, ops/copy.cpp) ------------
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  // non_blocking: the caller does not need the copy finished on return (from
+  // pinned host memory to a CUDA device); copies are synchronous otherwise.
+  Tensor to(Device device, bool non_blocking = false) const;
+  // A copy in page-locked host memory (this tensor if it is pinned already, or
+  // if no backend provides pinned memory); CPU tensors only.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor clone() const;
   Tensor contiguous() const;
   Tensor reshape(const Shape& shape) const;
@@ -144,6 +150,7 @@ class Tensor {
   std::string str() const;  // PyTorch-style printing
 
  private:
+  const Storage* checked_storage() const { return checked()->storage.get(); }
   TensorImpl* checked() const {
     MINIDL_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
     return impl_.get();
@@ -159,6 +166,7 @@ struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_ = kCPU;
   bool requires_grad_ = false;
+  bool pinned_memory_ = false;  // CPU only: page-locked memory when a backend provides it
 
   TensorOptions() = default;
   TensorOptions(DType d) : dtype_(d) {}    // NOLINT: implicit, as torch::kFloat64
@@ -166,6 +174,7 @@ struct TensorOptions {
   TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions pinned_memory(bool p = true) const { auto o = *this; o.pinned_memory_ = p; return o; }
 };
 
 Tensor empty(const Shape& shape, TensorOptions options = {});

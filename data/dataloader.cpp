@@ -7,24 +7,26 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "core/allocator.h"
 #include "core/check.h"
 
 namespace minidl::data {
 
 namespace {
 
-Batch collate(std::vector<Example>& samples, std::vector<int64_t> indices) {
+Batch collate(std::vector<Example>& samples, std::vector<int64_t> indices, bool pin_memory) {
   const Tensor& first = samples.front().data;
   MINIDL_CHECK(first.defined(), "DataLoader: sample ", indices.front(), " has undefined data");
   Shape shape = first.shape();
   shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
   Batch batch;
-  batch.data = empty(shape, first.dtype());
-  batch.targets = empty({static_cast<int64_t>(samples.size())}, kInt64);
+  batch.data = empty(shape, TensorOptions(first.dtype()).pinned_memory(pin_memory));
+  batch.targets = empty({static_cast<int64_t>(samples.size())}, TensorOptions(kInt64).pinned_memory(pin_memory));
   const size_t bytes = first.nbytes();
   auto* dst = static_cast<char*>(batch.data.raw_data());
   auto* targets = batch.targets.data_ptr<int64_t>();
@@ -34,7 +36,8 @@ Batch collate(std::vector<Example>& samples, std::vector<int64_t> indices) {
                  indices[i], " (", dtype_name(x.dtype()), " ", shape_str(x.shape()), ") with sample ",
                  indices.front(), " (", dtype_name(first.dtype()), " ", shape_str(first.shape()),
                  "): samples in a batch must have the same shape and dtype");
-    MINIDL_CHECK(!x.is_cuda(), "DataLoader: expected CPU samples");
+    MINIDL_CHECK(x.device().is_cpu(), "DataLoader: expected CPU samples, got one on ", x.device().str(),
+                 " (move batches to the device after loading)");
     std::memcpy(dst + i * bytes, x.raw_data(), bytes);
     targets[i] = samples[i].target;
   }
@@ -107,7 +110,7 @@ class DataLoader::EpochRun {
         MINIDL_FAIL("DataLoader: loading sample ", i, " (batch ", k, ") failed: ", e.what());
       }
     }
-    return collate(samples, indices);
+    return collate(samples, indices, options_.pin_memory);
   }
 
   void work() {
@@ -158,6 +161,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
                "DataLoader: num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.");
   MINIDL_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
                options_.prefetch_factor);
+  if (options_.pin_memory && pinned_host_allocator() == nullptr)  // PyTorch's warning
+    std::cerr << "UserWarning: 'pin_memory' argument is set as true but no accelerator is found, then device "
+                 "pinned memory won't be used.\n";
   MINIDL_CHECK(!(options_.sampler && options_.shuffle), "DataLoader: sampler option is mutually exclusive with shuffle");
   if (!options_.sampler) {
     const int64_t n = dataset_->size();

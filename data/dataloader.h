@@ -43,6 +43,10 @@ struct DataLoaderOptions {
   int prefetch_factor = 2;                 // batches ahead per worker
   uint64_t seed = 0;                       // shuffling and augmentation
   TransformPtr transform;                  // applied to each sample's data
+  // Collate batches into page-locked host memory, so `batch.data.to(device,
+  // /*non_blocking=*/true)` can overlap with compute. Without a backend that
+  // pins (a CPU-only build) batches are plain host memory, with a warning.
+  bool pin_memory = false;
 };
 
 // data: the samples stacked along a new dim 0, in the samples' dtype (float32

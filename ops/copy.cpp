@@ -35,23 +35,28 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// The device whose copy kernel moves data between `a` and `b`: the one that is
+// not the CPU (a CUDA copy kernel handles host<->device and device<->device).
+Device copy_runner(Device a, Device b) { return a.is_cpu() ? b : a; }
+
 // Copy into a fresh contiguous tensor of `dtype` on `device`.
 Tensor copy_to(const Tensor& x, DType dtype, Device device) {
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(device));
-  const Device runner = x.device().is_cuda() ? x.device() : device;
-  copy_stub.kernel(runner)(out, x);
+  copy_stub.kernel(copy_runner(x.device(), device))(out, x);
   return out;
 }
 
 struct ToCopy : autograd::Function<ToCopy> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, DType dtype, Device device) {
     ctx->saved_data["dtype"] = static_cast<int64_t>(x.dtype());
-    ctx->saved_data["device"] = x.device().str();
+    ctx->saved_data["device_type"] = static_cast<int64_t>(x.device().type);
+    ctx->saved_data["device_index"] = static_cast<int64_t>(x.device().index);
     return copy_to(x, dtype, device);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto dtype = static_cast<DType>(ctx->saved_data["dtype"].to_int());
-    const Device device(ctx->saved_data["device"].to_string());
+    const Device device(static_cast<DeviceType>(ctx->saved_data["device_type"].to_int()),
+                        static_cast<int>(ctx->saved_data["device_index"].to_int()));
     return {copy_to(grads[0], dtype, device), Tensor(), Tensor()};
   }
 };
@@ -67,8 +72,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                          : "copy_: in-place operations on tensors that require grad are not supported "
                            "by minidl's autograd; use an out-of-place op");
   Tensor s = src.shape() == shape() ? src : src.expand(shape());
-  const Device runner = s.device().is_cuda() ? s.device() : device();
-  copy_stub.kernel(runner)(*this, s);
+  copy_stub.kernel(copy_runner(s.device(), device()))(*this, s);
   bump_version();
   return *this;
 }
@@ -81,8 +85,31 @@ Tensor Tensor::to(DType dtype) const {
   return dtype == this->dtype() ? *this : ToCopy::apply(*this, dtype, device());
 }
 
-Tensor Tensor::to(Device device) const {
+// Copies in this build are synchronous on every device, so non_blocking only
+// states that the caller does not need them to be; the CUDA copy kernel will
+// honour it for pinned host memory.
+Tensor Tensor::to(Device device, bool non_blocking) const {
+  (void)non_blocking;
   return device == this->device() ? *this : ToCopy::apply(*this, dtype(), device);
+}
+
+Tensor Tensor::pin_memory() const {
+  MINIDL_CHECK(device().is_cpu(), "cannot pin '", device().str(), "' memory: only dense CPU tensors can be pinned");
+  Allocator* pinned = pinned_host_allocator();
+  if (pinned == nullptr || is_pinned()) return *this;  // no backend that pins: plain host memory serves
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape();
+  impl->strides = contiguous_strides(shape());
+  impl->dtype = dtype();
+  impl->storage = std::make_shared<Storage>(nbytes(), kCPU, pinned);
+  Tensor out(std::move(impl));
+  copy_stub.kernel(kCPU)(out, *this);
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  const Allocator* pinned = pinned_host_allocator();
+  return pinned != nullptr && checked_storage()->allocator() == pinned;
 }
 
 }  // namespace minidl
