@@ -60,6 +60,7 @@ struct Args {
   std::string optimizer = "sgd", schedule = "cosine";
   int64_t warmup_epochs = 0, step_size = 0;
   int workers = 2, threads = 0, eval_every = 1;
+  std::string device = "cpu";
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
@@ -203,10 +204,12 @@ struct Totals {
 };
 
 // Loss and accuracy over a loader, under no_grad, in the model's current mode.
-Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed) {
+Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, Device device) {
   NoGradGuard no_grad;
   Totals t;
   for (data::Batch& b : loader) {
+    b.data = b.data.to(device, /*non_blocking=*/true);
+    b.targets = b.targets.to(device, /*non_blocking=*/true);
     Tensor logits = model.forward(b.data);
     const double n = static_cast<double>(b.targets.numel());
     t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
@@ -221,12 +224,12 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed) {
 // under no_grad, so the buffers are copied before and restored after. Under
 // DDP the loader must give every rank the same number of batches (SyncBN
 // communicates in train mode).
-double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed) {
+double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed, Device device) {
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, buf] : model.named_buffers()) saved.emplace_back(buf, buf.clone());
   model.train();
-  const double acc = evaluate(model, loader, distributed).acc();
+  const double acc = evaluate(model, loader, distributed, device).acc();
   for (auto& [buf, copy] : saved) buf.copy_(copy);
   return acc;
 }
@@ -410,6 +413,8 @@ int run(const Args& a) {
   if (!a.norm.empty()) model_options.norm(sync_bn ? "batchnorm" : a.norm);
   auto model = models::create_model(a.model, model_options);
   if (sync_bn) model = nn::convert_sync_batch_norm(model);
+  const Device device(a.device);
+  model->to(device);  // before DDP and the optimizer, which keep the model's tensors
   // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);
@@ -434,7 +439,8 @@ int run(const Args& a) {
             << "optim: " << a.optimizer << " lr " << a.lr << " momentum " << a.momentum << " weight decay "
             << a.weight_decay << ", schedule " << a.schedule << " (warmup " << a.warmup_epochs << " epochs)\n"
             << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
-            << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n";
+            << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n"
+            << "device: " << device.str() << "\n";
   if (distributed)
     out << "ddp:   " << ddp_run.world << " processes (gloo), batch " << a.batch_size << " per process = "
         << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
@@ -468,6 +474,8 @@ int run(const Args& a) {
     int64_t correct = 0, seen = 0;
     const double lr = opt->param_groups()[0].lr();
     for (data::Batch& b : train_loader) {
+      b.data = b.data.to(device, /*non_blocking=*/true);
+      b.targets = b.targets.to(device, /*non_blocking=*/true);
       Tensor logits = ddp ? ddp->forward(b.data) : model->forward(b.data);
       Tensor loss = cross_entropy(logits, b.targets);
       opt->zero_grad();
@@ -496,10 +504,10 @@ int run(const Args& a) {
 
     if ((epoch + 1) % a.eval_every == 0 || epoch + 1 == end_epoch) {
       model->eval();
-      Totals r = evaluate(*model, test_loader, distributed);
+      Totals r = evaluate(*model, test_loader, distributed, device);
       m.test_loss = r.loss();
       m.test_acc = r.acc();
-      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed);
+      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed, device);
       model->train();
     }
     history.push_back(m);
@@ -589,6 +597,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", a.seed)->capture_default_str();
+  app.add_option("--device", a.device,
+                 "where the model trains: cpu, cuda[:N] (a CUDA build) or test (the test device of CI, "
+                 "core/test_device.h)")
+      ->capture_default_str();
   app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")
       ->check(CLI::PositiveNumber)

@@ -1,6 +1,8 @@
 // Default data locations and accuracy counting for the example programs.
 #include "examples/common/example_data.h"
 
+#include "ops/binary.h"
+
 #include "core/check.h"
 
 namespace fs = std::filesystem;
@@ -29,14 +31,11 @@ std::string shared_cifar10_subset_dir() {
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& targets) {
-  Tensor pred = logits.argmax(1).contiguous();
-  Tensor t = targets.contiguous();
-  MINIDL_CHECK(pred.numel() == t.numel(), "count_correct: ", pred.numel(), " predictions but ", t.numel(), " targets");
-  const int64_t* p = pred.data_ptr<int64_t>();
-  const int64_t* y = t.data_ptr<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == y[i];
-  return n;
+  Tensor pred = logits.argmax(1);
+  MINIDL_CHECK(pred.numel() == targets.numel(), "count_correct: ", pred.numel(), " predictions but ",
+               targets.numel(), " targets");
+  // On the logits' device; one value comes back to the host.
+  return minidl::eq(pred, targets.reshape(pred.shape())).sum().item<int64_t>();
 }
 
 }  // namespace minidl::examples
