@@ -20,10 +20,12 @@ Inputs are sorted and stored as differences from the previous one (the first
 from 0), modulo 2^32 or 2^64: zlib compresses these differences ~15x better.
 
 Every conversion is torch's tensor conversion (Tensor.to) on one thread, one
-tensor per section, so every value goes through ATen's vectorized loop on a
-CPU with AVX2/AVX-512 (the count of sections 1-4 is a multiple of 16; the
-last < 16 values of sections 5-7 take ATen's tail path, which converts
-float->float16 and float->bfloat16 the same way as its body).
+tensor per section, so values go through ATen's vectorized loop on a CPU with
+AVX2/AVX-512 (sections 1-4 hold a multiple of 16 values). The last n % 16
+values of sections 5-7 take ATen's scalar tail, which rounds the same way but
+can spell NaN differently (float64 -> bfloat16: 0x7FC0 there, 0xFFFF in the
+body; float16 -> float32: 0x7FFFFFFF in the tail), which is why
+tests/test_half.cpp accepts any NaN where torch's bfloat16 result is NaN.
 """
 import array
 import random

@@ -116,7 +116,7 @@ NanTest nan_test(DType d) {
 }
 
 // PyTorch's float->bfloat16 (and double->, float16->bfloat16) turns every NaN
-// into 0xFFFF in its vector loop and 0x7FC0 in its scalar tail; minidl keeps
+// into 0xFFFF in its vector loop (0x7FC0 in some scalar tails); minidl keeps
 // the sign and top payload bits (as vcvtneps2bf16 does). So where torch's
 // bfloat16 result is NaN, "both NaN" is the check (nan_any). Every other
 // result must match bit for bit, float16 NaNs included: torch's vcvtps2ph
