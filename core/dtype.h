@@ -1,12 +1,16 @@
 // Element types. float32 is the default; float64 exists for gradient checks;
-// int64 holds labels and counters; uint8 holds images. float16/bfloat16 are
-// reserved for the CUDA backend (mixed precision) and have no CPU kernels.
+// int64 holds labels and counters; uint8 holds images. float16/bfloat16
+// (core/half.h) are storage types for mixed precision: on CPU they are
+// created, filled, converted, printed and saved, but compute kernels take
+// float32/float64 only and refuse them with an error naming the op.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/half.h"
 
 namespace minidl {
 
@@ -52,7 +56,45 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::Float
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
+template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };
+template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::BFloat16; };
 template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
+
+constexpr bool is_reduced_floating(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// The type a reduction accumulates T in: float for the 16-bit types (they
+// have no arithmetic), integers in int64. PyTorch's CUDA acc_type; its CPU
+// one widens float to double, which minidl's CPU reductions choose per kernel.
+template <class T> struct acc_type { using type = T; };
+template <> struct acc_type<Half> { using type = float; };
+template <> struct acc_type<BFloat16> { using type = float; };
+template <> struct acc_type<uint8_t> { using type = int64_t; };
+template <class T> using acc_type_t = typename acc_type<T>::type;
+
+// PyTorch's C++ type names, for its messages ("c10::Half").
+constexpr const char* c10_type_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Int64: return "int64_t";
+    case DType::UInt8: return "uint8_t";
+    case DType::Float16: return "c10::Half";
+    case DType::BFloat16: return "c10::BFloat16";
+  }
+  return "?";
+}
+
+// True when a scalar stored into a `dtype` tensor (fill_, full) is finite but
+// beyond the dtype's largest value: PyTorch refuses these ("value cannot be
+// converted to type c10::Half without overflow") rather than storing inf,
+// even when the value would round down to the largest one (65504.5). inf and
+// NaN are fine. Checked for the 16-bit types only; float32 keeps rounding to inf.
+inline bool scalar_overflows(DType dtype, double value) {
+  if (!std::isfinite(value)) return false;
+  if (dtype == DType::Float16) return std::abs(value) > 65504.0;
+  if (dtype == DType::BFloat16) return std::abs(value) > 0x1.FEp127;  // bfloat16 max, 0x7F7F
+  return false;
+}
 
 }  // namespace minidl
 
@@ -74,6 +116,22 @@ template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
         MINIDL_FAIL(op, ": expected a float32 or float64 tensor on CPU, got ",            \
                     ::minidl::dtype_name(dtype));                                         \
     }                                                                                     \
+  }()
+
+// MINIDL_DISPATCH_ALL plus Half and BFloat16, for the kernels that only move
+// or convert values (copy, fill, factories, item, to_vector): they convert
+// through minidl::convert<T>, never with arithmetic on the 16-bit types.
+#define MINIDL_DISPATCH_ALL_AND_HALF(dtype, op, ...)                                      \
+  [&] {                                                                                   \
+    switch (dtype) {                                                                      \
+      MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)                                  \
+      MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)                                 \
+      MINIDL_DISPATCH_CASE_(Int64, int64_t, __VA_ARGS__)                                  \
+      MINIDL_DISPATCH_CASE_(UInt8, uint8_t, __VA_ARGS__)                                  \
+      MINIDL_DISPATCH_CASE_(Float16, ::minidl::Half, __VA_ARGS__)                         \
+      MINIDL_DISPATCH_CASE_(BFloat16, ::minidl::BFloat16, __VA_ARGS__)                    \
+    }                                                                                     \
+    MINIDL_FAIL(op, ": unknown dtype ", static_cast<int>(dtype));                         \
   }()
 
 #define MINIDL_DISPATCH_ALL(dtype, op, ...)                                               \

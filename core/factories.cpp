@@ -23,10 +23,10 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 template <class F>
 Tensor host_tensor(const Shape& shape, const TensorOptions& options, F&& f) {
   Tensor t = empty(shape, TensorOptions(options.dtype_));
-  MINIDL_DISPATCH_ALL(t.dtype(), "tensor factory", [&] {
+  MINIDL_DISPATCH_ALL_AND_HALF(t.dtype(), "tensor factory", [&] {
     scalar_t* p = t.data_ptr<scalar_t>();
     const int64_t n = t.numel();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(f(i));
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<scalar_t>(f(i));
   });
   return finish(t, options);
 }
@@ -67,6 +67,8 @@ Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0,
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
   check_shape(shape, "full");
+  MINIDL_CHECK(!scalar_overflows(options.dtype_, value), "full: value cannot be converted to type ",
+               c10_type_name(options.dtype_), " without overflow");
   if (options.device_.is_cpu()) return host_tensor(shape, options, [value](int64_t) { return value; });
   // As on the host, an integer dtype takes the value truncated (as PyTorch's full).
   if (!is_floating(options.dtype_) && std::isfinite(value)) value = std::trunc(value);
@@ -135,6 +137,8 @@ template Tensor tensor(const std::vector<float>&, const Shape&, TensorOptions);
 template Tensor tensor(const std::vector<double>&, const Shape&, TensorOptions);
 template Tensor tensor(const std::vector<int64_t>&, const Shape&, TensorOptions);
 template Tensor tensor(const std::vector<uint8_t>&, const Shape&, TensorOptions);
+template Tensor tensor(const std::vector<Half>&, const Shape&, TensorOptions);
+template Tensor tensor(const std::vector<BFloat16>&, const Shape&, TensorOptions);
 
 Tensor tensor(std::initializer_list<double> values, const Shape& shape, TensorOptions options) {
   return tensor(std::vector<double>(values), shape, options);

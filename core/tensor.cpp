@@ -30,8 +30,8 @@ T Tensor::item() const {
   // Off the CPU this is the one host synchronization a training step makes
   // on purpose (the logged loss): copy the value, as PyTorch does.
   const Tensor host = device().is_cpu() ? *this : to(kCPU);
-  return MINIDL_DISPATCH_ALL(dtype(), "item", [&] {
-    return static_cast<T>(*static_cast<const scalar_t*>(host.raw_data()));
+  return MINIDL_DISPATCH_ALL_AND_HALF(dtype(), "item", [&] {
+    return convert<T>(*static_cast<const scalar_t*>(host.raw_data()));
   });
 }
 
@@ -39,9 +39,9 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   Tensor c = to(kCPU).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
-  MINIDL_DISPATCH_ALL(c.dtype(), "to_vector", [&] {
+  MINIDL_DISPATCH_ALL_AND_HALF(c.dtype(), "to_vector", [&] {
     const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(p[i]);
   });
   return out;
 }
@@ -55,6 +55,8 @@ MINIDL_INSTANTIATE_ACCESSORS_(int64_t)
 MINIDL_INSTANTIATE_ACCESSORS_(uint8_t)
 MINIDL_INSTANTIATE_ACCESSORS_(int)
 MINIDL_INSTANTIATE_ACCESSORS_(bool)
+MINIDL_INSTANTIATE_ACCESSORS_(Half)
+MINIDL_INSTANTIATE_ACCESSORS_(BFloat16)
 #undef MINIDL_INSTANTIATE_ACCESSORS_
 
 // ---- autograd ---------------------------------------------------------------

@@ -204,9 +204,7 @@ std::string add_suffixes(const std::string& body, const std::vector<std::string>
 }
 
 HostValues to_host(const Tensor& t) {
-  Tensor c = t.detach();
-  if (c.dtype() == kFloat16 || c.dtype() == kBFloat16) c = c.to(kFloat32);  // no CPU kernels for these
-  c = c.to(kCPU).contiguous();
+  Tensor c = t.detach().to(kCPU).contiguous();
   HostValues h;
   h.shape = c.shape();
   h.strides = contiguous_strides(c.shape());

@@ -135,9 +135,9 @@ void sum_to_cpu(const Tensor& out_view, const Tensor& grad) {
 }
 
 void fill_cpu(const Tensor& out, double value) {
-  MINIDL_DISPATCH_ALL(out.dtype(), "fill_", [&] {
+  MINIDL_DISPATCH_ALL_AND_HALF(out.dtype(), "fill_", [&] {
     scalar_t* o = static_cast<scalar_t*>(out.raw_data());
-    const auto v = static_cast<scalar_t>(value);
+    const auto v = convert<scalar_t>(value);
     for_each_row<1>(out.shape(), {out.strides()},
                     [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& step) {
                       for (int64_t i = 0; i < n; ++i) o[off[0] + i * step[0]] = v;
@@ -168,7 +168,9 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
 // A scalar operand: a 0-d tensor of x's dtype on x's device.
 Tensor scalar_like(const Tensor& x, double value, const char* op) {
   MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
-  check_scalar_fits(x.dtype(), value, op);
+  // A float operand too large for a float16 tensor becomes inf, as PyTorch's
+  // wrapped scalars do (x + 1e5); fill_, clamp and alpha refuse it.
+  if (!is_floating(x.dtype())) check_scalar_fits(x.dtype(), value, op);
   return scalar_tensor(value, options_of(x));
 }
 
@@ -381,6 +383,8 @@ Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 void check_scalar_fits(DType dtype, double value, const char* op) {
+  MINIDL_CHECK(!scalar_overflows(dtype, value), op, ": value cannot be converted to type ",
+               c10_type_name(dtype), " without overflow");
   if (is_floating(dtype)) return;
   const double lo = dtype == kUInt8 ? 0.0 : -0x1p63;
   const double end = dtype == kUInt8 ? 256.0 : 0x1p63;  // exclusive

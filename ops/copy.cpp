@@ -4,6 +4,7 @@
 #include "ops/copy.h"
 
 #include "core/autograd/function.h"
+#include "ops/cpu/convert_half.h"
 #include "ops/strided_loop.h"
 
 namespace minidl {
@@ -29,6 +30,7 @@ void copy_cpu_typed(const Tensor& dst, const Tensor& src) {
 }
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
+  if (is_reduced_floating(dst.dtype()) || is_reduced_floating(src.dtype())) return copy_half_cpu(dst, src);
   MINIDL_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
     using D = scalar_t;
     MINIDL_DISPATCH_ALL(src.dtype(), "copy_", [&] { copy_cpu_typed<D, scalar_t>(dst, src); });
