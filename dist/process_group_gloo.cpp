@@ -7,9 +7,9 @@
 //   reduce_scatter          gloo::allreduce of the concatenated inputs, then
 //                           this rank's slice (as PyTorch's gloo backend)
 //   barrier                 gloo::barrier
-// A watchdog marks in the store, for any collective still running after a
-// short delay, that this rank reached it; when a collective fails, the marks
-// tell which ranks never arrived. The fast path never touches the store.
+// The worker reports the collective it runs to a CollectiveWatchdog
+// (dist/watchdog.h), whose arrival marks name the ranks that never came when
+// a collective fails.
 #include "dist/process_group_gloo.h"
 
 #include <gloo/allgather.h>
@@ -31,9 +31,14 @@
 
 namespace minidl::dist {
 
-namespace {
+// The Work of one Gloo collective: the worker thread finishes it; wait() and
+// synchronize() both block the host (Work's defaults).
+class ProcessGroupGloo::WorkGloo final : public Work {
+ public:
+  using Work::finish;
+};
 
-using Clock = std::chrono::steady_clock;
+namespace {
 
 // Gloo's rendezvous talks to our Store through this adapter.
 class GlooStore : public gloo::rendezvous::Store {
@@ -137,8 +142,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     MINIDL_FAIL("ProcessGroupGloo: rank ", rank, " could not connect to its ", size - 1, " peers: ", e.what());
   }
   context_ = context;
+  watchdog_ = std::make_unique<CollectiveWatchdog>(store_, rank, size, timeout);
   worker_ = std::thread([this] { worker_loop(); });
-  watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() {
@@ -147,13 +152,11 @@ ProcessGroupGloo::~ProcessGroupGloo() {
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  worker_.join();  // runs what is queued first
-  queue_cv_.notify_all();
-  watchdog_.join();
+  worker_.join();  // runs what is queued first; the watchdog stops after it
 }
 
 WorkPtr ProcessGroupGloo::enqueue(std::string name, std::function<void(uint32_t)> run) {
-  auto work = std::make_shared<Work>();
+  auto work = std::make_shared<WorkGloo>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     MINIDL_CHECK(!stopping_, name, ": the process group is being destroyed");
@@ -172,86 +175,24 @@ void ProcessGroupGloo::worker_loop() {
       if (queue_.empty()) return;  // stopping, nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
-      running_seq_ = task.seq;
-      running_since_ = Clock::now();
-      running_ = true;
     }
-    queue_cv_.notify_all();  // wakes the watchdog
     std::exception_ptr error;
     if (broken_) {
       error = std::make_exception_ptr(
           Error(task.name + ": the process group is unusable after an earlier collective failed: " + broken_reason_));
     } else {
+      watchdog_->set_running(task.seq);
       try {
         task.run(static_cast<uint32_t>(task.seq));
       } catch (const std::exception& e) {
-        broken_reason_ = describe_failure(task, e.what());
+        broken_reason_ = watchdog_->describe_failure(task.name, task.seq, e.what());
         broken_ = true;
         error = std::make_exception_ptr(Error(broken_reason_));
       }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
+      watchdog_->set_idle();
     }
     task.work->finish(error);
   }
-}
-
-// Marks "this rank reached collective #seq" in the store once a collective has
-// been running for kMarkAfter, so a failure can name the ranks that never came.
-void ProcessGroupGloo::watchdog_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  uint64_t marked = UINT64_MAX;
-  for (;;) {
-    if (stopping_ && queue_.empty() && !running_) return;
-    if (running_ && running_seq_ != marked) {
-      auto due = running_since_ + mark_after();
-      if (Clock::now() >= due) {
-        marked = running_seq_;
-        uint64_t seq = running_seq_;
-        lock.unlock();
-        try {
-          store_->set("arrived/" + std::to_string(seq) + "/" + std::to_string(rank()), "1");
-        } catch (const std::exception&) {
-          // The store may be gone (rank 0 exited); the failure message says so.
-        }
-        lock.lock();
-        continue;
-      }
-      queue_cv_.wait_until(lock, due);
-    } else {
-      queue_cv_.wait_for(lock, std::chrono::milliseconds(200));
-    }
-  }
-}
-
-Milliseconds ProcessGroupGloo::mark_after() const {
-  return std::min(Milliseconds(1000), timeout_ / 4);
-}
-
-std::string ProcessGroupGloo::describe_failure(const Task& task, const std::string& what) {
-  std::string msg = task.name + " (collective #" + std::to_string(task.seq) + " of this group) failed on rank " +
-                    std::to_string(rank()) + " of " + std::to_string(size()) + ": " + what;
-  // Give the other ranks' watchdogs time to mark their arrival, then look.
-  std::string missing;
-  try {
-    std::string prefix = "arrived/" + std::to_string(task.seq) + "/";
-    store_->set(prefix + std::to_string(rank()), "1");
-    auto deadline = Clock::now() + mark_after() + Milliseconds(1000);
-    for (;;) {
-      missing.clear();
-      for (int r = 0; r < size(); ++r)
-        if (!store_->check({prefix + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      if (missing.empty() || Clock::now() > deadline) break;
-      std::this_thread::sleep_for(Milliseconds(50));
-    }
-    if (!missing.empty()) msg += " (ranks that never reached it: [" + missing + "])";
-    else msg += " (every rank reached it; a peer's connection failed)";
-  } catch (const std::exception&) {
-    msg += " (the store is unreachable: rank 0 may have exited or crashed)";
-  }
-  return msg;
 }
 
 WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
