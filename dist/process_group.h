@@ -75,8 +75,9 @@ class ProcessGroup {
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
 
-  // In place on `tensor` (contiguous; float32, float64 or int64). AVG needs a
-  // floating dtype.
+  // Tensors may live on any device the backend supports (Gloo: any, through
+  // host copies). In place on `tensor` (contiguous; a dtype the backend
+  // reduces, see wire_dtype). AVG needs a floating dtype.
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;
   // Every rank's `tensor` becomes root's.
   virtual WorkPtr broadcast(Tensor& tensor, int root = 0) = 0;
@@ -91,6 +92,11 @@ class ProcessGroup {
   virtual WorkPtr barrier() = 0;
 
   virtual Milliseconds timeout() const = 0;
+
+  // The dtype a tensor of `dtype` travels as through this backend's
+  // collectives: callers that pack tensors (DDP's broadcast) convert to it and
+  // back. The default: as it is.
+  virtual DType wire_dtype(DType dtype) const { return dtype; }
 
  private:
   int rank_, size_;

@@ -3,7 +3,8 @@
 // connectFullMesh exchanges addresses under the store's keys).
 //
 // One worker thread per group runs the collectives in the order they were
-// issued, so async calls keep the same order on every rank. Its Work blocks
+// issued, so async calls keep the same order on every rank. Tensors on any
+// device are staged through host copies (see process_group_gloo.cpp). Its Work blocks
 // the host in wait() (Gloo computes on host memory, so "later work ordered
 // after" needs the host to wait). A collective that fails (a peer's
 // connection closed, or the group's timeout passed) fails its Work with an
@@ -45,6 +46,9 @@ class ProcessGroupGloo : public ProcessGroup {
   WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM) override;
   WorkPtr barrier() override;
   Milliseconds timeout() const override { return timeout_; }
+  // Gloo reduces float32, float64 and int64 only: uint8 travels as int64,
+  // float16 and bfloat16 as float32.
+  DType wire_dtype(DType dtype) const override;
 
  private:
   class WorkGloo;
