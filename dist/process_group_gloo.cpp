@@ -82,7 +82,7 @@ void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") 
 // The host memory Gloo works on for `t`: t itself on the CPU, else a host
 // copy of its value (an input, or an in-place tensor) or a fresh host tensor
 // (an output only).
-Tensor host_value(const Tensor& t) { return t.device().is_cpu() ? t : t.to(kCPU); }
+Tensor host_value(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(kCPU); }  // no autograd record
 Tensor host_output(const Tensor& t) { return t.device().is_cpu() ? t : empty(t.shape(), t.dtype()); }
 
 // Copies a staged result back into its device tensor (worker thread; no
