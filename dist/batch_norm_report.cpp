@@ -100,7 +100,15 @@ CrossRankBatchNormReport batch_norm_report_across_ranks(const nn::Module& model,
   const int W = group->size();
   const std::vector<LayerRef> refs = batch_norm_layers(model);
 
-  // This rank's statistics, layer after layer: [running_mean(C), running_var(C), num_batches_tracked].
+  // This rank's statistics, layer after layer: [running_mean(C), running_var(C), num_batches_tracked],
+  // gathered on the statistics' device (a device backend needs device tensors).
+  Device device = kCPU;
+  for (const LayerRef& ref : refs)
+    if (has_running_stats(*ref.bn)) {
+      device = ref.bn->running_mean.device();
+      break;
+    }
+  const TensorOptions f64 = TensorOptions(kFloat64).device(device);
   std::vector<Tensor> parts;
   int64_t length = 0, signature = 0;
   for (size_t i = 0; i < refs.size(); ++i) {
@@ -110,19 +118,20 @@ CrossRankBatchNormReport batch_norm_report_across_ranks(const nn::Module& model,
     MINIDL_CHECK(bn.running_mean.numel() == C && bn.running_var.numel() == C, "batch_norm_report_across_ranks: ",
                  refs[i].name, " has running stats of ", bn.running_mean.numel(), " and ", bn.running_var.numel(),
                  " values for ", C, " channels");
-    parts.push_back(bn.running_mean.to(kFloat64).reshape({C}));
-    parts.push_back(bn.running_var.to(kFloat64).reshape({C}));
+    parts.push_back(bn.running_mean.to(kFloat64).to(device).reshape({C}));
+    parts.push_back(bn.running_var.to(kFloat64).to(device).reshape({C}));
     const double tracked = bn.num_batches_tracked.defined() ? bn.num_batches_tracked.item<double>()
                                                             : std::numeric_limits<double>::quiet_NaN();
-    parts.push_back(full({1}, tracked, kFloat64));
+    parts.push_back(full({1}, tracked, f64));
     length += 2 * C + 1;
     signature += static_cast<int64_t>(i + 1) * (2 * C + 1);
   }
 
   // The layouts must agree before the statistics can be gathered.
   const int64_t n_layers = static_cast<int64_t>(refs.size());
-  Tensor layout = tensor(std::vector<int64_t>{n_layers, length, signature}, {3}, kInt64);
-  Tensor layouts = empty({3 * static_cast<int64_t>(W)}, kInt64);
+  const TensorOptions i64 = TensorOptions(kInt64).device(device);
+  Tensor layout = tensor(std::vector<int64_t>{n_layers, length, signature}, {3}, i64);
+  Tensor layouts = empty({3 * static_cast<int64_t>(W)}, i64);
   group->all_gather_into_tensor(layouts, layout)->wait();
   const std::vector<int64_t> all_layouts = layouts.to_vector<int64_t>();
   for (int r = 0; r < W; ++r) {
@@ -137,7 +146,7 @@ CrossRankBatchNormReport batch_norm_report_across_ranks(const nn::Module& model,
   report.world_size = W;
   std::vector<double> values;
   if (length > 0) {
-    Tensor gathered = empty({W * length}, kFloat64);
+    Tensor gathered = empty({W * length}, f64);
     group->all_gather_into_tensor(gathered, cat(parts))->wait();
     values = gathered.to_vector<double>();
   }

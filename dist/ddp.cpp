@@ -18,16 +18,6 @@ namespace {
 constexpr double kDefaultBucketCapMb = 25.0;
 constexpr int64_t kBroadcastBucketBytes = 250LL * 1024 * 1024;
 
-// The dtype a tensor travels as: collectives take float32, float64 and int64.
-DType wire_dtype(DType t) {
-  switch (t) {
-    case DType::UInt8: return kInt64;
-    case DType::Float16:
-    case DType::BFloat16: return kFloat32;
-    default: return t;
-  }
-}
-
 // ---- the model signature that verify_params_across_processes compares ----
 struct TensorSig {
   std::string name;
@@ -95,6 +85,14 @@ void compare(const std::vector<TensorSig>& ref, const std::vector<TensorSig>& ot
   }
 }
 
+// Where a model's metadata collectives run: its first parameter's (or
+// buffer's) device; the CPU for a model without tensors.
+Device module_device(const nn::Module& module) {
+  for (const Tensor& p : module.parameters()) return p.device();
+  for (const Tensor& b : module.buffers()) return b.device();
+  return kCPU;
+}
+
 }  // namespace
 
 void verify_params_across_processes(ProcessGroup& group, const nn::Module& module) {
@@ -104,15 +102,17 @@ void verify_params_across_processes(ProcessGroup& group, const nn::Module& modul
   encode(params, local);
   encode(buffers, local);
 
-  // Lengths first, then the signatures themselves (sizes may differ by rank).
+  // Lengths first, then the signatures themselves (sizes may differ by rank),
+  // on the model's device as PyTorch's (a device backend needs device tensors).
   const int world = group.size();
-  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(local.size())});
-  Tensor lengths = empty({world}, kInt64);
+  const TensorOptions meta = TensorOptions(kInt64).device(module_device(module));
+  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(local.size())}, {1}, meta);
+  Tensor lengths = empty({world}, meta);
   group.all_gather_into_tensor(lengths, length)->wait();
   const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
   std::vector<Tensor> gathered;
-  for (int64_t n : sizes) gathered.push_back(empty({n}, kInt64));
-  group.all_gather(gathered, tensor(local))->wait();
+  for (int64_t n : sizes) gathered.push_back(empty({n}, meta));
+  group.all_gather(gathered, tensor(local, {static_cast<int64_t>(local.size())}, meta))->wait();
 
   // Every rank compares every rank with rank 0, so all throw the same error.
   const ModelSig ref = decode(gathered[0].to_vector<int64_t>());
@@ -134,7 +134,7 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
     if (chunk.empty()) return;
     int64_t total = 0;
     for (const Tensor& t : chunk) total += t.numel();
-    Tensor flat = empty({total}, TensorOptions(wire_dtype(chunk[0].dtype())).device(chunk[0].device()));
+    Tensor flat = empty({total}, TensorOptions(group.wire_dtype(chunk[0].dtype())).device(chunk[0].device()));
     int64_t offset = 0;
     for (const Tensor& t : chunk) {
       flat.narrow(0, offset, t.numel()).view(t.shape()).copy_(t);
@@ -152,7 +152,7 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
     std::vector<Tensor> chunk;
     int64_t bytes = 0;
     for (const Tensor& t : list) {
-      const int64_t size = static_cast<int64_t>(t.numel() * element_size(wire_dtype(t.dtype())));
+      const int64_t size = static_cast<int64_t>(t.numel() * element_size(group.wire_dtype(t.dtype())));
       if (!chunk.empty() && bytes + size > buffer_bytes) {
         flush(chunk);
         chunk.clear();

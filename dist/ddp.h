@@ -46,6 +46,12 @@
 // names of the parameters that got none (PyTorch prints them only with
 // TORCH_DISTRIBUTED_DEBUG=DETAIL; we always do).
 //
+// Devices: the model may live on any one device type. The buckets, the
+// broadcasts and the metadata collectives (the shape check) use tensors on
+// the parameters' device, as PyTorch, so a device backend (NCCL) gets device
+// tensors; Gloo stages them through the host. Packed tensors travel in the
+// backend's wire_dtype (Gloo: uint8 as int64, half types as float32).
+//
 // State dict: unlike PyTorch, the wrapper is not itself a Module, so there is
 // no "module." prefix: ddp.module()->state_dict() has the plain model's keys
 // and loads straight into a model built without DDP.

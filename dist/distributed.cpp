@@ -227,6 +227,8 @@ WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input, const Proc
   return work;
 }
 
-void barrier(const ProcessGroupPtr& group) { group_or_default(group, "barrier")->barrier()->wait(); }
+// A barrier is about the host (every rank has got this far), so it blocks the
+// host, not just later work.
+void barrier(const ProcessGroupPtr& group) { group_or_default(group, "barrier")->barrier()->synchronize(); }
 
 }  // namespace minidl::dist

@@ -1,4 +1,4 @@
-// Work: the completion flag and error of one collective.
+// Work: the host-side completion flag and error of one collective.
 #include "dist/process_group.h"
 
 namespace minidl::dist {
@@ -19,11 +19,17 @@ bool Work::is_completed() const {
   return done_;
 }
 
-void Work::wait() {
+void Work::block_until_finished() {
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [this] { return done_; });
   if (error_) std::rethrow_exception(error_);
 }
+
+// A backend whose collectives run on host memory has nothing to order but the
+// host: both waits block it.
+void Work::wait() { block_until_finished(); }
+
+void Work::synchronize() { block_until_finished(); }
 
 void Work::finish(std::exception_ptr error) {
   {

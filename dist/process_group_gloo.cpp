@@ -7,9 +7,19 @@
 //   reduce_scatter          gloo::allreduce of the concatenated inputs, then
 //                           this rank's slice (as PyTorch's gloo backend)
 //   barrier                 gloo::barrier
-// A watchdog marks in the store, for any collective still running after a
-// short delay, that this rank reached it; when a collective fails, the marks
-// tell which ranks never arrived. The fast path never touches the store.
+// The worker reports the collective it runs to a CollectiveWatchdog
+// (dist/watchdog.h), whose arrival marks name the ranks that never came when
+// a collective fails.
+//
+// Tensors on any device: Gloo reads and writes host memory, so a non-CPU
+// tensor is staged as PyTorch's Gloo backend stages CUDA tensors. Its value
+// is copied to a host tensor on the caller's thread when the collective is
+// issued (the value a stream-ordered backend would see), the collective runs
+// on the host copy, and the worker copies the result back into the device
+// tensor before completing the Work, so wait() covers the copy back. CPU
+// tensors are used in place, as before.
+// TODO(cuda): pinned host buffers and copies on the current stream (PyTorch's
+// ProcessGroupGloo with CUDA tensors), instead of synchronous copies.
 #include "dist/process_group_gloo.h"
 
 #include <gloo/allgather.h>
@@ -26,14 +36,20 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/autograd/grad_mode.h"
 #include "core/check.h"
 #include "core/dtype.h"
 
 namespace minidl::dist {
 
-namespace {
+// The Work of one Gloo collective: the worker thread finishes it; wait() and
+// synchronize() both block the host (Work's defaults).
+class ProcessGroupGloo::WorkGloo final : public Work {
+ public:
+  using Work::finish;
+};
 
-using Clock = std::chrono::steady_clock;
+namespace {
 
 // Gloo's rendezvous talks to our Store through this adapter.
 class GlooStore : public gloo::rendezvous::Store {
@@ -57,12 +73,24 @@ class GlooStore : public gloo::rendezvous::Store {
 
 void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") {
   MINIDL_CHECK(t.defined(), op, ": the ", what, " is undefined");
-  MINIDL_CHECK(t.device().is_cpu(), op, ": the gloo backend needs CPU tensors, got a ", what, " on ",
-               t.device().str());
   MINIDL_CHECK(t.is_contiguous(), op, ": Tensors must be contiguous (the ", what, " is not)");
   DType d = t.dtype();
   MINIDL_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64, op, ": expected a float32, float64 or int64 ",
                what, ", got ", dtype_name(d));
+}
+
+// The host memory Gloo works on for `t`: t itself on the CPU, else a host
+// copy of its value (an input, or an in-place tensor) or a fresh host tensor
+// (an output only).
+Tensor host_value(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(kCPU); }  // no autograd record
+Tensor host_output(const Tensor& t) { return t.device().is_cpu() ? t : empty(t.shape(), t.dtype()); }
+
+// Copies a staged result back into its device tensor (worker thread; no
+// autograd: a parameter being broadcast may require grad).
+void copy_back(const Tensor& target, const Tensor& host) {
+  if (target.is_same(host)) return;
+  NoGradGuard no_grad;
+  Tensor(target).copy_(host);
 }
 
 template <class T>
@@ -137,8 +165,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     MINIDL_FAIL("ProcessGroupGloo: rank ", rank, " could not connect to its ", size - 1, " peers: ", e.what());
   }
   context_ = context;
+  watchdog_ = std::make_unique<CollectiveWatchdog>(store_, rank, size, timeout);
   worker_ = std::thread([this] { worker_loop(); });
-  watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() {
@@ -147,13 +175,11 @@ ProcessGroupGloo::~ProcessGroupGloo() {
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  worker_.join();  // runs what is queued first
-  queue_cv_.notify_all();
-  watchdog_.join();
+  worker_.join();  // runs what is queued first; the watchdog stops after it
 }
 
 WorkPtr ProcessGroupGloo::enqueue(std::string name, std::function<void(uint32_t)> run) {
-  auto work = std::make_shared<Work>();
+  auto work = std::make_shared<WorkGloo>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     MINIDL_CHECK(!stopping_, name, ": the process group is being destroyed");
@@ -172,113 +198,62 @@ void ProcessGroupGloo::worker_loop() {
       if (queue_.empty()) return;  // stopping, nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
-      running_seq_ = task.seq;
-      running_since_ = Clock::now();
-      running_ = true;
     }
-    queue_cv_.notify_all();  // wakes the watchdog
     std::exception_ptr error;
     if (broken_) {
       error = std::make_exception_ptr(
           Error(task.name + ": the process group is unusable after an earlier collective failed: " + broken_reason_));
     } else {
+      watchdog_->set_running(task.seq);
       try {
         task.run(static_cast<uint32_t>(task.seq));
       } catch (const std::exception& e) {
-        broken_reason_ = describe_failure(task, e.what());
+        broken_reason_ = watchdog_->describe_failure(task.name, task.seq, e.what());
         broken_ = true;
         error = std::make_exception_ptr(Error(broken_reason_));
       }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
+      watchdog_->set_idle();
     }
     task.work->finish(error);
   }
 }
 
-// Marks "this rank reached collective #seq" in the store once a collective has
-// been running for kMarkAfter, so a failure can name the ranks that never came.
-void ProcessGroupGloo::watchdog_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  uint64_t marked = UINT64_MAX;
-  for (;;) {
-    if (stopping_ && queue_.empty() && !running_) return;
-    if (running_ && running_seq_ != marked) {
-      auto due = running_since_ + mark_after();
-      if (Clock::now() >= due) {
-        marked = running_seq_;
-        uint64_t seq = running_seq_;
-        lock.unlock();
-        try {
-          store_->set("arrived/" + std::to_string(seq) + "/" + std::to_string(rank()), "1");
-        } catch (const std::exception&) {
-          // The store may be gone (rank 0 exited); the failure message says so.
-        }
-        lock.lock();
-        continue;
-      }
-      queue_cv_.wait_until(lock, due);
-    } else {
-      queue_cv_.wait_for(lock, std::chrono::milliseconds(200));
-    }
+DType ProcessGroupGloo::wire_dtype(DType dtype) const {
+  switch (dtype) {
+    case DType::UInt8: return kInt64;
+    case DType::Float16:
+    case DType::BFloat16: return kFloat32;
+    default: return dtype;
   }
-}
-
-Milliseconds ProcessGroupGloo::mark_after() const {
-  return std::min(Milliseconds(1000), timeout_ / 4);
-}
-
-std::string ProcessGroupGloo::describe_failure(const Task& task, const std::string& what) {
-  std::string msg = task.name + " (collective #" + std::to_string(task.seq) + " of this group) failed on rank " +
-                    std::to_string(rank()) + " of " + std::to_string(size()) + ": " + what;
-  // Give the other ranks' watchdogs time to mark their arrival, then look.
-  std::string missing;
-  try {
-    std::string prefix = "arrived/" + std::to_string(task.seq) + "/";
-    store_->set(prefix + std::to_string(rank()), "1");
-    auto deadline = Clock::now() + mark_after() + Milliseconds(1000);
-    for (;;) {
-      missing.clear();
-      for (int r = 0; r < size(); ++r)
-        if (!store_->check({prefix + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      if (missing.empty() || Clock::now() > deadline) break;
-      std::this_thread::sleep_for(Milliseconds(50));
-    }
-    if (!missing.empty()) msg += " (ranks that never reached it: [" + missing + "])";
-    else msg += " (every rank reached it; a peer's connection failed)";
-  } catch (const std::exception&) {
-    msg += " (the store is unreachable: rank 0 may have exited or crashed)";
-  }
-  return msg;
 }
 
 WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor);
   MINIDL_CHECK(op != ReduceOp::AVG || tensor.dtype() != kInt64,
                "all_reduce: ReduceOp.AVG needs a floating-point tensor, got int64");
-  Tensor t = tensor;
-  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, t, op](uint32_t tag) {
-    GLOO_DISPATCH(t.dtype(), [&] {
-      gloo_all_reduce(context_, t.data_ptr<scalar_t>(), static_cast<size_t>(t.numel()), op, tag, timeout_);
+  Tensor t = tensor, host = host_value(tensor);
+  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, t, host, op](uint32_t tag) {
+    GLOO_DISPATCH(host.dtype(), [&] {
+      gloo_all_reduce(context_, host.data_ptr<scalar_t>(), static_cast<size_t>(host.numel()), op, tag, timeout_);
     });
+    copy_back(t, host);
   });
 }
 
 WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_tensor("broadcast", tensor);
   MINIDL_CHECK(root >= 0 && root < size(), "broadcast: root must be in [0, ", size() - 1, "], got ", root);
-  Tensor t = tensor;
-  return enqueue("broadcast", [this, t, root](uint32_t tag) {
-    GLOO_DISPATCH(t.dtype(), [&] {
+  Tensor t = tensor, host = rank() == root ? host_value(tensor) : host_output(tensor);
+  return enqueue("broadcast", [this, t, host, root](uint32_t tag) {
+    GLOO_DISPATCH(host.dtype(), [&] {
       gloo::BroadcastOptions opts(context_);
-      opts.setOutput(t.data_ptr<scalar_t>(), static_cast<size_t>(t.numel()));
+      opts.setOutput(host.data_ptr<scalar_t>(), static_cast<size_t>(host.numel()));
       opts.setRoot(root);
       opts.setTag(tag);
       opts.setTimeout(timeout_);
       gloo::broadcast(opts);
     });
+    if (rank() != root) copy_back(t, host);
   });
 }
 
@@ -295,9 +270,10 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
   }
   MINIDL_CHECK(counts[rank()] == static_cast<size_t>(input.numel()), "all_gather: output ", rank(),
                " (this rank's) has ", counts[rank()], " elements but the input has ", input.numel());
-  Tensor in = input;
-  std::vector<Tensor> outs = outputs;
-  return enqueue("all_gather", [this, in, outs, counts](uint32_t tag) {
+  Tensor in = host_value(input);
+  std::vector<Tensor> outs = outputs, host_outs;
+  for (const Tensor& o : outputs) host_outs.push_back(host_output(o));
+  return enqueue("all_gather", [this, in, outs, host_outs, counts](uint32_t tag) {
     GLOO_DISPATCH(in.dtype(), [&] {
       size_t total = 0;
       for (size_t c : counts) total += c;
@@ -310,10 +286,12 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
       gloo::allgatherv(opts);
       size_t offset = 0;
       for (size_t r = 0; r < outs.size(); ++r) {
-        if (counts[r]) std::memcpy(outs[r].data_ptr<scalar_t>(), flat.data() + offset, counts[r] * sizeof(scalar_t));
+        if (counts[r])
+          std::memcpy(host_outs[r].data_ptr<scalar_t>(), flat.data() + offset, counts[r] * sizeof(scalar_t));
         offset += counts[r];
       }
     });
+    for (size_t r = 0; r < outs.size(); ++r) copy_back(outs[r], host_outs[r]);
   });
 }
 
@@ -325,17 +303,18 @@ WorkPtr ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& i
   MINIDL_CHECK(output.numel() == input.numel() * size(), "all_gather_into_tensor: output tensor size must be equal to ",
                "world_size times input tensor size: expected ", input.numel() * size(), " elements, got ",
                output.numel());
-  Tensor in = input, out = output;
-  return enqueue("all_gather_into_tensor", [this, in, out](uint32_t tag) {
+  Tensor in = host_value(input), out = output, host_out = host_output(output);
+  return enqueue("all_gather_into_tensor", [this, in, out, host_out](uint32_t tag) {
+    if (in.numel() == 0) return;
     GLOO_DISPATCH(in.dtype(), [&] {
-      if (in.numel() == 0) return;
       gloo::AllgatherOptions opts(context_);
       opts.setInput(in.data_ptr<scalar_t>(), static_cast<size_t>(in.numel()));
-      opts.setOutput(out.data_ptr<scalar_t>(), static_cast<size_t>(out.numel()));
+      opts.setOutput(host_out.data_ptr<scalar_t>(), static_cast<size_t>(host_out.numel()));
       opts.setTag(tag);
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
     });
+    copy_back(out, host_out);
   });
 }
 
@@ -352,9 +331,11 @@ WorkPtr ProcessGroupGloo::reduce_scatter(Tensor& output, const std::vector<Tenso
                " elements but input ", rank(), " (this rank's share) has ", inputs[rank()].numel());
   MINIDL_CHECK(op != ReduceOp::AVG || output.dtype() != kInt64,
                "reduce_scatter: ReduceOp.AVG needs a floating-point tensor, got int64");
-  Tensor out = output;
-  std::vector<Tensor> ins = inputs;
-  return enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")", [this, out, ins, op](uint32_t tag) {
+  Tensor out = output, host_out = host_output(output);
+  std::vector<Tensor> ins;
+  for (const Tensor& i : inputs) ins.push_back(host_value(i));
+  return enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")",
+                 [this, out, host_out, ins, op](uint32_t tag) {
     GLOO_DISPATCH(out.dtype(), [&] {
       std::vector<scalar_t> flat;
       size_t offset = 0;
@@ -364,8 +345,10 @@ WorkPtr ProcessGroupGloo::reduce_scatter(Tensor& output, const std::vector<Tenso
         flat.insert(flat.end(), p, p + ins[r].numel());
       }
       gloo_all_reduce(context_, flat.data(), flat.size(), op, tag, timeout_);
-      if (out.numel()) std::memcpy(out.data_ptr<scalar_t>(), flat.data() + offset, out.numel() * sizeof(scalar_t));
+      if (out.numel())
+        std::memcpy(host_out.data_ptr<scalar_t>(), flat.data() + offset, out.numel() * sizeof(scalar_t));
     });
+    copy_back(out, host_out);
   });
 }
 

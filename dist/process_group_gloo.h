@@ -1,15 +1,17 @@
-// ProcessGroupGloo: the collectives of process_group.h on CPU tensors, run by
-// Gloo (Debian's libgloo) over TCP. Peers find each other through a Store
-// (gloo's connectFullMesh exchanges addresses under the store's keys).
+// ProcessGroupGloo: the collectives of process_group.h run by Gloo (Debian's
+// libgloo) over TCP. Peers find each other through a Store (gloo's
+// connectFullMesh exchanges addresses under the store's keys).
 //
 // One worker thread per group runs the collectives in the order they were
-// issued, so async calls keep the same order on every rank. A collective that
-// fails (a peer's connection closed, or the group's timeout passed) fails its
-// Work with an error naming the collective, its sequence number and the ranks
-// that, according to the store, never reached it.
+// issued, so async calls keep the same order on every rank. Tensors on any
+// device are staged through host copies (see process_group_gloo.cpp). Its Work blocks
+// the host in wait() (Gloo computes on host memory, so "later work ordered
+// after" needs the host to wait). A collective that fails (a peer's
+// connection closed, or the group's timeout passed) fails its Work with an
+// error naming the collective, its sequence number and the ranks that,
+// according to the store, never reached it (dist/watchdog.h).
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -20,6 +22,7 @@
 
 #include "dist/process_group.h"
 #include "dist/store.h"
+#include "dist/watchdog.h"
 
 namespace gloo {
 class Context;
@@ -43,20 +46,20 @@ class ProcessGroupGloo : public ProcessGroup {
   WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM) override;
   WorkPtr barrier() override;
   Milliseconds timeout() const override { return timeout_; }
+  // Gloo reduces float32, float64 and int64 only: uint8 travels as int64,
+  // float16 and bfloat16 as float32.
+  DType wire_dtype(DType dtype) const override;
 
  private:
+  class WorkGloo;
   struct Task {
     std::string name;
     uint64_t seq;
     std::function<void(uint32_t tag)> run;
-    WorkPtr work;
+    std::shared_ptr<WorkGloo> work;
   };
   WorkPtr enqueue(std::string name, std::function<void(uint32_t tag)> run);
   void worker_loop();
-  void watchdog_loop();
-  Milliseconds mark_after() const;
-  // The error for a failed collective: names it and the ranks that did not arrive.
-  std::string describe_failure(const Task& task, const std::string& what);
 
   std::shared_ptr<Store> store_;
   Milliseconds timeout_;
@@ -66,15 +69,12 @@ class ProcessGroupGloo : public ProcessGroup {
   std::deque<Task> queue_;
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
-  // The collective on the worker thread (for the watchdog).
-  bool running_ = false;
-  uint64_t running_seq_ = 0;
-  std::chrono::steady_clock::time_point running_since_;
   // After a failure Gloo's pairs are in an unknown state: later collectives
   // fail at once with the first error (worker thread only).
   bool broken_ = false;
   std::string broken_reason_;
-  std::thread worker_, watchdog_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::thread worker_;
 };
 
 }  // namespace minidl::dist

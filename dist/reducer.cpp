@@ -91,7 +91,8 @@ Reducer::~Reducer() {
 }
 
 void Reducer::wait_in_flight() noexcept {
-  // A collective still writing into a bucket must finish before the bucket dies.
+  // Orders whatever runs next after the collectives still in flight (the
+  // backend keeps their tensors alive) and swallows their errors.
   for (Bucket& b : buckets_) {
     if (!b.work) continue;
     try {

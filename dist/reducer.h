@@ -78,6 +78,7 @@ class Reducer {
   // Parameter indices (registration order) of bucket b, in launch order of buckets.
   const std::vector<size_t>& bucket_params(size_t b) const { return buckets_.at(b).params; }
   int64_t bucket_bytes(size_t b) const;
+  Device bucket_device(size_t b) const { return buckets_.at(b).flat.device(); }  // the parameters' device
   // One entry per bucket launched in the current (or last) iteration: which
   // bucket, and how many parameters had their gradient ready at that moment.
   // grads_ready < num_params() means the all-reduce started while backward

@@ -1,5 +1,6 @@
 // SyncBatchNorm (PyTorch's torch/nn/modules/_functions.py SyncBatchNorm and
-// batchnorm.py SyncBatchNorm), on CPU over any ProcessGroup. Per channel c,
+// batchnorm.py SyncBatchNorm), over any ProcessGroup, on any device: every
+// tensor it makes lives on the input's device. Per channel c,
 // rank k holds n_k = numel / C values (n_k may be 0):
 //   forward:  (mean_k, invstd_k) = batch_norm_stats(x_k)
 //             all-gather [mean_k(C), invstd_k(C), n_k]   (float64: exact counts)
@@ -101,10 +102,12 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
                  shape_str(x.shape()));
 
   // An empty rank sends zeros and count 0, but still joins the all-gather.
+  // Everything stays on the input's device.
+  const TensorOptions f64 = TensorOptions(kFloat64).device(x.device());
   const BatchNormStats local = batch_norm_stats(x, eps);
   const Tensor packed = cat({local.mean.to(kFloat64), local.invstd.to(kFloat64),
-                             full({1}, static_cast<double>(local.count), kFloat64)});
-  Tensor gathered = empty({W * (2 * C + 1)}, kFloat64);
+                             full({1}, static_cast<double>(local.count), f64)});
+  Tensor gathered = empty({W * (2 * C + 1)}, f64);
   group->all_gather_into_tensor(gathered, packed)->wait();
   const Tensor rows = gathered.reshape({W, 2 * C + 1});
   const Tensor means = rows.narrow(1, 0, C).contiguous();
@@ -112,6 +115,7 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
   const Tensor counts = rows.narrow(1, 2 * C, 1).contiguous().reshape({W});
 
   // Every rank sees the same counts, so every rank raises this together.
+  // TODO(cuda): a host read per forward; the device merge kernel will check it.
   double total = 0;
   for (double n : counts.to_vector<double>()) total += n;
   MINIDL_CHECK(total != 1, "Expected more than 1 value per channel when training, got input size ",
@@ -150,13 +154,14 @@ variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_lis
     grad_bias = local.grad_bias;
   } else {
     // Nothing to contribute, but the peers wait for this rank's all-reduce.
+    const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
     if (input_g) {
-      Tensor sums = zeros({2 * C}, x.dtype());
+      Tensor sums = zeros({2 * C}, like_x);
       group->all_reduce(sums, ReduceOp::SUM)->wait();
-      grad_input = zeros(x.shape(), x.dtype());
+      grad_input = zeros(x.shape(), like_x);
     }
-    if (weight_g) grad_weight = zeros({C}, weight.dtype());
-    if (bias_g) grad_bias = zeros({C}, x.dtype());
+    if (weight_g) grad_weight = zeros({C}, TensorOptions(weight.dtype()).device(weight.device()));
+    if (bias_g) grad_bias = zeros({C}, like_x);
   }
   // input, weight, bias, running_mean, running_var, eps, momentum, group
   return {grad_input, grad_weight, grad_bias, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};

@@ -1,7 +1,8 @@
 // SyncBatchNorm: BatchNorm whose training statistics are those of the whole
 // global batch, gathered over a process group (PyTorch's nn.SyncBatchNorm and
 // torch/nn/modules/_functions.py). Works on CPU over Gloo, where PyTorch
-// refuses ("SyncBatchNorm expected input tensor to be on GPU").
+// refuses ("SyncBatchNorm expected input tensor to be on GPU"), and on any
+// other device: its statistics and collectives stay on the input's device.
 //
 //   dist::init_process_group("gloo");
 //   auto model = nn::convert_sync_batch_norm(models::create_model("resnet20"));  // every BN -> SyncBN

@@ -51,8 +51,9 @@ Tensor channel_f64(const Tensor& t, const char* name, int64_t C, const char* op)
   return t.to(kFloat64).contiguous().reshape({C});
 }
 
-Tensor with_dtype(const std::vector<double>& values, DType dtype) {
-  return tensor(values, {static_cast<int64_t>(values.size())}, kFloat64).to(dtype);
+// Host-computed values as a tensor of `like`'s dtype on its device.
+Tensor with_dtype(const std::vector<double>& values, const Tensor& like) {
+  return tensor(values, {static_cast<int64_t>(values.size())}, kFloat64).to(like.dtype()).to(like.device());
 }
 
 }  // namespace
@@ -63,8 +64,8 @@ BatchNormStats batch_norm_stats(const Tensor& input, double eps) {
   BatchNormStats out;
   out.count = geo.group_size();
   if (input.numel() == 0) {  // an empty rank still joins the collective, with zeros
-    out.mean = zeros({geo.G}, input.dtype());
-    out.invstd = zeros({geo.G}, input.dtype());
+    out.mean = zeros({geo.G}, TensorOptions(input.dtype()).device(input.device()));
+    out.invstd = zeros({geo.G}, TensorOptions(input.dtype()).device(input.device()));
     return out;
   }
   const norm::GroupStats s = norm::moments(input.contiguous(), geo, eps);
@@ -92,6 +93,9 @@ std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     MINIDL_CHECK(running_mean.numel() == C, "running_mean should contain ", C, " elements not ", running_mean.numel());
     MINIDL_CHECK(running_var.numel() == C, "running_var should contain ", C, " elements not ", running_var.numel());
   }
+  // TODO(cuda): the merge runs on the host: the gathered statistics are copied
+  // here and the results copied back to the input's device. A device merge
+  // kernel (PyTorch's batch_norm_gather_stats_with_counts_cuda) replaces this.
   const std::vector<double> m = means.to_vector<double>(), is = invstds.to_vector<double>();
   const std::vector<double> cnt = counts.to_vector<double>();
 
@@ -120,8 +124,7 @@ std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     norm::update_running(running_mean, mean, momentum);
     norm::update_running(running_var, unbiased, momentum);
   }
-  const DType dtype = input_for_dtype.dtype();
-  return {with_dtype(mean, dtype), with_dtype(invstd, dtype)};
+  return {with_dtype(mean, input_for_dtype), with_dtype(invstd, input_for_dtype)};
 }
 
 Tensor batch_norm_elemt(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -132,7 +135,7 @@ Tensor batch_norm_elemt(const Tensor& input, const Tensor& weight, const Tensor&
   norm::check_param(weight, "weight", geo.G, input, op);
   norm::check_param(bias, "bias", geo.G, input, op);
   norm::GroupStats stats{channel_f64(mean, "mean", geo.G, op), Tensor(), channel_f64(invstd, "invstd", geo.G, op)};
-  if (input.numel() == 0) return empty(input.shape(), input.dtype());
+  if (input.numel() == 0) return empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
   return norm::forward(input.contiguous(), geo, weight, bias, eps, false, stats);
 }
 
@@ -159,8 +162,8 @@ BatchNormBackwardReduce batch_norm_backward_reduce(const Tensor& grad_out, const
   args.invstd = channel_f64(invstd, "invstd", geo.G, op);
   // No weight: the sums are the plain sum(dy) and sum(dy (x - mean)).
   if (input_g) {
-    args.out_sum_dy = empty({geo.G}, kFloat64);
-    args.out_sum_dy_xmu = empty({geo.G}, kFloat64);
+    args.out_sum_dy = empty({geo.G}, TensorOptions(kFloat64).device(input.device()));
+    args.out_sum_dy_xmu = empty({geo.G}, TensorOptions(kFloat64).device(input.device()));
   }
   if (weight_g) args.grad_weight = out.grad_weight = empty({geo.G}, opts);
   if (bias_g) args.grad_bias = out.grad_bias = empty({geo.G}, opts);
@@ -196,15 +199,16 @@ Tensor batch_norm_backward_elemt(const Tensor& grad_out, const Tensor& input, co
     const std::vector<double> w = weight.to_vector<double>();
     for (int64_t c = 0; c < geo.G; ++c) s1[c] *= w[c], s2[c] *= w[c];
   }
-  if (input.numel() == 0) return empty(input.shape(), input.dtype());
+  if (input.numel() == 0) return empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
   MINIDL_CHECK(total > 0, op, ": the counts sum to ", total, "; expected at least one value per channel");
   args.grad_out = grad_out.contiguous();
   args.input = input.contiguous();
   args.weight = weight.defined() ? weight.contiguous() : weight;
   args.geo = geo;
   args.batch_stats = true;
-  args.given_sum_dy = tensor(s1, {geo.G}, kFloat64);
-  args.given_sum_dy_xmu = tensor(s2, {geo.G}, kFloat64);
+  // TODO(cuda): the weighting above runs on the host (a round trip per backward).
+  args.given_sum_dy = tensor(s1, {geo.G}, kFloat64).to(input.device());
+  args.given_sum_dy_xmu = tensor(s2, {geo.G}, kFloat64).to(input.device());
   args.given_count = total;
   args.grad_input = empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
   norm::norm_backward_stub(input.device())(args);

@@ -505,9 +505,9 @@ Tensor forward(const Tensor& x, const NormGeometry& geo, const Tensor& weight, c
   args.eps = eps;
   args.use_input_stats = use_input_stats;
   if (use_input_stats) {
-    stats.mean = empty({geo.G}, kFloat64);
-    stats.var = empty({geo.G}, kFloat64);
-    stats.invstd = empty({geo.G}, kFloat64);
+    stats.mean = empty({geo.G}, TensorOptions(kFloat64).device(x.device()));  // the stats live with x
+    stats.var = empty({geo.G}, TensorOptions(kFloat64).device(x.device()));
+    stats.invstd = empty({geo.G}, TensorOptions(kFloat64).device(x.device()));
     args.var = stats.var;
   } else {
     MINIDL_ASSERT(stats.mean.defined() && stats.invstd.defined() && stats.mean.numel() == geo.G &&
@@ -521,7 +521,8 @@ Tensor forward(const Tensor& x, const NormGeometry& geo, const Tensor& weight, c
 
 GroupStats moments(const Tensor& x, const NormGeometry& geo, double eps) {
   MINIDL_ASSERT(x.is_contiguous() && x.numel() == geo.numel());
-  GroupStats stats{empty({geo.G}, kFloat64), empty({geo.G}, kFloat64), empty({geo.G}, kFloat64)};
+  const TensorOptions f64 = TensorOptions(kFloat64).device(x.device());  // the stats live with x
+  GroupStats stats{empty({geo.G}, f64), empty({geo.G}, f64), empty({geo.G}, f64)};
   NormForwardArgs args;
   args.input = x;
   args.geo = geo;

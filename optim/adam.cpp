@@ -7,50 +7,18 @@
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p - lr / (1 - beta1^t) * m / denom
 // State: "step" (0-d float32), "exp_avg", "exp_avg_sq", "max_exp_avg_sq"
-// (amsgrad). Overwrites p in place.
+// (amsgrad); the moments on p's device, "step" on the CPU, where the bias
+// corrections are computed. One adam_step_stub call per parameter
+// (ops/fused_optim.h); overwrites p in place.
 #include "optim/adam.h"
 
 #include <cmath>
 
-#include "core/dtype.h"
+#include "ops/fused_optim.h"
 
 namespace minidl::optim {
 
 namespace {
-
-struct AdamStepConstants {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;
-  double step_size;              // lr / (1 - beta1^t)
-  double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-};
-
-template <class T>
-void adam_kernel(T* p, const T* grad, T* m, T* v, T* v_max, int64_t n, const AdamStepConstants& c) {
-  const T wd = static_cast<T>(c.weight_decay), decay = static_cast<T>(1.0 - c.lr * c.weight_decay);
-  const T w1 = static_cast<T>(1.0 - c.beta1), b2 = static_cast<T>(c.beta2), w2 = static_cast<T>(1.0 - c.beta2);
-  const T bc2 = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
-  const T neg_step = static_cast<T>(-c.step_size);
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i];
-    if (c.weight_decay != 0.0) {
-      if (c.decoupled)
-        p[i] = p[i] * decay;
-      else
-        g = g + wd * p[i];
-    }
-    m[i] = m[i] + w1 * (g - m[i]);
-    v[i] = v[i] * b2 + w2 * g * g;
-    T second = v[i];
-    if (v_max != nullptr) {
-      v_max[i] = std::max(v_max[i], v[i]);
-      second = v_max[i];
-    }
-    const T denom = std::sqrt(second) / bc2 + eps;
-    p[i] = p[i] + neg_step * (m[i] / denom);
-  }
-}
 
 void check_adam_options(const AdamOptions& o) {
   MINIDL_CHECK(o.lr >= 0.0, "Invalid learning rate: ", o.lr);
@@ -116,26 +84,33 @@ void Adam::step_group(ParamGroup& group) {
   check_adam_options(o);  // a group's options may have been edited since
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    Tensor grad = checked_grad(p);
+    AdamStepArgs args;
+    args.param = p;
+    args.grad = checked_grad(p);
     ParamState& s = state(p);
     if (!s.count("exp_avg")) {
-      s["exp_avg"] = zeros_like(p);
-      s["exp_avg_sq"] = zeros_like(p);
+      s["exp_avg"] = new_state_like(p, /*zero=*/true);
+      s["exp_avg_sq"] = new_state_like(p, /*zero=*/true);
     }
-    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(p);
-    const double t = increment_step(s);
-    AdamStepConstants c{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_weight_decay_,
-                        o.lr / (1.0 - std::pow(o.beta1, t)), std::sqrt(1.0 - std::pow(o.beta2, t))};
-    Tensor m = s.at("exp_avg"), v = s.at("exp_avg_sq");
-    Tensor v_max = o.amsgrad ? s.at("max_exp_avg_sq") : Tensor();
-    MINIDL_CHECK(m.dtype() == p.dtype() && v.dtype() == p.dtype() && m.numel() == p.numel() &&
-                     v.numel() == p.numel() && (!v_max.defined() || v_max.numel() == p.numel()),
-                 name(), ": the state of a parameter does not match it (dtype or size)");
-    MINIDL_DISPATCH_FLOATING(p.dtype(), name().c_str(), [&] {
-      adam_kernel<scalar_t>(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), m.data_ptr<scalar_t>(),
-                            v.data_ptr<scalar_t>(), v_max.defined() ? v_max.data_ptr<scalar_t>() : nullptr,
-                            p.numel(), c);
-    });
+    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = new_state_like(p, /*zero=*/true);
+    const double t = increment_step(s);  // host counter: no device read
+    args.exp_avg = s.at("exp_avg");
+    args.exp_avg_sq = s.at("exp_avg_sq");
+    if (o.amsgrad) args.max_exp_avg_sq = s.at("max_exp_avg_sq");
+    for (const Tensor* state_tensor : {&args.exp_avg, &args.exp_avg_sq, &args.max_exp_avg_sq})
+      MINIDL_CHECK(!state_tensor->defined() || (state_tensor->dtype() == p.dtype() &&
+                                                state_tensor->numel() == p.numel() &&
+                                                state_tensor->device() == p.device() && state_tensor->is_contiguous()),
+                   name(), ": the state of a parameter does not match it (dtype, size or device)");
+    args.lr = o.lr;
+    args.beta1 = o.beta1;
+    args.beta2 = o.beta2;
+    args.eps = o.eps;
+    args.weight_decay = o.weight_decay;
+    args.decoupled_weight_decay = decoupled_weight_decay_;
+    args.step_size = o.lr / (1.0 - std::pow(o.beta1, t));
+    args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+    adam_step_stub(p.device())(args);
     p.bump_version();
   }
 }

@@ -1,71 +1,101 @@
 // clip_grad_norm_: total = ||(||g_1||_p, ..., ||g_k||_p)||_p over the defined
 // gradients (max |g| for p = inf), then g_i *= min(1, max_norm / (total + 1e-6)).
+// The per-gradient norms are written by vector_norm_stub into one float64
+// vector on the first gradient's device, the same kernel combines them, and
+// clip_grad_scale_stub scales each gradient reading the total on its device.
 // Not differentiable; runs under no_grad and overwrites the gradients in place.
 #include "optim/clip_grad.h"
 
-#include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
-#include "core/dtype.h"
+#include "ops/fused_optim.h"
 
 namespace minidl::optim {
 
 namespace {
 
-// sum |x|^p (or max |x| when p is infinite), accumulated in double.
-template <class T>
-double abs_pow_sum(const T* x, int64_t n, double p) {
-  double acc = 0.0;
-  if (std::isinf(p)) {
-    for (int64_t i = 0; i < n; ++i) acc = std::max(acc, std::abs(static_cast<double>(x[i])));
-  } else if (p == 2.0) {
-    for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  } else if (p == 1.0) {
-    for (int64_t i = 0; i < n; ++i) acc += std::abs(static_cast<double>(x[i]));
-  } else {
-    for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p);
+// `g` itself when contiguous; the kernels want flat memory.
+Tensor flat(const Tensor& g) { return g.is_contiguous() ? g : g.contiguous(); }
+
+std::vector<Tensor> defined_grads(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    MINIDL_CHECK(p.defined(), "clip_grad_norm_: got an undefined parameter");
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
-  return acc;
+  return grads;
 }
 
-double finish_norm(double acc, double p) { return std::isinf(p) ? acc : std::pow(acc, 1.0 / p); }
-
 }  // namespace
+
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool error_if_nonfinite) {
+  MINIDL_CHECK(norm_type > 0.0, "clip_grad_norm_: expected norm_type > 0 (or inf), got ", norm_type);
+  NoGradGuard no_grad;
+  std::vector<Tensor> list;
+  for (const Tensor& t : tensors)
+    if (t.defined()) list.push_back(t);
+  if (list.empty()) return zeros({}, kFloat64);
+
+  const Device device = list[0].device();
+  const TensorOptions f64 = TensorOptions(kFloat64).device(device);
+  Tensor norms = empty({static_cast<int64_t>(list.size())}, f64);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Tensor& t = list[i];
+    MINIDL_CHECK(is_floating(t.dtype()), "clip_grad_norm_: expected floating-point gradients, got ",
+                 dtype_name(t.dtype()));
+    Tensor slot = norms.select(0, static_cast<int64_t>(i));
+    if (t.device() == device) {
+      vector_norm_stub(device)(slot, flat(t), norm_type);
+    } else {  // PyTorch's norms.to(first_device): one scalar copy per foreign tensor
+      Tensor own = empty({}, TensorOptions(kFloat64).device(t.device()));
+      vector_norm_stub(t.device())(own, flat(t), norm_type);
+      slot.copy_(own);
+    }
+  }
+  Tensor total = empty({}, f64);
+  vector_norm_stub(device)(total, norms, norm_type);
+  if (error_if_nonfinite) {
+    const double value = total.item<double>();
+    MINIDL_CHECK(std::isfinite(value), "The total norm of order ", norm_type,
+                 " for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error "
+                 "and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`");
+  }
+  return total;
+}
+
+void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& total_norm) {
+  MINIDL_CHECK(total_norm.defined() && total_norm.numel() == 1 && is_floating(total_norm.dtype()),
+               "clip_grads_with_norm_: expected total_norm to be a one-element floating tensor");
+  NoGradGuard no_grad;
+  const Tensor total = total_norm.dtype() == kFloat64 ? total_norm.reshape({}) : total_norm.to(kFloat64).reshape({});
+  std::map<std::string, Tensor> on_device;  // the total, copied once to each gradient device
+  for (Tensor& g : defined_grads(params)) {
+    const Device device = g.device();
+    Tensor& t = on_device[device.str()];
+    if (!t.defined()) t = total.device() == device ? total : total.to(device);
+    if (g.is_contiguous()) {
+      clip_grad_scale_stub(device)(g, t, max_norm);
+    } else {
+      Tensor c = g.contiguous();
+      clip_grad_scale_stub(device)(c, t, max_norm);
+      g.copy_(c);
+    }
+    g.bump_version();
+  }
+}
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   MINIDL_CHECK(norm_type > 0.0, "clip_grad_norm_: expected norm_type > 0 (or inf), got ", norm_type);
-  NoGradGuard no_grad;
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params) {
-    MINIDL_CHECK(p.defined(), "clip_grad_norm_: got an undefined parameter");
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    MINIDL_CHECK(!g.is_cuda(), "clip_grad_norm_: only CPU gradients are supported");
-    grads.push_back(g);
-  }
+  const std::vector<Tensor> grads = defined_grads(params);
   if (grads.empty()) return 0.0;
-
-  // The norm of the per-gradient norms, as PyTorch (not one sum over all
-  // elements, which differs in rounding).
-  double acc = 0.0;
-  for (const Tensor& g : grads) {
-    const Tensor gc = g.contiguous();
-    const double norm = MINIDL_DISPATCH_FLOATING(gc.dtype(), "clip_grad_norm_", [&] {
-      return finish_norm(abs_pow_sum(gc.data_ptr<scalar_t>(), gc.numel(), norm_type), norm_type);
-    });
-    acc = std::isinf(norm_type) ? std::max(acc, norm) : acc + std::pow(norm, norm_type);
-  }
-  const double total = finish_norm(acc, norm_type);
-  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total), "The total norm of order ", norm_type,
-               " for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error "
-               "and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`");
-  const double clip_coef = std::min(max_norm / (total + 1e-6), 1.0);
-  for (Tensor& g : grads) g.mul_(clip_coef);  // also when 1.0, as PyTorch: NaN spreads the same way
-  return total;
+  const Tensor total = get_total_norm(grads, norm_type, error_if_nonfinite);
+  clip_grads_with_norm_(params, max_norm, total);
+  return total.item<double>();
 }
 
 }  // namespace minidl::optim
-

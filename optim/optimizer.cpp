@@ -1,6 +1,6 @@
 // Optimizer base: parameter groups, lazy per-parameter state, zero_grad, and
 // the state_dict format (see optimizer.h). The update math lives in the
-// optimizers' own files.
+// kernels of ops/fused_optim.h, called by the optimizers' own files.
 #include "optim/optimizer.h"
 
 #include <typeinfo>
@@ -87,20 +87,27 @@ bool Optimizer::has_state(const Tensor& param) const {
 
 Tensor Optimizer::checked_grad(const Tensor& param) const {
   Tensor grad = param.grad();
-  MINIDL_CHECK(!param.is_cuda(), name_, ": only CPU parameters are supported");
   MINIDL_CHECK(param.is_contiguous(), name_, ": expected a contiguous parameter, got strides ",
                shape_str(param.strides()));
   MINIDL_CHECK(grad.dtype() == param.dtype(), name_, ": gradient dtype ", dtype_name(grad.dtype()),
                " does not match parameter dtype ", dtype_name(param.dtype()));
   MINIDL_CHECK(grad.shape() == param.shape(), name_, ": gradient of shape ", shape_str(grad.shape()),
                " does not match parameter of shape ", shape_str(param.shape()));
-  MINIDL_CHECK(!grad.is_cuda(), name_, ": only CPU gradients are supported");
+  MINIDL_CHECK(grad.device() == param.device(), name_, ": the gradient is on ", grad.device(),
+               " but the parameter is on ", param.device());
   return grad.contiguous();
+}
+
+Tensor Optimizer::new_state_like(const Tensor& param, bool zero) {
+  Tensor t = empty_like(param);  // the param's dtype and device; never a host round trip
+  if (zero) t.zero_();
+  return t;
 }
 
 double increment_step(Optimizer::ParamState& state) {
   Tensor& step = state["step"];
   if (!step.defined()) step = zeros({}, kFloat32);
+  MINIDL_ASSERT(step.device().is_cpu(), "the \"step\" state must stay on the CPU");
   float* s = step.data_ptr<float>();
   *s += 1.0f;
   return static_cast<double>(*s);
@@ -170,15 +177,17 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state) {
     const Tensor& param = by_index[index];
     const std::string name = key.substr(dot + 1);
     Tensor copy = value.clone();
-    if (name == "step") {
+    if (name == "step") {  // the step counter stays on the host: the bias corrections are host math
       MINIDL_CHECK(value.numel() == 1 && is_floating(value.dtype()), name_, ".load_state_dict: \"", key,
                    "\" must hold one floating-point value, got shape ", shape_str(value.shape()), " of ",
                    dtype_name(value.dtype()));
+      if (!copy.device().is_cpu()) copy = copy.to(kCPU);
       if (copy.dtype() != kFloat32) copy = copy.to(kFloat32);
     } else {
       MINIDL_CHECK(value.shape() == param.shape(), name_, ".load_state_dict: \"", key, "\" has shape ",
                    shape_str(value.shape()), " but parameter ", index, " has shape ", shape_str(param.shape()));
       if (is_floating(copy.dtype()) && copy.dtype() != param.dtype()) copy = copy.to(param.dtype());
+      if (copy.device() != param.device()) copy = copy.to(param.device());
     }
     new_state[param.impl()][name] = copy;
   }

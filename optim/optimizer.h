@@ -4,12 +4,19 @@
 //     (lr, weight_decay and the optimizer's own fields), so schedulers and
 //     users can change one group's lr without touching the others;
 //   - per-parameter state (momentum buffers, Adam moments, "step") is created
-//     lazily at the parameter's first step;
+//     lazily at the parameter's first step; the tensors on the parameter's
+//     device and dtype, except "step", a CPU counter (PyTorch's default, not
+//     capturable): the bias corrections are computed from it on the host, so a
+//     step never reads device memory;
+//   - parameters may live on any device: each update is one kernel call per
+//     parameter through ops/fused_optim.h;
 //   - step() runs under no_grad and skips parameters without a gradient;
 //   - state_dict() names parameters by their index over all groups in order,
 //     as PyTorch does: tensors "state.<index>.<name>" and a JSON
 //     "param_groups" entry [{"lr": ..., "params": [0, 1]}, ...], so a checkpoint
-//     is one safetensors file (OptimizerStateDict::save / load).
+//     is one safetensors file (OptimizerStateDict::save / load). The state
+//     tensors stay on their device in the dict (saving copies them through
+//     the host); loading moves each to its parameter's device.
 //
 //   auto opt = optim::SGD(model->parameters(), /*lr=*/0.1, /*momentum=*/0.9);
 //   // a second group with its own options (a copy of the defaults, edited):
@@ -140,8 +147,8 @@ class Optimizer {
   OptimizerStateDict state_dict() const;
   // Takes the group options and the per-parameter state from `state`, which
   // must come from an optimizer of the same type with groups of the same
-  // sizes (PyTorch's checks and messages). State tensors are copied and
-  // converted to their parameter's dtype, except "step".
+  // sizes (PyTorch's checks and messages). State tensors are copied to
+  // their parameter's dtype and device, except "step" (float32, on the CPU).
   void load_state_dict(const OptimizerStateDict& state);
 
  protected:
@@ -152,9 +159,12 @@ class Optimizer {
   virtual void step_group(ParamGroup& group) = 0;
 
   // For step_group: checks that `param` and its gradient can be updated by a
-  // CPU kernel (contiguous, same dtype and shape) and returns the gradient
-  // (made contiguous).
+  // step kernel (contiguous param, same dtype, shape and device) and returns
+  // the gradient (made contiguous).
   Tensor checked_grad(const Tensor& param) const;
+  // A new state tensor (momentum buffer, moment) with the param's shape,
+  // dtype and device; zero-filled on the device when `zero`.
+  static Tensor new_state_like(const Tensor& param, bool zero);
 
  private:
   std::string name_;

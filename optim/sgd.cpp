@@ -4,31 +4,15 @@
 //   b = momentum * b + (1 - dampening) * g         (later steps)
 //   g = nesterov ? g + momentum * b : b            (if momentum != 0)
 //   p = p - lr * g
-// State: "momentum_buffer" (only when momentum != 0). Overwrites p in place.
+// State: "momentum_buffer" (only when momentum != 0), on p's device. One
+// sgd_step_stub call per parameter (ops/fused_optim.h); overwrites p in place.
 #include "optim/sgd.h"
 
-#include "core/dtype.h"
+#include "ops/fused_optim.h"
 
 namespace minidl::optim {
 
 namespace {
-
-template <class T>
-void sgd_kernel(T* p, const T* grad, T* buf, int64_t n, double lr, double momentum, double dampening,
-                double weight_decay, bool nesterov, bool first_step) {
-  const T wd = static_cast<T>(weight_decay), mom = static_cast<T>(momentum);
-  const T one_minus_damp = static_cast<T>(1.0 - dampening), neg_lr = static_cast<T>(-lr);
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i];
-    if (weight_decay != 0.0) g = g + wd * p[i];
-    if (buf != nullptr) {
-      buf[i] = first_step ? g : buf[i] * mom + one_minus_damp * g;
-      g = nesterov ? g + mom * buf[i] : buf[i];
-    }
-    p[i] = p[i] + neg_lr * g;
-  }
-}
 
 void check_sgd_options(const SGDOptions& o) {
   MINIDL_CHECK(o.lr >= 0.0, "Invalid learning rate: ", o.lr);
@@ -77,20 +61,21 @@ void SGD::step_group(ParamGroup& group) {
   check_sgd_options(o);  // a group's options may have been edited since
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
-    Tensor grad = checked_grad(p);
-    Tensor buf;
-    bool first_step = false;
+    SgdStepArgs args;
+    args.param = p;
+    args.grad = checked_grad(p);
     if (o.momentum != 0.0) {
       Tensor& slot = state(p)["momentum_buffer"];
-      first_step = !slot.defined();
-      if (first_step) slot = empty_like(p);
-      buf = slot;
+      args.first_step = !slot.defined();
+      if (args.first_step) slot = new_state_like(p, /*zero=*/false);  // the kernel writes b = g
+      args.momentum_buffer = slot;
     }
-    MINIDL_DISPATCH_FLOATING(p.dtype(), "SGD", [&] {
-      sgd_kernel<scalar_t>(p.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(),
-                           buf.defined() ? buf.data_ptr<scalar_t>() : nullptr, p.numel(), o.lr, o.momentum,
-                           o.dampening, o.weight_decay, o.nesterov, first_step);
-    });
+    args.lr = o.lr;
+    args.momentum = o.momentum;
+    args.dampening = o.dampening;
+    args.weight_decay = o.weight_decay;
+    args.nesterov = o.nesterov;
+    sgd_step_stub(p.device())(args);
     p.bump_version();
   }
 }

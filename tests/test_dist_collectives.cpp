@@ -112,7 +112,7 @@ TEST_CASE("broadcast, all_gather (equal and unequal sizes), reduce_scatter, barr
   }
 }
 
-TEST_CASE("async collectives run in issue order and complete on wait") {
+TEST_CASE("async collectives run in issue order and complete on wait or synchronize") {
   auto failures = run_ranks(3, [](int rank, int world) {
     std::vector<Tensor> ts;
     std::vector<WorkPtr> works;
@@ -121,7 +121,8 @@ TEST_CASE("async collectives run in issue order and complete on wait") {
       works.push_back(all_reduce(ts.back(), ReduceOp::SUM, nullptr, /*async_op=*/true));
     }
     for (int k = 7; k >= 0; --k) {  // waiting out of order is fine
-      works[k]->wait();
+      if (k % 2) works[k]->wait();
+      else works[k]->synchronize();  // the host-blocking form
       DIST_REQUIRE(works[k]->is_completed());
       double expected = 0 + 1 + 2 + 3 * k;  // sum over ranks of (rank + k)
       DIST_REQUIRE(ts[k].max().item<double>() == expected && ts[k].min().item<double>() == expected);

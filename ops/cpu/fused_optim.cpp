@@ -1,0 +1,125 @@
+// CPU kernels of ops/fused_optim.h: OpenMP loops over one parameter's
+// elements (the update formulas are in the header). The arithmetic is done in
+// the parameter's dtype with the scalars rounded to it first, exactly as
+// torch.optim's single-tensor path; norms accumulate in double.
+#include <algorithm>
+#include <cmath>
+
+#include "core/dtype.h"
+#include "ops/fused_optim.h"
+
+namespace minidl {
+
+namespace {
+
+template <class T>
+void sgd_step_typed(const SgdStepArgs& a) {
+  T* p = a.param.data_ptr<T>();
+  const T* grad = a.grad.data_ptr<T>();
+  T* buf = a.momentum_buffer.defined() ? a.momentum_buffer.data_ptr<T>() : nullptr;
+  const int64_t n = a.param.numel();
+  const bool first_step = a.first_step, nesterov = a.nesterov, decay = a.weight_decay != 0.0;
+  const T wd = static_cast<T>(a.weight_decay), mom = static_cast<T>(a.momentum);
+  const T one_minus_damp = static_cast<T>(1.0 - a.dampening), neg_lr = static_cast<T>(-a.lr);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    T g = grad[i];
+    if (decay) g = g + wd * p[i];
+    if (buf != nullptr) {
+      buf[i] = first_step ? g : buf[i] * mom + one_minus_damp * g;
+      g = nesterov ? g + mom * buf[i] : buf[i];
+    }
+    p[i] = p[i] + neg_lr * g;
+  }
+}
+
+void sgd_step_cpu(const SgdStepArgs& a) {
+  MINIDL_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] { sgd_step_typed<scalar_t>(a); });
+}
+
+template <class T>
+void adam_step_typed(const AdamStepArgs& a) {
+  T* p = a.param.data_ptr<T>();
+  const T* grad = a.grad.data_ptr<T>();
+  T* m = a.exp_avg.data_ptr<T>();
+  T* v = a.exp_avg_sq.data_ptr<T>();
+  T* v_max = a.max_exp_avg_sq.defined() ? a.max_exp_avg_sq.data_ptr<T>() : nullptr;
+  const int64_t n = a.param.numel();
+  const bool decay = a.weight_decay != 0.0, decoupled = a.decoupled_weight_decay;
+  const T wd = static_cast<T>(a.weight_decay), shrink = static_cast<T>(1.0 - a.lr * a.weight_decay);
+  const T w1 = static_cast<T>(1.0 - a.beta1), b2 = static_cast<T>(a.beta2), w2 = static_cast<T>(1.0 - a.beta2);
+  const T bc2 = static_cast<T>(a.bias_correction2_sqrt), eps = static_cast<T>(a.eps);
+  const T neg_step = static_cast<T>(-a.step_size);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    T g = grad[i];
+    if (decay) {
+      if (decoupled)
+        p[i] = p[i] * shrink;
+      else
+        g = g + wd * p[i];
+    }
+    m[i] = m[i] + w1 * (g - m[i]);
+    v[i] = v[i] * b2 + w2 * g * g;
+    T second = v[i];
+    if (v_max != nullptr) {
+      v_max[i] = std::max(v_max[i], v[i]);
+      second = v_max[i];
+    }
+    const T denom = std::sqrt(second) / bc2 + eps;
+    p[i] = p[i] + neg_step * (m[i] / denom);
+  }
+}
+
+void adam_step_cpu(const AdamStepArgs& a) {
+  MINIDL_DISPATCH_FLOATING(a.param.dtype(), "Adam", [&] { adam_step_typed<scalar_t>(a); });
+}
+
+// sum |x|^p (or max |x| when p is infinite), serial so the sum is the same
+// on every run and thread count.
+template <class T>
+double abs_pow_sum(const T* x, int64_t n, double p) {
+  double acc = 0.0;
+  if (std::isinf(p)) {
+    for (int64_t i = 0; i < n; ++i) acc = std::max(acc, std::abs(static_cast<double>(x[i])));
+  } else if (p == 2.0) {
+    for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  } else if (p == 1.0) {
+    for (int64_t i = 0; i < n; ++i) acc += std::abs(static_cast<double>(x[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(x[i])), p);
+  }
+  return acc;
+}
+
+void vector_norm_cpu(const Tensor& out, const Tensor& x, double norm_type) {
+  const double acc = MINIDL_DISPATCH_FLOATING(x.dtype(), "vector_norm", [&] {
+    return abs_pow_sum(x.data_ptr<scalar_t>(), x.numel(), norm_type);
+  });
+  *out.data_ptr<double>() = std::isinf(norm_type) ? acc : std::pow(acc, 1.0 / norm_type);
+}
+
+template <class T>
+void scale_typed(T* g, int64_t n, double coef) {
+  const auto c = static_cast<T>(coef);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] * c;
+}
+
+void clip_grad_scale_cpu(const Tensor& grad, const Tensor& total_norm, double max_norm) {
+  const double total = *total_norm.data_ptr<double>();
+  const double coef = std::min(max_norm / (total + 1e-6), 1.0);  // NaN stays NaN, as PyTorch
+  MINIDL_DISPATCH_FLOATING(grad.dtype(), "clip_grad_norm_",
+                           [&] { scale_typed(grad.data_ptr<scalar_t>(), grad.numel(), coef); });
+}
+
+}  // namespace
+
+void register_fused_optim_cpu_kernels() {
+  sgd_step_stub.set(DeviceType::CPU, sgd_step_cpu);
+  adam_step_stub.set(DeviceType::CPU, adam_step_cpu);
+  vector_norm_stub.set(DeviceType::CPU, vector_norm_cpu);
+  clip_grad_scale_stub.set(DeviceType::CPU, clip_grad_scale_cpu);
+}
+
+}  // namespace minidl

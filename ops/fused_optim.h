@@ -1,0 +1,77 @@
+// The kernels behind optim/: one optimizer step of one parameter (SGD,
+// Adam/AdamW), and the per-tensor norm and gradient scaling of
+// clip_grad_norm_. PyTorch's counterparts are the per-tensor bodies of
+// _fused_sgd / _fused_adam and of clip_grad_norm_'s foreach norm and mul.
+//
+// Every kernel updates device memory in place and never reads it back to the
+// host: scalars that depend on the step count (Adam's bias corrections) are
+// computed by the caller on the host from the optimizer's CPU step counter
+// and passed in, and clip_grad_norm_'s total norm stays a device tensor that
+// the scaling kernel reads on the device.
+#pragma once
+
+#include "core/dispatch.h"
+#include "core/tensor.h"
+
+namespace minidl {
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+// One SGD step, in place on param (and momentum_buffer), per element with g
+// the gradient (torch.optim.SGD's single-tensor path):
+//   g = g + weight_decay * p                       (if weight_decay != 0)
+//   b = first_step ? g : momentum * b + (1 - dampening) * g   (if momentum_buffer)
+//   g = nesterov ? g + momentum * b : b            (if momentum_buffer)
+//   p = p - lr * g
+// param, grad and momentum_buffer: contiguous, same dtype, shape and device;
+// momentum_buffer undefined when momentum == 0 (first_step: it holds garbage).
+struct SgdStepArgs {
+  Tensor param, grad, momentum_buffer;
+  double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&param, &grad, &momentum_buffer}) f(*t);
+  }
+};
+
+// One Adam/AdamW step, in place, per element (torch.optim.Adam's single-tensor path):
+//   decoupled: p = p * (1 - lr * weight_decay)   else: g = g + weight_decay * p
+//   m = m + (1 - beta1) * (g - m)
+//   v = beta2 * v + (1 - beta2) * g * g
+//   v_max = max(v_max, v)                        (max_exp_avg_sq defined: amsgrad; v_max replaces v)
+//   p = p - step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
+// with step_size = lr / (1 - beta1^t) and bias_correction2_sqrt = sqrt(1 - beta2^t)
+// computed on the host from the step t. All tensors contiguous, same dtype,
+// shape and device.
+struct AdamStepArgs {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  double lr = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0, weight_decay = 0.0;
+  bool decoupled_weight_decay = false;
+  double step_size = 0.0;
+  double bias_correction2_sqrt = 1.0;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}) f(*t);
+  }
+};
+
+// out (one float64 element, e.g. a 0-d view into a vector of norms) =
+// ||x||_p of contiguous x, accumulated in double: (sum |x|^p)^(1/p), or max |x|
+// for p = inf (0 for an empty x).
+using VectorNormFn = void(const Tensor& out, const Tensor& x, double norm_type);
+// grad *= min(max_norm / (total_norm + 1e-6), 1), the factor computed in
+// double and rounded to grad's dtype (as grad.mul_(factor)); grad contiguous,
+// total_norm a float64 0-d tensor on grad's device.
+using ClipGradScaleFn = void(const Tensor& grad, const Tensor& total_norm, double max_norm);
+
+using SgdStepFn = void(const SgdStepArgs& args);
+using AdamStepFn = void(const AdamStepArgs& args);
+extern DispatchStub<SgdStepFn> sgd_step_stub;
+extern DispatchStub<AdamStepFn> adam_step_stub;
+extern DispatchStub<VectorNormFn> vector_norm_stub;
+extern DispatchStub<ClipGradScaleFn> clip_grad_scale_stub;
+void register_fused_optim_cpu_kernels();
+
+}  // namespace minidl
