@@ -4,7 +4,7 @@
 #include "ops/copy.h"
 
 #include "core/autograd/function.h"
-#include "ops/strided_loop.h"
+#include "ops/cpu/strided_loop.h"
 
 namespace minidl {
 
