@@ -43,29 +43,23 @@ namespace {
 
 // ---- helpers ---------------------------------------------------------------------
 
-TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
 
 // A handle that walks `t` as if expanded to `shape` (stride 0 on broadcast
 // dims), with no autograd: kernel operands only.
 Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl()->storage;
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->shape = shape;
-  impl->strides.assign(shape.size(), 0);
+  Shape strides(shape.size(), 0);
   const size_t lead = shape.size() - static_cast<size_t>(t.dim());
   for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i)
-    if (t.shape()[i] == shape[lead + i]) impl->strides[lead + i] = t.strides()[i];
-  return Tensor(std::move(impl));
+    if (t.shape()[i] == shape[lead + i]) strides[lead + i] = t.strides()[i];
+  return make_view(t, shape, std::move(strides), t.storage_offset());
 }
 
 // A scalar operand: a 0-d tensor of x's dtype on x's device.
 Tensor scalar_like(const Tensor& x, double value, const char* op) {
   MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
   check_scalar_fits(x.dtype(), value, op);
-  return scalar_tensor(value, options_of(x));
+  return scalar_tensor(value, x.options());
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
@@ -84,7 +78,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   check_operands(name, a, b);
   check_scalar_fits(a.dtype(), alpha, name);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, options_of(a));
+  Tensor out = empty(shape, a.options());
   binary_stub(a.device())(op, alpha, out, broadcast_view(a, shape), broadcast_view(b, shape));
   return out;
 }
@@ -189,7 +183,7 @@ struct Minimum : Extremum<Minimum, BinaryOp::Minimum, BinaryOp::Lt> {};
 struct SumToShape : autograd::Function<SumToShape> {
   static Tensor forward(AutogradContext* ctx, const Tensor& grad, const Shape& shape) {
     ctx->saved_data["grad_shape"] = grad.shape();
-    Tensor out = zeros(shape, options_of(grad));
+    Tensor out = zeros(shape, grad.options());
     sum_to_stub(grad.device())(broadcast_view(out, grad.shape()), grad);
     return out;
   }

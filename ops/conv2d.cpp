@@ -55,7 +55,7 @@ struct Conv2d : autograd::Function<Conv2d> {
     const Tensor x = x_in.contiguous(), w = w_in.contiguous();
     const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
     Tensor y = empty(nchw(x.dim() == 4, g.batch, g.out_channels, g.out_h, g.out_w),
-                     TensorOptions(x.dtype()).device(x.device()));
+                     x.options());
     conv2d_forward_stub(x.device())(g, x, w, bias, y);
     ctx->save_for_backward({ctx->needs_input_grad(1) ? x : Tensor(), ctx->needs_input_grad(0) ? w : Tensor()});
     ctx->saved_data["geometry"] = to_list(g);
@@ -69,7 +69,7 @@ struct Conv2d : autograd::Function<Conv2d> {
     const Conv2dGeometry g = from_list(ctx->saved_data["geometry"].to_int_list());
     const bool batched = ctx->saved_data["batched"].to_bool();
     const Tensor dy = grads[0].contiguous();
-    const TensorOptions opts = TensorOptions(dy.dtype()).device(dy.device());
+    const TensorOptions opts = dy.options();
     const int64_t Cg = g.in_channels / g.groups;
     Tensor dx = ctx->needs_input_grad(0) ? empty(nchw(batched, g.batch, g.in_channels, g.in_h, g.in_w), opts)
                                          : Tensor();

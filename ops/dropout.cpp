@@ -23,7 +23,7 @@ namespace {
 
 struct DropoutFunction : autograd::Function<DropoutFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, double p) {
-    const TensorOptions options = TensorOptions(x.dtype()).device(x.device());
+    const TensorOptions options = x.options();
     Tensor mask = p == 1.0 ? zeros(x.shape(), options) : empty(x.shape(), options);
     Tensor y;
     if (p == 1.0) {
@@ -37,7 +37,7 @@ struct DropoutFunction : autograd::Function<DropoutFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor mask = ctx->get_saved_variables()[0];
-    Tensor gx = empty(mask.shape(), TensorOptions(mask.dtype()).device(mask.device()));
+    Tensor gx = empty(mask.shape(), mask.options());
     if (gx.numel() > 0) dropout_backward_stub(mask.device())(grads[0].contiguous(), mask, gx);
     return {gx, Tensor()};
   }

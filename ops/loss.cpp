@@ -54,7 +54,7 @@ ReductionInfo saved_reduction(AutogradContext* ctx) {
 struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
                         int64_t ignore_index, double eps, const ReductionInfo& r) {
-    const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+    const TensorOptions options = input.options();
     Tensor x = input.contiguous();
     Tensor lse = empty({g.positions()}, options);
     Tensor out = empty(reduced_shape(target, r.reduction), options);
@@ -67,7 +67,7 @@ struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &target = saved[1], &lse = saved[2];
-    Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+    Tensor gx = empty(x.shape(), x.options());
     cross_entropy_backward_stub(x.device())(
         grads[0].contiguous(), x, target, lse, gx, ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
         ctx->saved_data["ignore_index"].to_int(), ctx->saved_data["label_smoothing"].to_double(), saved_reduction(ctx));
@@ -78,7 +78,7 @@ struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
 struct NllLossFunction : autograd::Function<NllLossFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
                         int64_t ignore_index, const ReductionInfo& r) {
-    Tensor out = empty(reduced_shape(target, r.reduction), TensorOptions(input.dtype()).device(input.device()));
+    Tensor out = empty(reduced_shape(target, r.reduction), input.options());
     nll_loss_forward_stub(input.device())(input.contiguous(), target, out, g, ignore_index, r);
     ctx->save_for_backward({target});
     save_reduction(ctx, g, ignore_index, r);
@@ -88,7 +88,7 @@ struct NllLossFunction : autograd::Function<NllLossFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor target = ctx->get_saved_variables()[0];
     const Tensor gy = grads[0].contiguous();
-    Tensor gx = empty(ctx->saved_data["input_shape"].to_int_list(), TensorOptions(gy.dtype()).device(gy.device()));
+    Tensor gx = empty(ctx->saved_data["input_shape"].to_int_list(), gy.options());
     nll_loss_backward_stub(gy.device())(gy, target, gx,
                                         ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
                                         ctx->saved_data["ignore_index"].to_int(), saved_reduction(ctx));
@@ -99,7 +99,7 @@ struct NllLossFunction : autograd::Function<NllLossFunction> {
 struct MseLossFunction : autograd::Function<MseLossFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, Reduction reduction) {
     Tensor x = input.contiguous(), y = target.contiguous();
-    Tensor out = empty(reduction == Reduction::None ? x.shape() : Shape{}, TensorOptions(x.dtype()).device(x.device()));
+    Tensor out = empty(reduction == Reduction::None ? x.shape() : Shape{}, x.options());
     mse_loss_forward_stub(x.device())(x, y, out, reduction);
     ctx->save_for_backward({x, y});
     ctx->saved_data["reduction"] = static_cast<int64_t>(reduction);
@@ -108,7 +108,7 @@ struct MseLossFunction : autograd::Function<MseLossFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &y = saved[1];
-    const TensorOptions options = TensorOptions(x.dtype()).device(x.device());
+    const TensorOptions options = x.options();
     Tensor gx = ctx->needs_input_grad(0) ? empty(x.shape(), options) : Tensor();
     Tensor gy = ctx->needs_input_grad(1) ? empty(y.shape(), options) : Tensor();
     mse_loss_backward_stub(x.device())(grads[0].contiguous(), x, y, gx, gy,

@@ -71,7 +71,7 @@ struct MatMul : autograd::Function<MatMul> {
     Shape out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    Tensor c = empty(out_shape, TensorOptions(a.dtype()).device(a.device()));
+    Tensor c = empty(out_shape, a.options());
     GemmBatch g;
     g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
     g.a_offset = broadcast_offsets(batch_dims(a), batch, m * k);
@@ -98,7 +98,7 @@ struct MatMul : autograd::Function<MatMul> {
       g.m = m, g.n = k, g.k = n, g.lda = n, g.ldb = n, g.ldc = k;
       g.a_offset = c_off, g.b_offset = b_off, g.c_offset = a_off;
       g.accumulate = has_repeats(a_off);
-      da = g.accumulate ? zeros(a.shape(), TensorOptions(a.dtype()).device(a.device())) : empty_like(a);
+      da = g.accumulate ? zeros(a.shape(), a.options()) : empty_like(a);
       batched_gemm_stub(dc.device())(g, dc, b, da);
     }
     if (ctx->needs_input_grad(1)) {  // dB = A^T dC
@@ -107,7 +107,7 @@ struct MatMul : autograd::Function<MatMul> {
       g.m = k, g.n = n, g.k = m, g.lda = k, g.ldb = n, g.ldc = n;
       g.a_offset = a_off, g.b_offset = c_off, g.c_offset = b_off;
       g.accumulate = has_repeats(b_off);
-      db = g.accumulate ? zeros(b.shape(), TensorOptions(b.dtype()).device(b.device())) : empty_like(b);
+      db = g.accumulate ? zeros(b.shape(), b.options()) : empty_like(b);
       batched_gemm_stub(dc.device())(g, a, dc, db);
     }
     return {da, db};
@@ -120,7 +120,7 @@ struct Linear : autograd::Function<Linear> {
     const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
     Shape out_shape = x.shape();
     out_shape.back() = w.size(0);
-    Tensor y = empty(out_shape, TensorOptions(x.dtype()).device(x.device()));
+    Tensor y = empty(out_shape, x.options());
     linear_forward_stub(x.device())(x, w, bias, y);
     ctx->save_for_backward({x, w});
     return y;
@@ -132,7 +132,7 @@ struct Linear : autograd::Function<Linear> {
     const Tensor dy = grads[0].contiguous();
     Tensor dx = ctx->needs_input_grad(0) ? empty_like(x) : Tensor();
     Tensor dw = ctx->needs_input_grad(1) ? empty_like(w) : Tensor();
-    Tensor dbias = ctx->needs_input_grad(2) ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
+    Tensor dbias = ctx->needs_input_grad(2) ? empty({w.size(0)}, w.options())
                                             : Tensor();
     linear_backward_stub(dy.device())(x, w, dy, dx, dw, dbias);
     return {dx, dw, dbias};

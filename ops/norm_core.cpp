@@ -33,7 +33,7 @@ Tensor forward(const Tensor& x, const NormGeometry& geo, const Tensor& weight, c
   MINIDL_ASSERT(x.is_contiguous() && x.numel() == geo.numel());
   NormForwardArgs args;
   args.input = x;
-  args.output = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+  args.output = empty(x.shape(), x.options());
   args.weight = contiguous_or_undefined(weight);
   args.bias = contiguous_or_undefined(bias);
   args.geo = geo;
@@ -73,7 +73,7 @@ Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
                bool need_input, bool need_weight, bool need_bias) {
   Grads grads;
   if (!need_input && !need_weight && !need_bias) return grads;
-  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  const TensorOptions opts = x.options();
   NormBackwardArgs args;
   args.grad_out = grad_out.contiguous();
   args.input = x.contiguous();

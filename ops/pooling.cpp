@@ -37,14 +37,14 @@ Shape output_shape(const Tensor& x, const Pool2dGeometry& g) {
 // The kernels overwrite every element of dx, except when the output is empty.
 Tensor input_grad_buffer(AutogradContext* ctx, const Tensor& gy) {
   const Shape shape = ctx->saved_data["input_shape"].to_int_list();
-  const TensorOptions options = TensorOptions(gy.dtype()).device(gy.device());
+  const TensorOptions options = gy.options();
   return gy.numel() > 0 ? empty(shape, options) : zeros(shape, options);
 }
 
 struct MaxPool2dFunction : autograd::Function<MaxPool2dFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Pool2dGeometry& g, bool adaptive) {
-    Tensor y = empty(output_shape(x, g), TensorOptions(x.dtype()).device(x.device()));
-    Tensor indices = empty(y.shape(), TensorOptions(kInt64).device(x.device()));
+    Tensor y = empty(output_shape(x, g), x.options());
+    Tensor indices = empty(y.shape(), x.options().dtype(kInt64));
     if (y.numel() > 0) max_pool2d_forward_stub(x.device())(x.contiguous(), y, indices, g, adaptive);
     ctx->save_for_backward({indices});
     ctx->saved_data["geometry"] = g.to_list();
@@ -64,7 +64,7 @@ struct MaxPool2dFunction : autograd::Function<MaxPool2dFunction> {
 struct AvgPool2dFunction : autograd::Function<AvgPool2dFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Pool2dGeometry& g, bool adaptive,
                         bool count_include_pad) {
-    Tensor y = empty(output_shape(x, g), TensorOptions(x.dtype()).device(x.device()));
+    Tensor y = empty(output_shape(x, g), x.options());
     if (y.numel() > 0) avg_pool2d_forward_stub(x.device())(x.contiguous(), y, g, adaptive, count_include_pad);
     ctx->saved_data["geometry"] = g.to_list();
     ctx->saved_data["input_shape"] = x.shape();

@@ -73,13 +73,7 @@ ReducePlan make_plan(const Shape& shape, const Shape& dims, bool keepdim, const 
 
 // A view of x's storage with the given shape and strides, without history.
 Tensor strided_view(const Tensor& x, Shape shape, Shape strides) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.impl()->storage;
-  impl->offset = x.storage_offset();
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
+  return make_view(x, std::move(shape), std::move(strides), x.storage_offset());
 }
 
 struct Rows {
@@ -223,7 +217,7 @@ void check_input(const Tensor& x, const char* op) {
   MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
 }
 
-TensorOptions like(const Tensor& x, DType dtype) { return TensorOptions(dtype).device(x.device()); }
+TensorOptions like(const Tensor& x, DType dtype) { return x.options().dtype(dtype); }
 
 // scale * sum over the plan's dims.
 Tensor sum_forward(const Tensor& x, const ReducePlan& p, double scale) {

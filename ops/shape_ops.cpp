@@ -22,17 +22,6 @@ DispatchStub<IndexAddFn> index_add_stub("index_select_backward");
 
 namespace {
 
-// A new handle on x's storage with the given geometry (no autograd).
-Tensor alias(const Tensor& x, Shape shape, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.impl()->storage;
-  impl->dtype = x.dtype();
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  return Tensor(std::move(impl));
-}
-
 Shape infer_shape(const Shape& shape, int64_t numel) {
   Shape out = shape;
   int64_t known = 1;
@@ -90,12 +79,12 @@ struct Reshape : autograd::Function<Reshape> {
     ctx->saved_data["shape"] = x.shape();
     const Shape target = infer_shape(shape, x.numel());
     if (auto strides = view_strides(x.shape(), x.strides(), target))
-      return alias(x, target, *strides, x.storage_offset());
+      return make_view(x, target, *strides, x.storage_offset());
     MINIDL_CHECK(!must_view,
                  "view size is not compatible with input tensor's size and stride (at least one "
                  "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
     Tensor c = x.clone();
-    return alias(c, target, contiguous_strides(target), 0);
+    return make_view(c, target, contiguous_strides(target), 0);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {grads[0].reshape(ctx->saved_data["shape"].to_int_list()), Tensor(), Tensor()};
@@ -119,7 +108,7 @@ struct Permute : autograd::Function<Permute> {
       inverse[d] = i;
     }
     ctx->saved_data["inverse"] = inverse;
-    return alias(x, shape, strides, x.storage_offset());
+    return make_view(x, shape, strides, x.storage_offset());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {grads[0].permute(ctx->saved_data["inverse"].to_int_list()), Tensor()};
@@ -144,14 +133,14 @@ struct Window : autograd::Function<Window> {
     } else {
       shape[dim] = length;
     }
-    return alias(x, shape, strides, offset);
+    return make_view(x, shape, strides, offset);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     Tensor g = grads[0];
     const Shape input_shape = ctx->saved_data["shape"].to_int_list();
     const int64_t dim = ctx->saved_data["dim"].to_int(), start = ctx->saved_data["start"].to_int();
     const int64_t length = ctx->saved_data["length"].to_int();
-    Tensor dx = zeros(input_shape, TensorOptions(g.dtype()).device(g.device()));
+    Tensor dx = zeros(input_shape, g.options());
     Tensor window = dx.narrow(dim, start, length);
     window.copy_(ctx->saved_data["drop"].to_bool() ? g.unsqueeze(dim) : g);
     return {dx, Tensor(), Tensor(), Tensor(), Tensor()};
@@ -180,7 +169,7 @@ struct Expand : autograd::Function<Expand> {
       out[i] = want;
       strides[i] = (src >= 0 && have == want) ? x.strides()[src] : 0;
     }
-    return alias(x, out, strides, x.storage_offset());
+    return make_view(x, out, strides, x.storage_offset());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {sum_to_shape(grads[0], ctx->saved_data["shape"].to_int_list()), Tensor()};
@@ -211,7 +200,7 @@ struct Cat : autograd::Function<Cat> {
       sizes.push_back(t.shape()[dim]);
       shape[dim] += t.shape()[dim];
     }
-    Tensor out = empty(shape, TensorOptions(first.dtype()).device(first.device()));
+    Tensor out = empty(shape, first.options());
     int64_t start = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       out.narrow(dim, start, sizes[i]).copy_(tensors[i]);
@@ -253,7 +242,7 @@ struct IndexSelect : autograd::Function<IndexSelect> {
     }
     Shape shape = x.shape();
     if (!shape.empty()) shape[dim] = idx.numel();
-    Tensor out = empty(shape, TensorOptions(x.dtype()).device(x.device()));
+    Tensor out = empty(shape, x.options());
     index_select_stub(x.device())(xc, idx, dim, out);
     ctx->save_for_backward({idx});
     ctx->saved_data["dim"] = dim;
@@ -264,7 +253,7 @@ struct IndexSelect : autograd::Function<IndexSelect> {
     Tensor idx = ctx->get_saved_variables()[0];
     const int64_t dim = ctx->saved_data["dim"].to_int();
     Tensor g = grads[0].contiguous();
-    Tensor dx = zeros(ctx->saved_data["shape"].to_int_list(), TensorOptions(g.dtype()).device(g.device()));
+    Tensor dx = zeros(ctx->saved_data["shape"].to_int_list(), g.options());
     index_add_stub(g.device())(g, idx, dim, dx);
     return {dx, Tensor(), Tensor()};
   }

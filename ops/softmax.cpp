@@ -24,7 +24,7 @@ namespace {
 struct SoftmaxFunction : autograd::Function<SoftmaxFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t dim, bool log) {
     Tensor xc = x.contiguous();
-    Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+    Tensor y = empty(x.shape(), x.options());
     if (y.numel() > 0) softmax_forward_stub(x.device())(xc, y, dim, log);
     ctx->save_for_backward({y});
     ctx->saved_data["dim"] = dim;
@@ -35,7 +35,7 @@ struct SoftmaxFunction : autograd::Function<SoftmaxFunction> {
     if (!ctx->needs_input_grad(0)) return {Tensor(), Tensor(), Tensor()};
     const Tensor y = ctx->get_saved_variables()[0];
     const Tensor gy = grads[0].contiguous();
-    Tensor gx = empty(y.shape(), TensorOptions(y.dtype()).device(y.device()));
+    Tensor gx = empty(y.shape(), y.options());
     if (gx.numel() > 0)
       softmax_backward_stub(y.device())(gy, y, gx, ctx->saved_data["dim"].to_int(), ctx->saved_data["log"].to_bool());
     return {gx, Tensor(), Tensor()};

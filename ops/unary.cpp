@@ -62,7 +62,7 @@ template <class Self, UnaryOp kOp, Keep kKeep>
 struct Unary : autograd::Function<Self> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const UnaryParams& p) {
     MINIDL_CHECK(x.defined(), unary_op_name(kOp), ": expected a defined tensor, got an undefined one");
-    Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+    Tensor y = empty(x.shape(), x.options());
     unary_stub(x.device())(kOp, p, y, x);
     if constexpr (kKeep == Keep::Input) ctx->save_for_backward({x});
     if constexpr (kKeep == Keep::Output) ctx->save_for_backward({y});
@@ -79,7 +79,7 @@ struct Unary : autograd::Function<Self> {
     p.scalar = ctx->saved_data["scalar"].to_double();
     p.lo = ctx->saved_data["lo"].to_double();
     p.hi = ctx->saved_data["hi"].to_double();
-    Tensor dx = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
+    Tensor dx = empty(g.shape(), g.options());
     unary_backward_stub(g.device())(kOp, p, dx, g, saved);
     return {dx, Tensor()};
   }
