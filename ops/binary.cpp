@@ -13,7 +13,6 @@
 #include "ops/binary.h"
 
 #include <cmath>
-#include <limits>
 
 #include "core/autograd/function.h"
 #include "ops/unary.h"

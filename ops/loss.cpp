@@ -17,8 +17,6 @@
 // CPU kernels: ops/cpu/loss.cpp.
 #include "ops/loss.h"
 
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "core/autograd/function.h"

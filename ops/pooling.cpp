@@ -13,9 +13,6 @@
 #include "ops/pooling.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <vector>
 
 #include "core/autograd/function.h"
 

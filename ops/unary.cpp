@@ -19,9 +19,6 @@
 // CPU kernels: ops/cpu/unary.cpp.
 #include "ops/unary.h"
 
-#include <cmath>
-#include <limits>
-
 #include "core/autograd/function.h"
 #include "ops/binary.h"
 
