@@ -2,7 +2,7 @@
 // shapes, the direct path (what conv2d_pick_algo takes without Winograd:
 // shifted planes from 16x16 output maps up, im2col below) against Winograd,
 // per pass, in process CPU time (robust to other processes on the machine).
-// The measurements behind the rule in ops/conv2d_kernels.cpp; not part of
+// The measurements behind the rule in ops/cpu/conv2d_kernels.cpp; not part of
 // run_bench.py (PyTorch has no such switch).
 //   build/bench/bench_conv_algos [--threads 1] [--reps 3]
 // prints one line per shape: ms per call, direct / Winograd, per pass.
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "ops/conv2d_kernels.h"
+#include "ops/cpu/conv2d_kernels.h"
 
 using namespace minidl;
 

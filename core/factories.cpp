@@ -118,13 +118,12 @@ Tensor randperm(int64_t n, TensorOptions options) {
   return host_tensor({n}, options, [&p](int64_t i) { return static_cast<double>(p[i]); });
 }
 
-static TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), options_of(t)); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), options_of(t)); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), options_of(t)); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, options_of(t)); }
-Tensor randn_like(const Tensor& t) { return randn(t.shape(), options_of(t)); }
-Tensor rand_like(const Tensor& t) { return rand(t.shape(), options_of(t)); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.options()); }
+Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.options()); }
+Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.options()); }
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions options) {

@@ -96,16 +96,14 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::backward({*this}, {gradient}, retain_graph);
 }
 
-Tensor Tensor::detach() const {
-  const TensorImpl* t = checked();
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  MINIDL_CHECK(base.defined(), "make_view: the base tensor is undefined");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t->storage;
-  impl->offset = t->offset;
-  impl->shape = t->shape;
-  impl->strides = t->strides;
-  impl->dtype = t->dtype;
+  impl->set_view(*base.impl(), std::move(shape), std::move(strides), offset);
   return Tensor(std::move(impl));
 }
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), storage_offset()); }
 
 Tensor& Tensor::detach_() {
   TensorImpl* t = checked();

@@ -23,6 +23,23 @@ namespace autograd {
 class Node;
 }
 
+// What a new tensor is made with (the factories below take one); t.options()
+// gives t's dtype and device.
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+  bool pinned_memory_ = false;  // CPU only: page-locked memory when a backend provides it
+
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}    // NOLINT: implicit, as torch::kFloat64
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions pinned_memory(bool p = true) const { auto o = *this; o.pinned_memory_ = p; return o; }
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -44,6 +61,7 @@ class Tensor {
   int64_t storage_offset() const { return checked()->offset; }
   DType dtype() const { return checked()->dtype; }
   Device device() const { return checked()->device(); }
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }  // dtype + device
   bool is_cuda() const { return device().is_cuda(); }
   bool is_contiguous() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
@@ -160,22 +178,12 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// A new handle on base's data (same storage and dtype) with the given
+// geometry (offset and strides in elements), without autograd history; what it
+// copies is TensorImpl::set_view's (core/tensor_impl.h).
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+
 // ---- factories (core/factories.cpp) ------------------------------------------
-
-struct TensorOptions {
-  DType dtype_ = kFloat32;
-  Device device_ = kCPU;
-  bool requires_grad_ = false;
-  bool pinned_memory_ = false;  // CPU only: page-locked memory when a backend provides it
-
-  TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}    // NOLINT: implicit, as torch::kFloat64
-  TensorOptions(Device d) : device_(d) {}  // NOLINT
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
-  TensorOptions pinned_memory(bool p = true) const { auto o = *this; o.pinned_memory_ = p; return o; }
-};
 
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});

@@ -40,6 +40,19 @@ struct TensorImpl {
   std::vector<std::pair<HookId, GradHook>> hooks;  // leaves; non-leaf hooks live on grad_fn
   std::vector<std::pair<HookId, PostAccumulateGradHook>> post_accumulate_hooks;
 
+  // Points this impl at base's data with the given geometry: the storage and
+  // dtype come from base, autograd state is left as it is. Every path that makes
+  // or re-points a view goes through here (make_view, detach, Module::to), so a
+  // new field that says where or what the data is (a stream, a pinned flag) is
+  // one edit.
+  void set_view(const TensorImpl& base, Shape new_shape, Shape new_strides, int64_t new_offset) {
+    storage = base.storage;
+    dtype = base.dtype;
+    offset = new_offset;
+    shape = std::move(new_shape);
+    strides = std::move(new_strides);
+  }
+
   Device device() const { return storage->device(); }
   int64_t numel() const { return numel_of(shape); }
   void* data() const {

@@ -69,7 +69,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, std
     }
     MINIDL_CHECK(!bucket.params.empty(), "Reducer: bucket ", b, " is empty");
     const Tensor& first = params_[bucket.params[0]];
-    bucket.flat = zeros({numel}, TensorOptions(first.dtype()).device(first.device()));
+    bucket.flat = zeros({numel}, first.options());
     buckets_.push_back(std::move(bucket));
   }
   for (size_t i = 0; i < n; ++i)

@@ -23,11 +23,7 @@ std::string join_name(const std::string& prefix, const std::string& name) {
 // impl (module members, optimizer state) sees the converted tensor.
 void retarget(TensorImpl& impl, const Tensor& fresh) {
   const TensorImpl& f = *fresh.impl();
-  impl.storage = f.storage;
-  impl.offset = f.offset;
-  impl.shape = f.shape;
-  impl.strides = f.strides;
-  impl.dtype = f.dtype;
+  impl.set_view(f, f.shape, f.strides, f.offset);
 }
 
 // PyTorch's _addindent: indents every line but the first.

@@ -150,7 +150,7 @@ BatchNormBackwardReduce batch_norm_backward_reduce(const Tensor& grad_out, const
                "), got ", grad_out.defined() ? shape_str(grad_out.shape()) : "an undefined tensor");
   const norm::NormGeometry geo = bn_geometry(input);
   norm::check_param(weight, "weight", geo.G, input, op);
-  const TensorOptions opts = TensorOptions(input.dtype()).device(input.device());
+  const TensorOptions opts = input.options();
   BatchNormBackwardReduce out;
   if (!input_g && !weight_g && !bias_g) return out;
 
@@ -210,7 +210,7 @@ Tensor batch_norm_backward_elemt(const Tensor& grad_out, const Tensor& input, co
   args.given_sum_dy = tensor(s1, {geo.G}, kFloat64).to(input.device());
   args.given_sum_dy_xmu = tensor(s2, {geo.G}, kFloat64).to(input.device());
   args.given_count = total;
-  args.grad_input = empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
+  args.grad_input = empty(input.shape(), input.options());
   norm::norm_backward_stub(input.device())(args);
   return args.grad_input;
 }

@@ -9,14 +9,12 @@
 // Every input grad is summed back to that input's shape (sum_to_shape) and
 // overwrites; the engine accumulates. Scalars become 0-d tensors of the
 // tensor's dtype and broadcast like any other operand.
+// CPU kernels: ops/cpu/binary.cpp.
 #include "ops/binary.h"
 
 #include <cmath>
-#include <limits>
-#include <type_traits>
 
 #include "core/autograd/function.h"
-#include "ops/strided_loop.h"
 #include "ops/unary.h"
 
 namespace minidl {
@@ -42,127 +40,18 @@ const char* binary_op_name(BinaryOp op) {
 
 namespace {
 
-// ---- CPU kernels ---------------------------------------------------------------
-
-// out[i] = f(a[i], b[i]) over out's shape; the common layouts (all contiguous,
-// one side a broadcast scalar along the row) get loops the compiler vectorizes.
-template <class T, class F>
-void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  T* o = static_cast<T*>(out.raw_data());
-  const T* x = static_cast<const T*>(a.raw_data());
-  const T* y = static_cast<const T*>(b.raw_data());
-  for_each_row<3>(out.shape(), {out.strides(), a.strides(), b.strides()},
-                  [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& step) {
-                    T* po = o + off[0];
-                    const T* px = x + off[1];
-                    const T* py = y + off[2];
-                    if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
-                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
-                    } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {
-                      const T s = py[0];
-                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], s);
-                    } else if (step[0] == 1 && step[1] == 0 && step[2] == 1) {
-                      const T s = px[0];
-                      for (int64_t i = 0; i < n; ++i) po[i] = f(s, py[i]);
-                    } else {
-                      for (int64_t i = 0; i < n; ++i) po[i * step[0]] = f(px[i * step[1]], py[i * step[2]]);
-                    }
-                  });
-}
-
-template <class T>
-void binary_cpu_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
-  auto run = [&](auto f) { binary_loop<T>(out, a, b, f); };
-  const T s = static_cast<T>(alpha);  // callers checked that alpha fits T
-  switch (op) {
-    case BinaryOp::Add:
-      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x + y); });
-      return run([s](T x, T y) { return static_cast<T>(x + s * y); });
-    case BinaryOp::Sub:
-      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x - y); });
-      return run([s](T x, T y) { return static_cast<T>(x - s * y); });
-    case BinaryOp::Mul: return run([](T x, T y) { return static_cast<T>(x * y); });
-    case BinaryOp::Div: return run([](T x, T y) { return static_cast<T>(x / y); });
-    // NaN wins, as in PyTorch (x != x only for NaN).
-    case BinaryOp::Maximum: return run([](T x, T y) { return (x > y || x != x) ? x : y; });
-    case BinaryOp::Minimum: return run([](T x, T y) { return (x < y || x != x) ? x : y; });
-    case BinaryOp::Eq: return run([](T x, T y) { return static_cast<T>(x == y); });
-    case BinaryOp::Gt: return run([](T x, T y) { return static_cast<T>(x > y); });
-    case BinaryOp::Lt: return run([](T x, T y) { return static_cast<T>(x < y); });
-  }
-}
-
-void binary_cpu(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (op == BinaryOp::Div) {  // integer division (and its division by zero) is not offered
-    MINIDL_DISPATCH_FLOATING(out.dtype(), "div", [&] { binary_cpu_typed<scalar_t>(op, alpha, out, a, b); });
-  } else {
-    MINIDL_DISPATCH_ALL(out.dtype(), binary_op_name(op),
-                        [&] { binary_cpu_typed<scalar_t>(op, alpha, out, a, b); });
-  }
-}
-
-// Serial on purpose: several grad rows add into the same output element.
-template <class T>
-void sum_to_cpu_typed(const Tensor& out_view, const Tensor& grad) {
-  using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-  T* o = static_cast<T*>(out_view.raw_data());
-  const T* g = static_cast<const T*>(grad.raw_data());
-  for_each_row<2>(
-      grad.shape(), {out_view.strides(), grad.strides()},
-      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
-        T* po = o + off[0];
-        const T* pg = g + off[1];
-        if (step[0] == 0) {  // the whole row reduces into one element
-          // Eight independent partial sums: one running sum would wait on the
-          // latency of every add.
-          acc_t part[8] = {};
-          int64_t i = 0;
-          for (; i + 8 <= n; i += 8)
-            for (int k = 0; k < 8; ++k) part[k] += pg[(i + k) * step[1]];
-          acc_t acc = 0;
-          for (; i < n; ++i) acc += pg[i * step[1]];
-          for (int k = 0; k < 8; ++k) acc += part[k];
-          *po = static_cast<T>(*po + acc);
-        } else {
-          for (int64_t i = 0; i < n; ++i) po[i * step[0]] = static_cast<T>(po[i * step[0]] + pg[i * step[1]]);
-        }
-      },
-      std::numeric_limits<int64_t>::max());
-}
-
-void sum_to_cpu(const Tensor& out_view, const Tensor& grad) {
-  MINIDL_DISPATCH_ALL(grad.dtype(), "sum_to_shape", [&] { sum_to_cpu_typed<scalar_t>(out_view, grad); });
-}
-
-void fill_cpu(const Tensor& out, double value) {
-  MINIDL_DISPATCH_ALL_AND_HALF(out.dtype(), "fill_", [&] {
-    scalar_t* o = static_cast<scalar_t*>(out.raw_data());
-    const auto v = convert<scalar_t>(value);
-    for_each_row<1>(out.shape(), {out.strides()},
-                    [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& step) {
-                      for (int64_t i = 0; i < n; ++i) o[off[0] + i * step[0]] = v;
-                    });
-  });
-}
-
 // ---- helpers ---------------------------------------------------------------------
 
-TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
 
 // A handle that walks `t` as if expanded to `shape` (stride 0 on broadcast
 // dims), with no autograd: kernel operands only.
 Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl()->storage;
-  impl->offset = t.storage_offset();
-  impl->dtype = t.dtype();
-  impl->shape = shape;
-  impl->strides.assign(shape.size(), 0);
+  Shape strides(shape.size(), 0);
   const size_t lead = shape.size() - static_cast<size_t>(t.dim());
   for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i)
-    if (t.shape()[i] == shape[lead + i]) impl->strides[lead + i] = t.strides()[i];
-  return Tensor(std::move(impl));
+    if (t.shape()[i] == shape[lead + i]) strides[lead + i] = t.strides()[i];
+  return make_view(t, shape, std::move(strides), t.storage_offset());
 }
 
 // A scalar operand: a 0-d tensor of x's dtype on x's device.
@@ -171,7 +60,7 @@ Tensor scalar_like(const Tensor& x, double value, const char* op) {
   // A float operand too large for a float16 tensor becomes inf, as PyTorch's
   // wrapped scalars do (x + 1e5); fill_, clamp and alpha refuse it.
   if (!is_floating(x.dtype())) check_scalar_fits(x.dtype(), value, op);
-  return scalar_tensor(value, options_of(x));
+  return scalar_tensor(value, x.options());
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
@@ -190,7 +79,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   check_operands(name, a, b);
   check_scalar_fits(a.dtype(), alpha, name);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, options_of(a));
+  Tensor out = empty(shape, a.options());
   binary_stub(a.device())(op, alpha, out, broadcast_view(a, shape), broadcast_view(b, shape));
   return out;
 }
@@ -295,7 +184,7 @@ struct Minimum : Extremum<Minimum, BinaryOp::Minimum, BinaryOp::Lt> {};
 struct SumToShape : autograd::Function<SumToShape> {
   static Tensor forward(AutogradContext* ctx, const Tensor& grad, const Shape& shape) {
     ctx->saved_data["grad_shape"] = grad.shape();
-    Tensor out = zeros(shape, options_of(grad));
+    Tensor out = zeros(shape, grad.options());
     sum_to_stub(grad.device())(broadcast_view(out, grad.shape()), grad);
     return out;
   }
@@ -341,12 +230,6 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
 }
 
 }  // namespace
-
-void register_binary_cpu_kernels() {
-  binary_stub.set(DeviceType::CPU, binary_cpu);
-  sum_to_stub.set(DeviceType::CPU, sum_to_cpu);
-  fill_stub.set(DeviceType::CPU, fill_cpu);
-}
 
 // ---- public API ------------------------------------------------------------------------
 

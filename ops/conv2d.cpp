@@ -6,56 +6,29 @@
 //   dbias[k] = sum_{n, i, j} dy[n][k][i][j]
 // Forward saves x (when w needs a grad) and w (when x needs one), plus the
 // geometry. Gradients overwrite (new tensors); the engine accumulates.
-// The CPU kernels: ops/conv2d_kernels.cpp (implicit GEMM over shifted planes,
-// for big maps, and the rule that picks a kernel), ops/conv2d_im2col.cpp
-// (GEMM over a chunk of images, skipping padding taps, for small maps) and
-// ops/conv2d_winograd.cpp (Winograd F(2x2, 3x3) for 3x3 stride-1 kernels with
-// many channels); the last two share the packed GEMM of ops/conv2d_gemm.h.
+// The CPU kernels: ops/cpu/conv2d.cpp registers them; ops/cpu/conv2d_kernels.cpp
+// has the rule that picks a path, ops/cpu/conv2d_shifted.cpp the implicit GEMM
+// over shifted planes (for big maps), ops/cpu/conv2d_im2col.cpp the GEMM over a
+// chunk of images, skipping padding taps (for small maps), and
+// ops/cpu/conv2d_winograd.cpp Winograd F(2x2, 3x3) for 3x3 stride-1 kernels
+// with many channels; the last two share the packed GEMM of ops/cpu/conv2d_gemm.h.
 #include "ops/conv2d.h"
 
 #include <vector>
 
 #include "core/autograd/function.h"
-#include "core/dispatch.h"
-#include "ops/conv2d_kernels.h"
 
 namespace minidl {
-
-using Conv2dForwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& bias,
-                             const Tensor& y);
-// dx, dw, dbias: the grads wanted (undefined when not).
-using Conv2dBackwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& dy,
-                              const Tensor& dx, const Tensor& dw, const Tensor& dbias);
 
 DispatchStub<Conv2dForwardFn> conv2d_forward_stub("conv2d");
 DispatchStub<Conv2dBackwardFn> conv2d_backward_stub("conv2d_backward");
 
+void conv2d_set_output_size(Conv2dGeometry& g) {
+  g.out_h = (g.in_h + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
+  g.out_w = (g.in_w + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
+}
+
 namespace {
-
-template <class T>
-T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-void conv2d_forward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                        const Tensor& y) {
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "conv2d", [&] {
-    conv2d_forward_kernel<scalar_t>(g, x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(bias),
-                                    y.data_ptr<scalar_t>());
-  });
-}
-
-void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
-                         const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
-  MINIDL_DISPATCH_FLOATING(dy.dtype(), "conv2d_backward", [&] {
-    if (dx.defined())
-      conv2d_backward_input_kernel<scalar_t>(g, dy.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                                             dx.data_ptr<scalar_t>());
-    if (dw.defined() || dbias.defined())
-      conv2d_backward_weight_kernel<scalar_t>(g, dy.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(x),
-                                              ptr_or_null<scalar_t>(dw), ptr_or_null<scalar_t>(dbias));
-  });
-}
 
 std::vector<int64_t> to_list(const Conv2dGeometry& g) {
   return {g.batch,    g.in_channels, g.in_h,     g.in_w,     g.out_channels, g.out_h,      g.out_w,      g.kernel_h,
@@ -82,7 +55,7 @@ struct Conv2d : autograd::Function<Conv2d> {
     const Tensor x = x_in.contiguous(), w = w_in.contiguous();
     const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
     Tensor y = empty(nchw(x.dim() == 4, g.batch, g.out_channels, g.out_h, g.out_w),
-                     TensorOptions(x.dtype()).device(x.device()));
+                     x.options());
     conv2d_forward_stub(x.device())(g, x, w, bias, y);
     ctx->save_for_backward({ctx->needs_input_grad(1) ? x : Tensor(), ctx->needs_input_grad(0) ? w : Tensor()});
     ctx->saved_data["geometry"] = to_list(g);
@@ -96,7 +69,7 @@ struct Conv2d : autograd::Function<Conv2d> {
     const Conv2dGeometry g = from_list(ctx->saved_data["geometry"].to_int_list());
     const bool batched = ctx->saved_data["batched"].to_bool();
     const Tensor dy = grads[0].contiguous();
-    const TensorOptions opts = TensorOptions(dy.dtype()).device(dy.device());
+    const TensorOptions opts = dy.options();
     const int64_t Cg = g.in_channels / g.groups;
     Tensor dx = ctx->needs_input_grad(0) ? empty(nchw(batched, g.batch, g.in_channels, g.in_h, g.in_w), opts)
                                          : Tensor();
@@ -115,11 +88,6 @@ std::string batched_str(const Tensor& x) {
 }
 
 }  // namespace
-
-void register_conv2d_cpu_kernels() {
-  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_cpu);
-  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_cpu);
-}
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
   MINIDL_CHECK(x.defined(), "conv2d: the input tensor is undefined");

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -19,5 +20,33 @@ struct Conv2dParams {
 // bias: (C_out) or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& params = {});
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+// The sizes of one conv2d call, already validated (ops/conv2d.cpp checks them).
+struct Conv2dGeometry {
+  int64_t batch = 1;
+  int64_t in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+// out_h/out_w from the other fields (PyTorch's formula).
+void conv2d_set_output_size(Conv2dGeometry& g);
+
+// x, w, bias (or undefined), y: contiguous NCHW / (K, C/groups, kH, kW) / (K).
+using Conv2dForwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Tensor& y);
+// dx, dw, dbias: the grads wanted (undefined when not).
+using Conv2dBackwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& dy,
+                              const Tensor& dx, const Tensor& dw, const Tensor& dbias);
+
+extern DispatchStub<Conv2dForwardFn> conv2d_forward_stub;
+extern DispatchStub<Conv2dBackwardFn> conv2d_backward_stub;
+void register_conv2d_cpu_kernels();
 
 }  // namespace minidl

@@ -5,7 +5,7 @@
 
 #include "core/autograd/function.h"
 #include "ops/cpu/convert_half.h"
-#include "ops/strided_loop.h"
+#include "ops/cpu/strided_loop.h"
 
 namespace minidl {
 

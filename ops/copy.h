@@ -7,6 +7,8 @@
 
 namespace minidl {
 
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
 // dst and src have the same shape (src already broadcast); any dtypes.
 using CopyFn = void(const Tensor& dst, const Tensor& src);
 extern DispatchStub<CopyFn> copy_stub;  // keyed by the device that runs the copy

@@ -8,56 +8,22 @@
 //
 // The mask comes from minidl::default_generator(), one uniform draw per element
 // in row-major order (keep when u >= p), so manual_seed(s) reproduces it.
+// CPU kernels: ops/cpu/dropout.cpp.
 #include "ops/dropout.h"
 
-#include <cmath>
-
 #include "core/autograd/function.h"
-#include "core/dispatch.h"
 #include "core/generator.h"
 
 namespace minidl {
 
-namespace {
-
-// Draws the mask serially (the generator is a sequential stream) and applies
-// it in parallel.
-template <class T>
-void dropout_forward_kernel(const T* x, T* y, T* mask, int64_t n, double p, Generator& gen) {
-  const T scale = static_cast<T>(1.0 / (1.0 - p));
-  for (int64_t i = 0; i < n; ++i) mask[i] = gen.uniform() >= p ? scale : T(0);
-#pragma omp parallel for schedule(static) if (n >= 32768)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
-}
-
-template <class T>
-void mul_kernel(const T* a, const T* b, T* out, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= 32768)
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
-}
-
-using DropoutForwardFn = void(const Tensor& x, const Tensor& y, const Tensor& mask, double p, Generator& gen);
-using DropoutBackwardFn = void(const Tensor& grad_y, const Tensor& mask, const Tensor& grad_x);
-
 DispatchStub<DropoutForwardFn> dropout_forward_stub("dropout");
 DispatchStub<DropoutBackwardFn> dropout_backward_stub("dropout_backward");
 
-void dropout_forward_cpu(const Tensor& x, const Tensor& y, const Tensor& mask, double p, Generator& gen) {
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
-    dropout_forward_kernel(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), mask.data_ptr<scalar_t>(), x.numel(), p,
-                           gen);
-  });
-}
-
-void dropout_backward_cpu(const Tensor& grad_y, const Tensor& mask, const Tensor& grad_x) {
-  MINIDL_DISPATCH_FLOATING(mask.dtype(), "dropout_backward", [&] {
-    mul_kernel(grad_y.data_ptr<scalar_t>(), mask.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), mask.numel());
-  });
-}
+namespace {
 
 struct DropoutFunction : autograd::Function<DropoutFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, double p) {
-    const TensorOptions options = TensorOptions(x.dtype()).device(x.device());
+    const TensorOptions options = x.options();
     Tensor mask = p == 1.0 ? zeros(x.shape(), options) : empty(x.shape(), options);
     Tensor y;
     if (p == 1.0) {
@@ -71,7 +37,7 @@ struct DropoutFunction : autograd::Function<DropoutFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor mask = ctx->get_saved_variables()[0];
-    Tensor gx = empty(mask.shape(), TensorOptions(mask.dtype()).device(mask.device()));
+    Tensor gx = empty(mask.shape(), mask.options());
     if (gx.numel() > 0) dropout_backward_stub(mask.device())(grads[0].contiguous(), mask, gx);
     return {gx, Tensor()};
   }
@@ -79,10 +45,6 @@ struct DropoutFunction : autograd::Function<DropoutFunction> {
 
 }  // namespace
 
-void register_dropout_cpu_kernels() {
-  dropout_forward_stub.set(DeviceType::CPU, dropout_forward_cpu);
-  dropout_backward_stub.set(DeviceType::CPU, dropout_backward_cpu);
-}
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   MINIDL_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);

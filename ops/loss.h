@@ -2,7 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -16,5 +18,43 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduct
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                 int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+// A class loss's input seen as (N, C, S): one position per (n, s), classes C
+// apart by S elements.
+struct ClassGeometry {
+  int64_t N = 1, C = 1, S = 1;
+  int64_t positions() const { return N * S; }
+  std::vector<int64_t> to_list() const { return {N, C, S}; }
+  static ClassGeometry from_list(const std::vector<int64_t>& v) { return {v[0], v[1], v[2]}; }
+};
+
+// What the loss was reduced with, for forward output and backward weights.
+struct ReductionInfo {
+  Reduction reduction;
+  int64_t count;  // non-ignored positions (the "mean" divisor)
+};
+
+using CrossEntropyForwardFn = void(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& out,
+                                   const ClassGeometry& g, int64_t ignore_index, double eps, const ReductionInfo& r);
+using CrossEntropyBackwardFn = void(const Tensor& grad_out, const Tensor& x, const Tensor& target, const Tensor& lse,
+                                    const Tensor& gx, const ClassGeometry& g, int64_t ignore_index, double eps,
+                                    const ReductionInfo& r);
+using NllLossForwardFn = void(const Tensor& x, const Tensor& target, const Tensor& out, const ClassGeometry& g,
+                              int64_t ignore_index, const ReductionInfo& r);
+using NllLossBackwardFn = void(const Tensor& grad_out, const Tensor& target, const Tensor& gx, const ClassGeometry& g,
+                               int64_t ignore_index, const ReductionInfo& r);
+using MseLossForwardFn = void(const Tensor& x, const Tensor& y, const Tensor& out, Reduction reduction);
+using MseLossBackwardFn = void(const Tensor& grad_out, const Tensor& x, const Tensor& y, const Tensor& gx,
+                               const Tensor& gy, Reduction reduction);
+
+extern DispatchStub<CrossEntropyForwardFn> cross_entropy_forward_stub;
+extern DispatchStub<CrossEntropyBackwardFn> cross_entropy_backward_stub;
+extern DispatchStub<NllLossForwardFn> nll_loss_forward_stub;
+extern DispatchStub<NllLossBackwardFn> nll_loss_backward_stub;
+extern DispatchStub<MseLossForwardFn> mse_loss_forward_stub;
+extern DispatchStub<MseLossBackwardFn> mse_loss_backward_stub;
+void register_loss_cpu_kernels();
 
 }  // namespace minidl

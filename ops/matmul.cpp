@@ -1,4 +1,5 @@
-// Matrix products on Eigen's GEMM (ops/gemm.h), as torch.matmul and F.linear.
+// Matrix products, as torch.matmul and F.linear (CPU kernels: ops/cpu/matmul.cpp,
+// on Eigen's GEMM).
 //   matmul  C[i] = A[i] B[i] over the broadcast batch dims (A, B at least 2-D
 //           inside MatMul; matmul() maps 1-D operands and 3-D x 2-D onto it).
 //           dA[i] = dC[i] B[i]^T, dB[i] = A[i]^T dC[i], each summed over the
@@ -9,111 +10,18 @@
 // Gradients overwrite (new tensors); the engine accumulates.
 #include "ops/matmul.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "core/autograd/function.h"
-#include "core/dispatch.h"
-#include "ops/gemm.h"
 
 namespace minidl {
-
-// A batch of row-major products C[i] (+)= op(A[i]) op(B[i]), each matrix at its
-// own element offset into a, b and c (broadcast operands repeat an offset).
-struct GemmBatch {
-  bool trans_a = false, trans_b = false;
-  int64_t m = 0, n = 0, k = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  std::vector<int64_t> a_offset, b_offset, c_offset;
-  // C += ... (several products may add into one C, so they run one after
-  // another), else C = ... with distinct C matrices.
-  bool accumulate = false;
-};
-using BatchedGemmFn = void(const GemmBatch&, const Tensor& a, const Tensor& b, const Tensor& c);
-// y = x W^T + bias (bias may be undefined); x: rows x in, W: out x in, all contiguous.
-using LinearForwardFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
-// Any of dx, dw, dbias may be undefined (not wanted).
-using LinearBackwardFn = void(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                              const Tensor& dw, const Tensor& dbias);
 
 DispatchStub<BatchedGemmFn> batched_gemm_stub("matmul");
 DispatchStub<LinearForwardFn> linear_forward_stub("linear");
 DispatchStub<LinearBackwardFn> linear_backward_stub("linear_backward");
 
 namespace {
-
-// ---- CPU kernels -------------------------------------------------------------------
-
-template <class T>
-void batched_gemm_kernel(const GemmBatch& g, const T* a, const T* b, T* c) {
-  const int64_t count = static_cast<int64_t>(g.c_offset.size());
-  const T beta = g.accumulate ? T(1) : T(0);
-  const int threads = omp_get_max_threads();
-  // Many independent products: one per thread, each single-threaded. Otherwise
-  // (few products, or several accumulating into one C) split each product.
-  if (!g.accumulate && threads > 1 && (count >= 4 * threads || count % threads == 0)) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; ++i)
-      detail::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a + g.a_offset[i], g.lda, b + g.b_offset[i],
-                   g.ldb, beta, c + g.c_offset[i], g.ldc);
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    detail::gemm_parallel(g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a + g.a_offset[i], g.lda,
-                          b + g.b_offset[i], g.ldb, beta, c + g.c_offset[i], g.ldc);
-}
-
-void batched_gemm_cpu(const GemmBatch& g, const Tensor& a, const Tensor& b, const Tensor& c) {
-  MINIDL_DISPATCH_FLOATING(c.dtype(), "matmul", [&] {
-    batched_gemm_kernel<scalar_t>(g, a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(), c.data_ptr<scalar_t>());
-  });
-}
-
-template <class T>
-void linear_forward_kernel(int64_t rows, int64_t in, int64_t out, const T* x, const T* w, const T* bias, T* y) {
-  detail::gemm_parallel(false, true, rows, out, in, T(1), x, in, w, in, T(0), y, out);
-  if (bias == nullptr) return;
-#pragma omp parallel for schedule(static) if (rows * out > 32768)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
-}
-
-template <class T>
-void linear_backward_kernel(int64_t rows, int64_t in, int64_t out, const T* x, const T* w, const T* dy, T* dx,
-                            T* dw, T* dbias) {
-  if (dx) detail::gemm_parallel(false, false, rows, in, out, T(1), dy, out, w, in, T(0), dx, in);
-  if (dw) detail::gemm_parallel(true, false, out, in, rows, T(1), dy, out, x, in, T(0), dw, in);
-  if (dbias) {
-    std::fill(dbias, dbias + out, T(0));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < out; ++j) dbias[j] += dy[r * out + j];
-  }
-}
-
-template <class T>
-T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-void linear_forward_cpu(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  const int64_t in = w.size(1), out = w.size(0), rows = out == 0 ? 0 : y.numel() / out;
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "linear", [&] {
-    linear_forward_kernel<scalar_t>(rows, in, out, x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                                    ptr_or_null<scalar_t>(bias), y.data_ptr<scalar_t>());
-  });
-}
-
-void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
-                         const Tensor& dbias) {
-  const int64_t in = w.size(1), out = w.size(0), rows = out == 0 ? 0 : dy.numel() / out;
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "linear", [&] {
-    linear_backward_kernel<scalar_t>(rows, in, out, x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                                     dy.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(dx),
-                                     ptr_or_null<scalar_t>(dw), ptr_or_null<scalar_t>(dbias));
-  });
-}
 
 // ---- batch bookkeeping ------------------------------------------------------------
 
@@ -163,7 +71,7 @@ struct MatMul : autograd::Function<MatMul> {
     Shape out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    Tensor c = empty(out_shape, TensorOptions(a.dtype()).device(a.device()));
+    Tensor c = empty(out_shape, a.options());
     GemmBatch g;
     g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
     g.a_offset = broadcast_offsets(batch_dims(a), batch, m * k);
@@ -190,7 +98,7 @@ struct MatMul : autograd::Function<MatMul> {
       g.m = m, g.n = k, g.k = n, g.lda = n, g.ldb = n, g.ldc = k;
       g.a_offset = c_off, g.b_offset = b_off, g.c_offset = a_off;
       g.accumulate = has_repeats(a_off);
-      da = g.accumulate ? zeros(a.shape(), TensorOptions(a.dtype()).device(a.device())) : empty_like(a);
+      da = g.accumulate ? zeros(a.shape(), a.options()) : empty_like(a);
       batched_gemm_stub(dc.device())(g, dc, b, da);
     }
     if (ctx->needs_input_grad(1)) {  // dB = A^T dC
@@ -199,7 +107,7 @@ struct MatMul : autograd::Function<MatMul> {
       g.m = k, g.n = n, g.k = m, g.lda = k, g.ldb = n, g.ldc = n;
       g.a_offset = a_off, g.b_offset = c_off, g.c_offset = b_off;
       g.accumulate = has_repeats(b_off);
-      db = g.accumulate ? zeros(b.shape(), TensorOptions(b.dtype()).device(b.device())) : empty_like(b);
+      db = g.accumulate ? zeros(b.shape(), b.options()) : empty_like(b);
       batched_gemm_stub(dc.device())(g, a, dc, db);
     }
     return {da, db};
@@ -212,7 +120,7 @@ struct Linear : autograd::Function<Linear> {
     const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
     Shape out_shape = x.shape();
     out_shape.back() = w.size(0);
-    Tensor y = empty(out_shape, TensorOptions(x.dtype()).device(x.device()));
+    Tensor y = empty(out_shape, x.options());
     linear_forward_stub(x.device())(x, w, bias, y);
     ctx->save_for_backward({x, w});
     return y;
@@ -224,7 +132,7 @@ struct Linear : autograd::Function<Linear> {
     const Tensor dy = grads[0].contiguous();
     Tensor dx = ctx->needs_input_grad(0) ? empty_like(x) : Tensor();
     Tensor dw = ctx->needs_input_grad(1) ? empty_like(w) : Tensor();
-    Tensor dbias = ctx->needs_input_grad(2) ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
+    Tensor dbias = ctx->needs_input_grad(2) ? empty({w.size(0)}, w.options())
                                             : Tensor();
     linear_backward_stub(dy.device())(x, w, dy, dx, dw, dbias);
     return {dx, dw, dbias};
@@ -245,11 +153,6 @@ std::string mat_str(int64_t r, int64_t c) { return std::to_string(r) + "x" + std
 
 }  // namespace
 
-void register_matmul_cpu_kernels() {
-  batched_gemm_stub.set(DeviceType::CPU, batched_gemm_cpu);
-  linear_forward_stub.set(DeviceType::CPU, linear_forward_cpu);
-  linear_backward_stub.set(DeviceType::CPU, linear_backward_cpu);
-}
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands(a, b, "matmul");

@@ -1,6 +1,9 @@
-// Matrix products on Eigen's GEMM.
+// Matrix products (torch.matmul, F.linear).
 #pragma once
 
+#include <vector>
+
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -9,5 +12,30 @@ namespace minidl {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x W^T + b; x: (*, in), weight: (out, in), bias: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+// A batch of row-major products C[i] (+)= op(A[i]) op(B[i]), each matrix at its
+// own element offset into a, b and c (broadcast operands repeat an offset).
+struct GemmBatch {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  std::vector<int64_t> a_offset, b_offset, c_offset;
+  // C += ... (several products may add into one C, so they run one after
+  // another), else C = ... with distinct C matrices.
+  bool accumulate = false;
+};
+using BatchedGemmFn = void(const GemmBatch&, const Tensor& a, const Tensor& b, const Tensor& c);
+// y = x W^T + bias (bias may be undefined); x: rows x in, W: out x in, all contiguous.
+using LinearForwardFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// Any of dx, dw, dbias may be undefined (not wanted).
+using LinearBackwardFn = void(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                              const Tensor& dw, const Tensor& dbias);
+
+extern DispatchStub<BatchedGemmFn> batched_gemm_stub;
+extern DispatchStub<LinearForwardFn> linear_forward_stub;
+extern DispatchStub<LinearBackwardFn> linear_backward_stub;
+void register_matmul_cpu_kernels();
 
 }  // namespace minidl

@@ -27,14 +27,16 @@
 
 namespace minidl::norm {
 
+// ---- kernel interface (a backend registers its kernels here) ----------------
+// (register_norm_cpu_kernels, in namespace minidl, is declared at the end.)
+
+// The (A, G, K, S) view above, and P: groups per affine parameter set.
 struct NormGeometry {
   int64_t A = 1, G = 1, K = 1, S = 1, P = 1;
   int64_t group_size() const { return A * K * S; }  // M, values per statistic
   int64_t numel() const { return A * G * K * S; }
   int64_t channels() const { return P * K; }  // affine parameters
 };
-
-// ---- kernels (through DispatchStubs, filled by register_norm_cpu_kernels) ----
 
 // Forward: y = (x - mean_g) * invstd_g * w_c + b_c (w, b optional).
 // use_input_stats: mean, var (biased) and invstd = 1/sqrt(var + eps) are
@@ -150,3 +152,9 @@ void check_param(const Tensor& t, const char* name, int64_t expected, const Tens
                  const char* op);
 
 }  // namespace minidl::norm
+
+namespace minidl {
+
+void register_norm_cpu_kernels();  // ops/cpu/norm_core.cpp
+
+}  // namespace minidl

@@ -2,8 +2,11 @@
 // over the whole tensor. An empty `dims` means all dims.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <vector>
 
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -27,5 +30,51 @@ ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // index into the flattened tensor
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+inline constexpr int64_t kReduceChunk = 16384;  // elements per partial result
+
+// Where each row's elements live, relative to a base pointer: element j of
+// row r is at row_start(r) + seg_offset[j / seg_len] + j % seg_len, where
+// row_start walks the kept dims (row_shape, row_strides) row-major.
+struct RowLayout {
+  Shape row_shape;
+  Shape row_strides;
+  int64_t rows = 1;
+  std::vector<int64_t> seg_offset;
+  int64_t seg_len = 1;
+  int64_t len = 1;  // n
+  int64_t chunk_len = kReduceChunk;  // elements per partial result
+  bool chunk_major = false;          // reduce chunk c of every row before chunk c + 1
+};
+
+// Row kernels read base's data through a RowLayout; out, var, mean, values and
+// indices are contiguous with one element per row (values or indices may be undefined).
+using SumRowsFn = void(const Tensor& base, const RowLayout& rows, const Tensor& out, double scale);
+// x: contiguous [A, R, B]; out[a, b] = scale * sum_r x[a, r, b].
+using SumColumnsFn = void(const Tensor& x, const Tensor& out, double scale);
+using VarRowsFn = void(const Tensor& base, const RowLayout& rows, const Tensor& var, const Tensor& mean,
+                       int64_t correction);
+using ExtremumRowsFn = void(const Tensor& base, const RowLayout& rows, const Tensor& values,
+                            const Tensor& indices, bool is_max);
+// dx (contiguous, x's shape) = scale * g, g broadcast to x's shape.
+using ExpandBackwardFn = void(const Tensor& g, const Tensor& dx, double scale);
+// dx = scale * g * (x - m), g and m broadcast to x's shape.
+using VarBackwardFn = void(const Tensor& g, const Tensor& x, const Tensor& m, const Tensor& dx, double scale);
+// dx[..., idx, ...] = g along `dim` (dx comes zeroed); dx, g, idx have the keepdim shape.
+using IndexBackwardFn = void(const Tensor& g, const Tensor& idx, const Tensor& dx, int64_t dim);
+// dx = g / count where x == y (or both NaN), 0 elsewhere; g, y 0-d.
+using EvenBackwardFn = void(const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& dx);
+
+extern DispatchStub<SumRowsFn> sum_rows_stub;
+extern DispatchStub<SumColumnsFn> sum_columns_stub;
+extern DispatchStub<VarRowsFn> var_rows_stub;
+extern DispatchStub<ExtremumRowsFn> extremum_rows_stub;
+extern DispatchStub<ExpandBackwardFn> expand_backward_stub;
+extern DispatchStub<VarBackwardFn> var_backward_stub;
+extern DispatchStub<IndexBackwardFn> index_backward_stub;
+extern DispatchStub<EvenBackwardFn> even_backward_stub;
+void register_reduce_cpu_kernels();
 
 }  // namespace minidl

@@ -6,28 +6,21 @@
 //   cat/stack: copy; dx_i = the slice of dy that came from x_i.
 //   index_select: copy; dx = zeros with dy rows added at the indices (repeats accumulate).
 // None saves a tensor for backward, only shapes and positions; backward results overwrite.
+// CPU kernels: ops/cpu/shape_ops.cpp.
 #include "ops/shape_ops.h"
 
 #include <numeric>
 #include <optional>
 
 #include "core/autograd/function.h"
-#include "core/dispatch.h"
 #include "ops/binary.h"
 
 namespace minidl {
-namespace {
 
-// A new handle on x's storage with the given geometry (no autograd).
-Tensor alias(const Tensor& x, Shape shape, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.impl()->storage;
-  impl->dtype = x.dtype();
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  return Tensor(std::move(impl));
-}
+DispatchStub<IndexSelectFn> index_select_stub("index_select");
+DispatchStub<IndexAddFn> index_add_stub("index_select_backward");
+
+namespace {
 
 Shape infer_shape(const Shape& shape, int64_t numel) {
   Shape out = shape;
@@ -86,12 +79,12 @@ struct Reshape : autograd::Function<Reshape> {
     ctx->saved_data["shape"] = x.shape();
     const Shape target = infer_shape(shape, x.numel());
     if (auto strides = view_strides(x.shape(), x.strides(), target))
-      return alias(x, target, *strides, x.storage_offset());
+      return make_view(x, target, *strides, x.storage_offset());
     MINIDL_CHECK(!must_view,
                  "view size is not compatible with input tensor's size and stride (at least one "
                  "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
     Tensor c = x.clone();
-    return alias(c, target, contiguous_strides(target), 0);
+    return make_view(c, target, contiguous_strides(target), 0);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {grads[0].reshape(ctx->saved_data["shape"].to_int_list()), Tensor(), Tensor()};
@@ -115,7 +108,7 @@ struct Permute : autograd::Function<Permute> {
       inverse[d] = i;
     }
     ctx->saved_data["inverse"] = inverse;
-    return alias(x, shape, strides, x.storage_offset());
+    return make_view(x, shape, strides, x.storage_offset());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {grads[0].permute(ctx->saved_data["inverse"].to_int_list()), Tensor()};
@@ -140,14 +133,14 @@ struct Window : autograd::Function<Window> {
     } else {
       shape[dim] = length;
     }
-    return alias(x, shape, strides, offset);
+    return make_view(x, shape, strides, offset);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     Tensor g = grads[0];
     const Shape input_shape = ctx->saved_data["shape"].to_int_list();
     const int64_t dim = ctx->saved_data["dim"].to_int(), start = ctx->saved_data["start"].to_int();
     const int64_t length = ctx->saved_data["length"].to_int();
-    Tensor dx = zeros(input_shape, TensorOptions(g.dtype()).device(g.device()));
+    Tensor dx = zeros(input_shape, g.options());
     Tensor window = dx.narrow(dim, start, length);
     window.copy_(ctx->saved_data["drop"].to_bool() ? g.unsqueeze(dim) : g);
     return {dx, Tensor(), Tensor(), Tensor(), Tensor()};
@@ -176,7 +169,7 @@ struct Expand : autograd::Function<Expand> {
       out[i] = want;
       strides[i] = (src >= 0 && have == want) ? x.strides()[src] : 0;
     }
-    return alias(x, out, strides, x.storage_offset());
+    return make_view(x, out, strides, x.storage_offset());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {sum_to_shape(grads[0], ctx->saved_data["shape"].to_int_list()), Tensor()};
@@ -207,7 +200,7 @@ struct Cat : autograd::Function<Cat> {
       sizes.push_back(t.shape()[dim]);
       shape[dim] += t.shape()[dim];
     }
-    Tensor out = empty(shape, TensorOptions(first.dtype()).device(first.device()));
+    Tensor out = empty(shape, first.options());
     int64_t start = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       out.narrow(dim, start, sizes[i]).copy_(tensors[i]);
@@ -230,64 +223,6 @@ struct Cat : autograd::Function<Cat> {
   }
 };
 
-// Copies slice index[i] of x along dim into slice i of out.
-template <class T>
-void gather_slices(const T* x, T* out, const int64_t* index, int64_t n_index, int64_t outer, int64_t x_dim,
-                   int64_t inner) {
-#pragma omp parallel for schedule(static) if (outer * n_index * inner > 32768)
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < n_index; ++i) {
-      const T* src = x + (o * x_dim + index[i]) * inner;
-      T* dst = out + (o * n_index + i) * inner;
-      std::copy(src, src + inner, dst);
-    }
-  }
-}
-
-template <class T>
-void scatter_add_slices(const T* grad, T* dx, const int64_t* index, int64_t n_index, int64_t outer,
-                        int64_t x_dim, int64_t inner) {
-  // Parallel over `outer` only: repeated indices write the same row, so rows of
-  // one outer slice stay on one thread.
-#pragma omp parallel for schedule(static) if (outer * n_index * inner > 32768)
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < n_index; ++i) {
-      const T* src = grad + (o * n_index + i) * inner;
-      T* dst = dx + (o * x_dim + index[i]) * inner;
-      for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
-    }
-  }
-}
-
-using IndexSelectFn = void(const Tensor& x, const Tensor& index, int64_t dim, Tensor& out);
-using IndexAddFn = void(const Tensor& grad, const Tensor& index, int64_t dim, Tensor& dx);
-DispatchStub<IndexSelectFn> index_select_stub("index_select");
-DispatchStub<IndexAddFn> index_add_stub("index_select_backward");
-
-// (outer, size along dim, inner) of a contiguous tensor.
-std::array<int64_t, 3> split_at(const Shape& shape, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  return {outer, shape.empty() ? 1 : shape[dim], inner};
-}
-
-void index_select_cpu(const Tensor& x, const Tensor& index, int64_t dim, Tensor& out) {
-  const auto [outer, x_dim, inner] = split_at(x.shape(), dim);
-  MINIDL_DISPATCH_ALL(x.dtype(), "index_select", [&] {
-    gather_slices(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), index.data_ptr<int64_t>(), index.numel(),
-                  outer, x_dim, inner);
-  });
-}
-
-void index_add_cpu(const Tensor& grad, const Tensor& index, int64_t dim, Tensor& dx) {
-  const auto [outer, x_dim, inner] = split_at(dx.shape(), dim);
-  MINIDL_DISPATCH_FLOATING(grad.dtype(), "index_select_backward", [&] {
-    scatter_add_slices(grad.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), index.data_ptr<int64_t>(),
-                       index.numel(), outer, x_dim, inner);
-  });
-}
-
 struct IndexSelect : autograd::Function<IndexSelect> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t dim, const Tensor& index) {
     MINIDL_CHECK(index.defined() && index.dtype() == kInt64,
@@ -307,7 +242,7 @@ struct IndexSelect : autograd::Function<IndexSelect> {
     }
     Shape shape = x.shape();
     if (!shape.empty()) shape[dim] = idx.numel();
-    Tensor out = empty(shape, TensorOptions(x.dtype()).device(x.device()));
+    Tensor out = empty(shape, x.options());
     index_select_stub(x.device())(xc, idx, dim, out);
     ctx->save_for_backward({idx});
     ctx->saved_data["dim"] = dim;
@@ -318,7 +253,7 @@ struct IndexSelect : autograd::Function<IndexSelect> {
     Tensor idx = ctx->get_saved_variables()[0];
     const int64_t dim = ctx->saved_data["dim"].to_int();
     Tensor g = grads[0].contiguous();
-    Tensor dx = zeros(ctx->saved_data["shape"].to_int_list(), TensorOptions(g.dtype()).device(g.device()));
+    Tensor dx = zeros(ctx->saved_data["shape"].to_int_list(), g.options());
     index_add_stub(g.device())(g, idx, dim, dx);
     return {dx, Tensor(), Tensor()};
   }
@@ -328,10 +263,6 @@ void check_defined(const Tensor& x, const char* op) { MINIDL_CHECK(x.defined(), 
 
 }  // namespace
 
-void register_shape_cpu_kernels() {
-  index_select_stub.set(DeviceType::CPU, index_select_cpu);
-  index_add_stub.set(DeviceType::CPU, index_add_cpu);
-}
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   check_defined(x, "reshape");

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/dispatch.h"
 #include "core/tensor.h"
 
 namespace minidl {
@@ -22,5 +23,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Picks slices along `dim` by an int64 index tensor (a batch by its indices).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- kernel interface (a backend registers its kernels here) ----------------
+
+// x, index (int64, 1-D) and out contiguous; out = x with slice i along dim taken
+// from slice index[i]. index_add: dx (zeroed) gets grad's slice i added at index[i].
+using IndexSelectFn = void(const Tensor& x, const Tensor& index, int64_t dim, Tensor& out);
+using IndexAddFn = void(const Tensor& grad, const Tensor& index, int64_t dim, Tensor& dx);
+
+extern DispatchStub<IndexSelectFn> index_select_stub;
+extern DispatchStub<IndexAddFn> index_add_stub;
+void register_shape_cpu_kernels();
 
 }  // namespace minidl

@@ -1,6 +1,6 @@
 // conv2d as a packed GEMM over a chunk of images at once (im2col done while
 // packing), skipping the kernel taps that fall into the padding: the path for
-// small feature maps (the cost rule is conv2d_pick_algo in ops/conv2d_kernels.cpp).
+// small feature maps (the cost rule is conv2d_pick_algo in ops/cpu/conv2d_kernels.cpp).
 //
 // The columns of the GEMM are the output pixels j = (n, oh, ow) of a chunk of
 // images, so there are many of them however small one map is (a 4x4 map
@@ -33,8 +33,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/conv2d_gemm.h"
-#include "ops/conv2d_kernels.h"
+#include "ops/cpu/conv2d_gemm.h"
+#include "ops/cpu/conv2d_kernels.h"
 
 namespace minidl {
 

@@ -1,6 +1,7 @@
-// conv2d CPU kernels: an implicit GEMM over "shifted planes" (no im2col),
-// used for big feature maps; small ones go to ops/conv2d_im2col.cpp, and
-// conv2d_pick_algo (at the end of this file) chooses.
+// conv2d's shifted-plane path: an implicit GEMM over "shifted planes" (no
+// im2col), used for big feature maps; small ones go to
+// ops/cpu/conv2d_im2col.cpp, and conv2d_pick_algo (ops/cpu/conv2d_kernels.cpp)
+// chooses.
 //
 // Stride 1 first. Store each input channel as a zero-padded plane with row
 // pitch P, and number the output pixels q = ho * P + wo. Tap (kh, kw) of
@@ -28,8 +29,6 @@
 // Work is split over (image, group) pairs with OpenMP, each thread owning its
 // scratch buffers; with fewer pairs than threads the tiles of one image are
 // split instead. Grad weight sums per-thread partials at the end.
-#include "ops/conv2d_kernels.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -38,132 +37,28 @@
 
 #include "core/allocator.h"
 #include "core/check.h"
-#include "ops/conv2d_gemm.h"
-#include "ops/conv2d_simd.h"
+#include "ops/cpu/conv2d_gemm.h"
+#include "ops/cpu/conv2d_kernels.h"
+#include "ops/cpu/conv2d_shifted_tiles.h"
+#include "ops/cpu/conv2d_simd.h"
 
 namespace minidl {
-
-int conv2d_threads(const Conv2dGeometry& g) {
-  // A fork/join costs microseconds on a quiet machine, and a scheduler tick
-  // (milliseconds) when another process holds the other core: only worth it
-  // for at least this much work per thread.
-  constexpr double kMinFlopsPerThread = 2e6;
-  if (omp_in_parallel()) return 1;
-  const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.out_channels) *
-                       static_cast<double>(g.in_channels / g.groups) * static_cast<double>(g.kernel_h * g.kernel_w) *
-                       static_cast<double>(g.out_h * g.out_w);
-  return static_cast<int>(std::clamp(flops / kMinFlopsPerThread, 1.0, static_cast<double>(omp_get_max_threads())));
-}
-
-void conv2d_set_output_size(Conv2dGeometry& g) {
-  g.out_h = (g.in_h + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
-  g.out_w = (g.in_w + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
-}
 
 namespace {
 
 using conv2d_gemm::Slot;
 using conv2d_gemm::thread_buffer;
-using conv2d_simd::kAccRegs;
 using conv2d_simd::kLanes;
-using conv2d_simd::broadcast;
-using conv2d_simd::load;
-using conv2d_simd::store;
-using conv2d_simd::Vec;
-
-// Shapes of the micro-tiles: forward tiles are kRows output channels by
-// kQVecs vectors of output pixels; weight-grad tiles are n (input channel,
-// tap) pairs by 1, 2 or 4 vectors of output channels.
-constexpr int kRows = kAccRegs / 3;
-constexpr int kQVecs = 3;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }  // b > 0
 
-// ---- micro-kernels -------------------------------------------------------------------
-
-// out[r][q] = sum_{j<J} sum_{t<taps} w[(j*taps + t)*R + r] * in[j*plane + off[t] + q]
-// for r < R and q < NV vector widths. Overwrites out (row pitch ldo).
-template <class T, int R, int NV>
-void shifted_tile(const T* w, const T* in, int64_t plane, const int64_t* off, int64_t taps, int64_t J, T* out,
-                  int64_t ldo) {
-  using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>;
-  V acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
-  for (int64_t j = 0; j < J; ++j) {
-    const T* in_j = in + j * plane;
-    for (int64_t t = 0; t < taps; ++t, w += R) {
-      const T* src = in_j + off[t];
-      V x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = load(src + v * L);
-      for (int r = 0; r < R; ++r) {
-        const V wr = broadcast(w[r]);
-        for (int v = 0; v < NV; ++v) acc[r][v] += wr * x[v];
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) store(out + r * ldo + v * L, acc[r][v]);
-}
-
-template <class T, int R>
-void shifted_tile_nv(int64_t nv, const T* w, const T* in, int64_t plane, const int64_t* off, int64_t taps,
-                     int64_t J, T* out, int64_t ldo) {
-  static_assert(kQVecs == 3);
-  if (nv == 3) shifted_tile<T, R, 3>(w, in, plane, off, taps, J, out, ldo);
-  if (nv == 2) shifted_tile<T, R, 2>(w, in, plane, off, taps, J, out, ldo);
-  if (nv == 1) shifted_tile<T, R, 1>(w, in, plane, off, taps, J, out, ldo);
-}
-
-template <class T>
-void shifted_tile_any(int64_t rows, int64_t nv, const T* w, const T* in, int64_t plane, const int64_t* off,
-                      int64_t taps, int64_t J, T* out, int64_t ldo) {
-  if (rows == kRows) return shifted_tile_nv<T, kRows>(nv, w, in, plane, off, taps, J, out, ldo);
-  if (rows == 4) return shifted_tile_nv<T, 4>(nv, w, in, plane, off, taps, J, out, ldo);
-  if (rows == 2) return shifted_tile_nv<T, 2>(nv, w, in, plane, off, taps, J, out, ldo);
-  if (rows == 1) return shifted_tile_nv<T, 1>(nv, w, in, plane, off, taps, J, out, ldo);
-  MINIDL_ASSERT(false, "conv2d: bad tile height ", rows);
-}
-
-// dwt[c][m] += sum_{q0<=q<q1} src[c][q] * dyt[q*ld_dyt + m]  for c < NC, m < NV vector widths.
-template <class T, int NC, int NV>
-void weight_grad_tile(const T* const* src, const T* dyt, int64_t ld_dyt, int64_t q0, int64_t q1, T* dwt,
-                      int64_t ld_dwt) {
-  using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>;
-  V acc[NC][NV];
-  for (int c = 0; c < NC; ++c)
-    for (int v = 0; v < NV; ++v) acc[c][v] = V{};
-  for (int64_t q = q0; q < q1; ++q) {
-    V d[NV];
-    for (int v = 0; v < NV; ++v) d[v] = load(dyt + q * ld_dyt + v * L);
-    for (int c = 0; c < NC; ++c) {
-      const V s = broadcast(src[c][q]);
-      for (int v = 0; v < NV; ++v) acc[c][v] += s * d[v];
-    }
-  }
-  for (int c = 0; c < NC; ++c)
-    for (int v = 0; v < NV; ++v) {
-      T* p = dwt + c * ld_dwt + v * L;
-      store(p, load(p) + acc[c][v]);
-    }
-}
-
-// Weight-grad tile widths: NV vectors of output channels by kAccRegs/NV
-// (capped at 12, the source pointers must fit in registers) (channel, tap) pairs.
-constexpr int grad_cols(int nv) { return std::min(12, kAccRegs / nv); }
-constexpr int kMaxGradCols = grad_cols(1);
-
-template <class T>
-void weight_grad_tile_any(int64_t nv, const T* const* src, const T* dyt, int64_t ld_dyt, int64_t q0, int64_t q1,
-                          T* dwt, int64_t ld_dwt) {
-  if (nv == 4) return weight_grad_tile<T, grad_cols(4), 4>(src, dyt, ld_dyt, q0, q1, dwt, ld_dwt);
-  if (nv == 2) return weight_grad_tile<T, grad_cols(2), 2>(src, dyt, ld_dyt, q0, q1, dwt, ld_dwt);
-  if (nv == 1) return weight_grad_tile<T, grad_cols(1), 1>(src, dyt, ld_dyt, q0, q1, dwt, ld_dwt);
-  MINIDL_ASSERT(false, "conv2d: bad weight-grad tile width ", nv);
-}
+using conv2d_shifted::grad_cols;
+using conv2d_shifted::kMaxGradCols;
+using conv2d_shifted::kQVecs;
+using conv2d_shifted::kRows;
+using conv2d_shifted::shifted_tile_any;
+using conv2d_shifted::weight_grad_tile_any;
 
 // ---- shifted-plane problems ------------------------------------------------------------
 
@@ -346,8 +241,10 @@ ShiftedProblem forward_problem(const Conv2dGeometry& g, int64_t lanes) {
 // Should (image, group) pairs be spread over threads (else the tiles of each)?
 bool split_over_images(const Conv2dGeometry& g, int threads) { return g.batch * g.groups >= threads; }
 
+}  // namespace
+
 template <class T>
-void forward_impl(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+void conv2d_shifted_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t taps = g.kernel_h * g.kernel_w, HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
   const ShiftedProblem p = forward_problem(g, kLanes<T>);
@@ -386,6 +283,8 @@ void forward_impl(const Conv2dGeometry& g, const T* x, const T* w, const T* bias
     for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
   }
 }
+
+namespace {
 
 // ---- grad input -----------------------------------------------------------------------
 
@@ -428,8 +327,10 @@ ShiftedProblem input_grad_problem(const Conv2dGeometry& g, const PhaseAxis& rows
   return p;
 }
 
+}  // namespace
+
 template <class T>
-void backward_input_impl(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+void conv2d_shifted_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t taps = g.kernel_h * g.kernel_w, HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
   struct Phase {
@@ -490,6 +391,8 @@ void backward_input_impl(const Conv2dGeometry& g, const T* dy, const T* w, T* dx
   }
 }
 
+namespace {
+
 // ---- grad weight ----------------------------------------------------------------------
 
 // dy of one (image, group) transposed to dyt[q][m] (q = row * pitch + col as
@@ -544,8 +447,10 @@ void run_weight_grad(const ShiftedProblem& p, const T* buffer, const T* dyt, int
   }
 }
 
+}  // namespace
+
 template <class T>
-void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+void conv2d_shifted_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t taps = g.kernel_h * g.kernel_w, HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
   const ShiftedProblem p = forward_problem(g, kLanes<T>);
@@ -600,130 +505,12 @@ void backward_weight_impl(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   }
 }
 
-template <class T>
-void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
-  const int64_t out_hw = g.out_h * g.out_w;
-#pragma omp parallel for schedule(static) num_threads(conv2d_threads(g))
-  for (int64_t k = 0; k < g.out_channels; ++k) {
-    double sum = 0;  // float32 sums over batch * pixels lose bits in float
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const T* src = dy + (n * g.out_channels + k) * out_hw;
-      T s = 0;
-      for (int64_t i = 0; i < out_hw; ++i) s += src[i];
-      sum += s;
-    }
-    dbias[k] = static_cast<T>(sum);
-  }
-}
-
-}  // namespace
-
-// The cost rule. The shifted-plane kernels compute one image at a time: the
-// GEMM's column count is one output map (padded to its row pitch and to whole
-// vectors), and every image streams all of w (forward, grad input) or all of
-// dw's partial sums (grad weight) once. That is cheap while a map has many
-// pixels per weight, and wasteful when the map is small and the channels
-// many: at 4x4 with 512 channels, 32 columns (16 of them junk) per 9.4 MB of
-// weights. The im2col path puts a chunk of images side by side instead, so
-// its GEMM is big and blocked for cache whatever the map size, and it skips
-// the taps that read padding (31% of the products at 4x4, 16% at 8x8); it
-// pays for gathering each input pixel once per tap, which the shifted planes
-// never do. Measured on the CIFAR ResNet shapes (bench/bench_ops.cpp), the
-// crossover lies between 8x8 and 16x16 output maps, stride 1 or 2:
-// shifted planes from kShiftedMinPixels output pixels up, im2col below.
-//
-// Winograd F(2x2, 3x3) does 2.25x fewer products for 3x3 stride-1 kernels but
-// transforms every input and output value: per tile the transforms touch
-// Cg + Kg channels and the GEMMs Cg * Kg channel pairs, so it wins where
-// pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured against the
-// direct paths (single thread, batch 64-128; the table is in bench/RESULTS.md),
-// forward and grad input: 8 pairs per channel (16 -> 16) 0.8x, 16 (32 -> 32)
-// 1.03-1.1x, 32 (64 -> 64) 1.45-1.5x, 43-171 (64 -> 128 up to 256 -> 512)
-// 1.6-1.9x, but 256 (512 -> 512 on 4x4 maps) only 1.1x. Grad weight gains
-// less and loses more: 0.36x at 16 -> 16, 0.74-0.79x at 32 -> 32, 0.98-1.1x
-// at 64 -> 64, 1.3-1.6x from 64 -> 128 up; and it sums every chunk of tiles
-// into all 16 * Cg * Kg transformed weight gradients, which on 4x4 maps
-// (4 tiles per image) with 512 channels made it 0.81x: there, and wherever a
-// map has fewer than kWinogradWeightGradMinTiles tiles, grad weight takes the
-// direct path.
-namespace {
-
-constexpr int64_t kShiftedMinPixels = 256;
-constexpr double kWinogradMinPairsPerChannel = 32;
-constexpr int64_t kWinogradWeightGradMinTiles = 16;
-
-Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
-  return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
-}
-
-double pairs_per_channel(const Conv2dGeometry& g) {
-  const double Cg = static_cast<double>(g.in_channels / g.groups), Kg = static_cast<double>(g.out_channels / g.groups);
-  return Cg + Kg > 0 ? Cg * Kg / (Cg + Kg) : 0;
-}
-
-}  // namespace
-
-Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel) return Conv2dAlgo::kWinograd;
-  return pick_direct(g);
-}
-
-namespace {
-
-// The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight (weight_grad) on maps of few tiles takes the
-// direct path (see above).
-Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
-  if (algo != Conv2dAlgo::kAuto) return algo;
-  algo = conv2d_pick_algo(g);
-  const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
-  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
-    algo = pick_direct(g);
-  return algo;
-}
-
-}  // namespace
-
-template <class T>
-void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
-  switch (resolve(g, algo, false)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y);
-    case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
-    default: return forward_impl(g, x, w, bias, y);
-  }
-}
-
-template <class T>
-void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
-  switch (resolve(g, algo, false)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx);
-    case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
-    default: return backward_input_impl(g, dy, w, dx);
-  }
-}
-
-template <class T>
-void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
-                                   Conv2dAlgo algo) {
-  if (dw) switch (resolve(g, algo, true)) {
-      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw); break;
-      case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
-      default: backward_weight_impl(g, dy, x, dw);
-    }
-  if (dbias) bias_grad(g, dy, dbias);
-}
-
-template void conv2d_forward_kernel<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*,
-                                           Conv2dAlgo);
-template void conv2d_forward_kernel<double>(const Conv2dGeometry&, const double*, const double*, const double*,
-                                            double*, Conv2dAlgo);
-template void conv2d_backward_input_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
-                                                  Conv2dAlgo);
-template void conv2d_backward_input_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
-                                                   Conv2dAlgo);
-template void conv2d_backward_weight_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
-                                                   float*, Conv2dAlgo);
-template void conv2d_backward_weight_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
-                                                    double*, Conv2dAlgo);
+template void conv2d_shifted_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
+template void conv2d_shifted_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
+                                             double*);
+template void conv2d_shifted_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_shifted_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv2d_shifted_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_shifted_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*);
 
 }  // namespace minidl

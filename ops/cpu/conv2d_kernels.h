@@ -1,26 +1,13 @@
 // CPU kernels of conv2d over raw NCHW pointers (no Tensor), so tests and
-// benchmarks can call them directly; ops/conv2d.cpp wraps them as the op.
-// How they work is described at the top of ops/conv2d_kernels.cpp.
+// benchmarks can call them directly; ops/cpu/conv2d.cpp registers them as the
+// op's CPU kernels. How each path works is described at the top of its file.
 #pragma once
 
 #include <cstdint>
 
+#include "ops/conv2d.h"  // Conv2dGeometry
+
 namespace minidl {
-
-// The sizes of one conv2d call, already validated (ops/conv2d.cpp checks them).
-struct Conv2dGeometry {
-  int64_t batch = 1;
-  int64_t in_channels = 0, in_h = 0, in_w = 0;
-  int64_t out_channels = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t groups = 1;
-};
-
-// out_h/out_w from the other fields (PyTorch's formula).
-void conv2d_set_output_size(Conv2dGeometry& g);
 
 // OpenMP threads worth using for one call: 1 inside a parallel region or
 // for a problem too small to repay waking the others, else up to
@@ -28,15 +15,15 @@ void conv2d_set_output_size(Conv2dGeometry& g);
 int conv2d_threads(const Conv2dGeometry& g);
 
 // How a call is computed. kShiftedPlanes: implicit GEMM over shifted input
-// planes, one image at a time (ops/conv2d_kernels.cpp; best for big maps).
+// planes, one image at a time (ops/cpu/conv2d_shifted.cpp; best for big maps).
 // kIm2colGemm: packed GEMM over a chunk of images, im2col done while
-// packing, padding taps skipped (ops/conv2d_im2col.cpp; best for small maps
+// packing, padding taps skipped (ops/cpu/conv2d_im2col.cpp; best for small maps
 // with many channels). kWinograd: Winograd F(2x2, 3x3) for 3x3 stride-1
-// kernels (ops/conv2d_winograd.cpp; 2.25x fewer products). kAuto:
+// kernels (ops/cpu/conv2d_winograd.cpp; 2.25x fewer products). kAuto:
 // conv2d_pick_algo decides.
 enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd };
 
-// The cost rule behind kAuto (documented at its definition).
+// The cost rule behind kAuto (documented at its definition, ops/cpu/conv2d_kernels.cpp).
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g);
 
 // Whether kWinograd can compute g: a 3x3 kernel, stride 1, dilation 1, padding <= 2.
@@ -58,8 +45,16 @@ template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo = Conv2dAlgo::kAuto);
 
-// The im2col + GEMM path itself (ops/conv2d_im2col.cpp); same contracts as
-// above, dw only (no bias).
+// The three paths themselves; same contracts as above, dw only (no bias).
+// Shifted planes (ops/cpu/conv2d_shifted.cpp):
+template <class T>
+void conv2d_shifted_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <class T>
+void conv2d_shifted_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <class T>
+void conv2d_shifted_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
+
+// im2col + GEMM (ops/cpu/conv2d_im2col.cpp):
 template <class T>
 void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 template <class T>
@@ -67,8 +62,7 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
 template <class T>
 void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
 
-// The Winograd path (ops/conv2d_winograd.cpp); same contracts, for geometries
-// where conv2d_winograd_applies.
+// Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where conv2d_winograd_applies:
 template <class T>
 void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 template <class T>

@@ -1,7 +1,7 @@
 // conv2d by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast
 // Algorithms for Convolutional Neural Networks", 2015): the path for 3x3,
 // stride-1 convolutions with enough channels (the rule is conv2d_pick_algo in
-// ops/conv2d_kernels.cpp).
+// ops/cpu/conv2d_kernels.cpp).
 //
 // Cut the output into 2x2 tiles; tile (th, tw) reads the 4x4 input patch d
 // at rows 2*th - pad ..., columns 2*tw - pad ... (0 outside the image). For
@@ -14,7 +14,7 @@
 // transforms' entries are 0, +-1 and +-1/2, exact in binary floating point,
 // so results differ from the direct sum by rounding only (a few ulps more).
 //
-// The GEMMs are the packed ones of ops/conv2d_gemm.h: U is packed once per
+// The GEMMs are the packed ones of ops/cpu/conv2d_gemm.h: U is packed once per
 // call as the left operand; the input transform fills the right operand's
 // panels with V, whose columns are the tiles of a chunk of the batch (tiles
 // of several images side by side, so small maps give long rows). The output
@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "core/check.h"
-#include "ops/conv2d_gemm.h"
-#include "ops/conv2d_kernels.h"
+#include "ops/cpu/conv2d_gemm.h"
+#include "ops/cpu/conv2d_kernels.h"
 
 namespace minidl {
 

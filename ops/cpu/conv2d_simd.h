@@ -1,6 +1,5 @@
 // SIMD vectors for the conv2d kernels (GCC vector extensions, the widest the
-// target has), shared by ops/conv2d_kernels.cpp and ops/conv2d_im2col.cpp.
-// Internal to ops/.
+// target has), shared by the conv2d paths in ops/cpu/. Internal to ops/cpu/.
 #pragma once
 
 #include <cstdint>

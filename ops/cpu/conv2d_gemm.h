@@ -1,5 +1,5 @@
-// The packed GEMM that the small-map conv2d paths share (ops/conv2d_im2col.cpp,
-// ops/conv2d_winograd.cpp), blocked as in BLIS: the left operand packed in
+// The packed GEMM that the small-map conv2d paths share (ops/cpu/conv2d_im2col.cpp,
+// ops/cpu/conv2d_winograd.cpp), blocked as in BLIS: the left operand packed in
 // tiles of kMR rows ([k][kMR]), the right one in panels of kNR columns
 // ([k][kNR]), and a micro-kernel that keeps a kMR x kNR tile of the product
 // in registers (24 of the 32 AVX-512 registers). Internal to ops/.
@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "core/allocator.h"
-#include "ops/conv2d_simd.h"
+#include "ops/cpu/conv2d_simd.h"
 
 namespace minidl::conv2d_gemm {
 

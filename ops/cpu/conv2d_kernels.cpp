@@ -1,0 +1,155 @@
+// conv2d's CPU kernels on raw pointers: the rule that picks a path for each
+// call (conv2d_pick_algo; the shifted planes of ops/cpu/conv2d_shifted.cpp,
+// the im2col GEMM of ops/cpu/conv2d_im2col.cpp, or the Winograd transforms of
+// ops/cpu/conv2d_winograd.cpp), the bias gradient they share, and the thread
+// count a call is worth.
+#include "ops/cpu/conv2d_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace minidl {
+
+int conv2d_threads(const Conv2dGeometry& g) {
+  // A fork/join costs microseconds on a quiet machine, and a scheduler tick
+  // (milliseconds) when another process holds the other core: only worth it
+  // for at least this much work per thread.
+  constexpr double kMinFlopsPerThread = 2e6;
+  if (omp_in_parallel()) return 1;
+  const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.out_channels) *
+                       static_cast<double>(g.in_channels / g.groups) * static_cast<double>(g.kernel_h * g.kernel_w) *
+                       static_cast<double>(g.out_h * g.out_w);
+  return static_cast<int>(std::clamp(flops / kMinFlopsPerThread, 1.0, static_cast<double>(omp_get_max_threads())));
+}
+
+namespace {
+
+template <class T>
+void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
+  const int64_t out_hw = g.out_h * g.out_w;
+#pragma omp parallel for schedule(static) num_threads(conv2d_threads(g))
+  for (int64_t k = 0; k < g.out_channels; ++k) {
+    double sum = 0;  // float32 sums over batch * pixels lose bits in float
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const T* src = dy + (n * g.out_channels + k) * out_hw;
+      T s = 0;
+      for (int64_t i = 0; i < out_hw; ++i) s += src[i];
+      sum += s;
+    }
+    dbias[k] = static_cast<T>(sum);
+  }
+}
+
+
+}  // namespace
+
+// The cost rule. The shifted-plane kernels compute one image at a time: the
+// GEMM's column count is one output map (padded to its row pitch and to whole
+// vectors), and every image streams all of w (forward, grad input) or all of
+// dw's partial sums (grad weight) once. That is cheap while a map has many
+// pixels per weight, and wasteful when the map is small and the channels
+// many: at 4x4 with 512 channels, 32 columns (16 of them junk) per 9.4 MB of
+// weights. The im2col path puts a chunk of images side by side instead, so
+// its GEMM is big and blocked for cache whatever the map size, and it skips
+// the taps that read padding (31% of the products at 4x4, 16% at 8x8); it
+// pays for gathering each input pixel once per tap, which the shifted planes
+// never do. Measured on the CIFAR ResNet shapes (bench/bench_ops.cpp), the
+// crossover lies between 8x8 and 16x16 output maps, stride 1 or 2:
+// shifted planes from kShiftedMinPixels output pixels up, im2col below.
+//
+// Winograd F(2x2, 3x3) does 2.25x fewer products for 3x3 stride-1 kernels but
+// transforms every input and output value: per tile the transforms touch
+// Cg + Kg channels and the GEMMs Cg * Kg channel pairs, so it wins where
+// pairs per channel, Cg * Kg / (Cg + Kg), are many. Measured against the
+// direct paths (single thread, batch 64-128; the table is in bench/RESULTS.md),
+// forward and grad input: 8 pairs per channel (16 -> 16) 0.8x, 16 (32 -> 32)
+// 1.03-1.1x, 32 (64 -> 64) 1.45-1.5x, 43-171 (64 -> 128 up to 256 -> 512)
+// 1.6-1.9x, but 256 (512 -> 512 on 4x4 maps) only 1.1x. Grad weight gains
+// less and loses more: 0.36x at 16 -> 16, 0.74-0.79x at 32 -> 32, 0.98-1.1x
+// at 64 -> 64, 1.3-1.6x from 64 -> 128 up; and it sums every chunk of tiles
+// into all 16 * Cg * Kg transformed weight gradients, which on 4x4 maps
+// (4 tiles per image) with 512 channels made it 0.81x: there, and wherever a
+// map has fewer than kWinogradWeightGradMinTiles tiles, grad weight takes the
+// direct path.
+namespace {
+
+constexpr int64_t kShiftedMinPixels = 256;
+constexpr double kWinogradMinPairsPerChannel = 32;
+constexpr int64_t kWinogradWeightGradMinTiles = 16;
+
+Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
+  return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
+}
+
+double pairs_per_channel(const Conv2dGeometry& g) {
+  const double Cg = static_cast<double>(g.in_channels / g.groups), Kg = static_cast<double>(g.out_channels / g.groups);
+  return Cg + Kg > 0 ? Cg * Kg / (Cg + Kg) : 0;
+}
+
+}  // namespace
+
+Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel) return Conv2dAlgo::kWinograd;
+  return pick_direct(g);
+}
+
+namespace {
+
+// The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
+// except that grad weight (weight_grad) on maps of few tiles takes the
+// direct path (see above).
+Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
+  if (algo != Conv2dAlgo::kAuto) return algo;
+  algo = conv2d_pick_algo(g);
+  const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
+  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
+    algo = pick_direct(g);
+  return algo;
+}
+
+}  // namespace
+
+template <class T>
+void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
+  switch (resolve(g, algo, false)) {
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y);
+    case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
+    default: return conv2d_shifted_forward(g, x, w, bias, y);
+  }
+}
+
+template <class T>
+void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
+  switch (resolve(g, algo, false)) {
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx);
+    case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
+    default: return conv2d_shifted_backward_input(g, dy, w, dx);
+  }
+}
+
+template <class T>
+void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
+                                   Conv2dAlgo algo) {
+  if (dw) switch (resolve(g, algo, true)) {
+      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw); break;
+      case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
+      default: conv2d_shifted_backward_weight(g, dy, x, dw);
+    }
+  if (dbias) bias_grad(g, dy, dbias);
+}
+
+template void conv2d_forward_kernel<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*,
+                                           Conv2dAlgo);
+template void conv2d_forward_kernel<double>(const Conv2dGeometry&, const double*, const double*, const double*,
+                                            double*, Conv2dAlgo);
+template void conv2d_backward_input_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
+                                                  Conv2dAlgo);
+template void conv2d_backward_input_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
+                                                   Conv2dAlgo);
+template void conv2d_backward_weight_kernel<float>(const Conv2dGeometry&, const float*, const float*, float*,
+                                                   float*, Conv2dAlgo);
+template void conv2d_backward_weight_kernel<double>(const Conv2dGeometry&, const double*, const double*, double*,
+                                                    double*, Conv2dAlgo);
+
+}  // namespace minidl

@@ -1,0 +1,489 @@
+// CPU kernels of the shared normalization core (ops/norm_core.h's kernel
+// interface): statistics, normalize and backward over the (A, G, K, S) view.
+// Statistics: each contiguous run of <= kChunk values is reduced exactly in
+// two passes in double, and the runs are merged with Chan's formula (so one
+// trip to memory, and no cancellation for data far from zero).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "ops/norm_core.h"
+
+namespace minidl::norm {
+
+namespace {
+
+// Longest run reduced exactly in two passes (fits in L1: 8 KiB of float).
+constexpr int64_t kChunk = 2048;
+// Below this many elements the OpenMP start-up costs more than it saves.
+constexpr int64_t kParallelMin = 32768;
+
+// Count, mean and sum of squared deviations of a set of values.
+struct Moments {
+  double n = 0, mean = 0, m2 = 0;
+  // Chan et al.'s parallel merge of another set's moments into this one.
+  void merge(double nb, double mean_b, double m2_b) {
+    if (nb == 0) return;
+    const double total = n + nb;
+    const double delta = mean_b - mean;
+    mean += delta * nb / total;
+    m2 += m2_b + delta * delta * n * nb / total;
+    n = total;
+  }
+};
+
+template <class T>
+void add_run(Moments& m, const T* x, int64_t len) {
+  for (int64_t i0 = 0; i0 < len; i0 += kChunk) {
+    const int64_t n = std::min(kChunk, len - i0);
+    const T* p = x + i0;
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(p[i]);
+    const double mean = sum / static_cast<double>(n);
+    double m2 = 0;
+#pragma omp simd reduction(+ : m2)
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(p[i]) - mean;
+      m2 += d * d;
+    }
+    m.merge(static_cast<double>(n), mean, m2);
+  }
+}
+
+// Rows per block when (N, C) input is reduced column-wise.
+constexpr int64_t kRowBlock = 64;
+
+// Exact two-pass mean and M2 of each of the G columns over rows [a0, a1) of
+// a row-major (rows, G) array, vectorized along the columns.
+template <class T>
+void column_moments(const T* x, int64_t G, int64_t a0, int64_t a1, double* mean, double* m2) {
+  for (int64_t g = 0; g < G; ++g) mean[g] = m2[g] = 0;
+  for (int64_t a = a0; a < a1; ++a) {
+    const T* xa = x + a * G;
+#pragma omp simd
+    for (int64_t g = 0; g < G; ++g) mean[g] += static_cast<double>(xa[g]);
+  }
+  const double n = static_cast<double>(a1 - a0);
+  for (int64_t g = 0; g < G; ++g) mean[g] /= n;
+  for (int64_t a = a0; a < a1; ++a) {
+    const T* xa = x + a * G;
+#pragma omp simd
+    for (int64_t g = 0; g < G; ++g) {
+      const double d = static_cast<double>(xa[g]) - mean[g];
+      m2[g] += d * d;
+    }
+  }
+}
+
+// Calls f(k0, k1) over [0, K) in pieces of about kChunk values, the last
+// piece first. A second pass over a long row that walks it backwards starts on
+// the data the first pass read last, which is still in cache.
+template <class F>
+void last_chunk_first(int64_t K, int64_t S, F&& f) {
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(S, 1));
+  for (int64_t k1 = K; k1 > 0; k1 -= per) f(std::max<int64_t>(0, k1 - per), k1);
+}
+
+// Calls f(has_weight, has_bias) with compile-time booleans, so the inner
+// loops carry no per-element branches.
+template <class F>
+void with_affine(bool has_w, bool has_b, F&& f) {
+  if (has_w && has_b) f(std::true_type{}, std::true_type{});
+  else if (has_w) f(std::true_type{}, std::false_type{});
+  else if (has_b) f(std::false_type{}, std::true_type{});
+  else f(std::false_type{}, std::false_type{});
+}
+
+// One "row" is the run of K*S contiguous values of one (a, g); its affine
+// channels are c0 .. c0 + K - 1.
+
+// y = (x - mean) * invstd * w_c + b_c over one row.
+template <class T>
+void normalize_row(const T* x, T* y, int64_t K, int64_t S, int64_t c0, const T* w, const T* b,
+                   double mean, double invstd) {
+  const T m = static_cast<T>(mean);
+  if (S == 1 && K > 1) {  // one affine parameter per element (LayerNorm)
+    const T rs = static_cast<T>(invstd);
+    with_affine(w != nullptr, b != nullptr, [&](auto has_w, auto has_b) {
+#pragma omp simd
+      for (int64_t k = 0; k < K; ++k) {
+        T v = (x[k] - m) * rs;
+        if constexpr (has_w) v *= w[c0 + k];
+        if constexpr (has_b) v += b[c0 + k];
+        y[k] = v;
+      }
+    });
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {  // one affine parameter per run of S values
+    const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c0 + k]) : 1.0));
+    const T shift = b ? b[c0 + k] : T(0);
+    const T* xk = x + k * S;
+    T* yk = y + k * S;
+#pragma omp simd
+    for (int64_t s = 0; s < S; ++s) yk[s] = (xk[s] - m) * scale + shift;
+  }
+}
+
+// Sums over one row: s1 += sum w_c dy, s2 += sum w_c dy (x - mean); with
+// acc_w, also acc_w[c] += invstd sum dy (x - mean) and acc_b[c] += sum dy.
+template <class T>
+void reduce_row(const T* dy, const T* x, int64_t K, int64_t S, int64_t c0, const T* w, double mean,
+                double invstd, double* acc_w, double* acc_b, double& s1, double& s2) {
+  if (S == 1 && K > 1) {
+    double t1 = 0, t2 = 0;
+    with_affine(w != nullptr, acc_w != nullptr, [&](auto has_w, auto has_acc) {
+#pragma omp simd reduction(+ : t1, t2)
+      for (int64_t k = 0; k < K; ++k) {
+        const double d = static_cast<double>(dy[k]);
+        const double xmu = static_cast<double>(x[k]) - mean;
+        double wd = d;
+        if constexpr (has_w) wd *= static_cast<double>(w[c0 + k]);
+        t1 += wd;
+        t2 += wd * xmu;
+        if constexpr (has_acc) {
+          acc_b[c0 + k] += d;
+          acc_w[c0 + k] += d * xmu * invstd;
+        }
+      }
+    });
+    s1 += t1;
+    s2 += t2;
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const T* dk = dy + k * S;
+    const T* xk = x + k * S;
+    double sd = 0, sdx = 0;
+#pragma omp simd reduction(+ : sd, sdx)
+    for (int64_t s = 0; s < S; ++s) {
+      const double d = static_cast<double>(dk[s]);
+      sd += d;
+      sdx += d * (static_cast<double>(xk[s]) - mean);
+    }
+    const double wc = w ? static_cast<double>(w[c0 + k]) : 1.0;
+    s1 += wc * sd;
+    s2 += wc * sdx;
+    if (acc_w) {
+      acc_b[c0 + k] += sd;
+      acc_w[c0 + k] += sdx * invstd;
+    }
+  }
+}
+
+// dx over one row: dx = w_c invstd dy + (x - mean) beta + gamma, where
+// beta = -invstd^3 sum_dy_xmu / count and gamma = -invstd sum_dy / count
+// (both 0 when the statistics were constants).
+template <class T>
+void elemt_row(const T* dy, const T* x, T* dx, int64_t K, int64_t S, int64_t c0, const T* w,
+               double mean, double invstd, double beta_d, double gamma_d) {
+  const T m = static_cast<T>(mean), beta = static_cast<T>(beta_d), gamma = static_cast<T>(gamma_d);
+  if (S == 1 && K > 1) {
+    const T rs = static_cast<T>(invstd);
+    with_affine(w != nullptr, false, [&](auto has_w, auto) {
+#pragma omp simd
+      for (int64_t k = 0; k < K; ++k) {
+        T alpha = rs;
+        if constexpr (has_w) alpha *= w[c0 + k];
+        dx[k] = dy[k] * alpha + (x[k] - m) * beta + gamma;
+      }
+    });
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const T alpha = static_cast<T>(invstd * (w ? static_cast<double>(w[c0 + k]) : 1.0));
+    const T* dk = dy + k * S;
+    const T* xk = x + k * S;
+    T* dxk = dx + k * S;
+#pragma omp simd
+    for (int64_t s = 0; s < S; ++s) dxk[s] = dk[s] * alpha + (xk[s] - m) * beta + gamma;
+  }
+}
+
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// Schedules. With A == 1 (IN, GN, LN) a group is one row: each task reduces
+// its row and normalizes it while it is still in cache. With A > 1 (BN) a
+// group's rows are A strided blocks: rows are swept in memory order, their
+// partial results merged per group in a fixed order (so the result does not
+// depend on the thread count), then rows are swept again; (N, C) input, whose
+// rows are single values, is swept as columns instead. In the A == 1
+// backward, the per-channel weight/bias sums go to per-thread double buffers
+// added up at the end (LayerNorm has one parameter per element of a row).
+
+template <class T>
+void forward_kernel(const NormForwardArgs& args) {
+  const NormGeometry& geo = args.geo;
+  const T* x = args.input.data_ptr<T>();
+  T* y = args.output.defined() ? args.output.data_ptr<T>() : nullptr;
+  const T* w = data_or_null<T>(args.weight);
+  const T* b = data_or_null<T>(args.bias);
+  double* mean_out = args.mean.data_ptr<double>();
+  double* invstd_out = args.invstd.data_ptr<double>();
+  double* var_out = args.var.defined() ? args.var.data_ptr<double>() : nullptr;
+  const int64_t G = geo.G, K = geo.K, S = geo.S, run = K * S, rows = geo.A * G;
+  const bool parallel = geo.numel() >= kParallelMin;
+
+  auto set_stats = [&](int64_t g, const Moments& m) {
+    if (m.n == 0) {  // no values: the statistics are undefined; report zeros
+      mean_out[g] = invstd_out[g] = 0;
+      if (var_out) var_out[g] = 0;
+      return;
+    }
+    const double var = m.m2 / m.n;
+    mean_out[g] = m.mean;
+    invstd_out[g] = 1.0 / std::sqrt(var + args.eps);
+    if (var_out) var_out[g] = var;
+  };
+
+  if (geo.A == 1) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t g = 0; g < G; ++g) {
+      if (args.use_input_stats) {
+        Moments m;
+        add_run(m, x + g * run, run);
+        set_stats(g, m);
+      }
+      if (y)
+        last_chunk_first(K, S, [&](int64_t k0, int64_t k1) {
+          const int64_t off = g * run + k0 * S;
+          normalize_row(x + off, y + off, k1 - k0, S, (g % geo.P) * K + k0, w, b, mean_out[g], invstd_out[g]);
+        });
+    }
+    return;
+  }
+
+  // A > 1 (BatchNorm). Runs of one value ((N, C) input) are handled as
+  // columns: blocks of kRowBlock rows of G channels, vectorized over channels.
+  const bool columns = run == 1;
+  const int64_t blocks = (geo.A + kRowBlock - 1) / kRowBlock;
+  if (args.use_input_stats) {
+    // Partial moments per (row or row block, group), merged per group in order.
+    const int64_t parts = columns ? blocks : geo.A;
+    std::vector<double> part_n(static_cast<size_t>(parts)), part_mean(static_cast<size_t>(parts * G)),
+        part_m2(static_cast<size_t>(parts * G));
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < parts; ++p) {
+      if (columns) {
+        const int64_t a0 = p * kRowBlock, a1 = std::min(geo.A, a0 + kRowBlock);
+        column_moments(x, G, a0, a1, &part_mean[p * G], &part_m2[p * G]);
+        part_n[p] = static_cast<double>(a1 - a0);
+      } else {
+        for (int64_t g = 0; g < G; ++g) {
+          Moments m;
+          add_run(m, x + (p * G + g) * run, run);
+          part_mean[p * G + g] = m.mean;
+          part_m2[p * G + g] = m.m2;
+        }
+        part_n[p] = static_cast<double>(run);
+      }
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      Moments m;
+      for (int64_t p = 0; p < parts; ++p) m.merge(part_n[p], part_mean[p * G + g], part_m2[p * G + g]);
+      set_stats(g, m);
+    }
+  }
+  if (!y) return;
+  if (columns) {
+    std::vector<T> m(static_cast<size_t>(G)), scale(static_cast<size_t>(G)), shift(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t c = g % geo.P;
+      m[g] = static_cast<T>(mean_out[g]);
+      scale[g] = static_cast<T>(invstd_out[g] * (w ? static_cast<double>(w[c]) : 1.0));
+      shift[g] = b ? b[c] : T(0);
+    }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t a = 0; a < geo.A; ++a) {
+      const T* xa = x + a * G;
+      T* ya = y + a * G;
+#pragma omp simd
+      for (int64_t g = 0; g < G; ++g) ya[g] = (xa[g] - m[g]) * scale[g] + shift[g];
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t g = r % G;
+    normalize_row(x + r * run, y + r * run, K, S, (g % geo.P) * K, w, b, mean_out[g], invstd_out[g]);
+  }
+}
+
+template <class T>
+void backward_kernel(const NormBackwardArgs& args) {
+  const NormGeometry& geo = args.geo;
+  const T* dy = args.grad_out.data_ptr<T>();
+  const T* x = args.input.data_ptr<T>();
+  const T* w = data_or_null<T>(args.weight);
+  T* dx = args.grad_input.defined() ? args.grad_input.data_ptr<T>() : nullptr;
+  T* dw = args.grad_weight.defined() ? args.grad_weight.data_ptr<T>() : nullptr;
+  T* db = args.grad_bias.defined() ? args.grad_bias.data_ptr<T>() : nullptr;
+  const double* means = args.mean.data_ptr<double>();
+  const double* invstds = args.invstd.data_ptr<double>();
+  const bool given_sums = args.given_sum_dy.defined();
+  const double* given_s1 = given_sums ? args.given_sum_dy.data_ptr<double>() : nullptr;
+  const double* given_s2 = given_sums ? args.given_sum_dy_xmu.data_ptr<double>() : nullptr;
+  double* out_s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : nullptr;
+  double* out_s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>() : nullptr;
+  const bool want_params = dw || db;
+  const bool reduce = want_params || out_s1 || out_s2 || (dx && args.batch_stats && !given_sums);
+  const double count = given_sums ? args.given_count : static_cast<double>(geo.group_size());
+  const int64_t G = geo.G, K = geo.K, S = geo.S, run = K * S, rows = geo.A * G, C = geo.channels();
+  const bool parallel = geo.numel() >= kParallelMin;
+
+  // The elementwise coefficients of group g from its (w-weighted) sums.
+  auto coefficients = [&](int64_t g, double s1, double s2, double& beta, double& gamma) {
+    beta = gamma = 0;
+    if (!args.batch_stats) return;
+    if (given_sums) s1 = given_s1[g], s2 = given_s2[g];
+    const double invstd = invstds[g];
+    beta = -invstd * invstd * invstd * s2 / count;
+    gamma = -invstd * s1 / count;
+  };
+  auto write_params = [&](const std::vector<double>& acc, int threads) {  // [acc_w | acc_b] per thread
+    for (int64_t c = 0; c < C; ++c) {
+      double sw = 0, sb = 0;
+      for (int t = 0; t < threads; ++t) {
+        sw += acc[static_cast<size_t>(2 * C * t + c)];
+        sb += acc[static_cast<size_t>(2 * C * t + C + c)];
+      }
+      if (dw) dw[c] = static_cast<T>(sw);
+      if (db) db[c] = static_cast<T>(sb);
+    }
+  };
+
+  if (geo.A == 1 || K > 1) {  // per group: reduce, then the elementwise pass while in cache
+    const int threads = parallel ? omp_get_max_threads() : 1;
+    std::vector<double> acc(want_params ? static_cast<size_t>(2 * C * threads) : 0, 0.0);
+#pragma omp parallel num_threads(threads) if (parallel)
+    {
+      double* acc_w = want_params ? acc.data() + 2 * C * omp_get_thread_num() : nullptr;
+      double* acc_b = want_params ? acc_w + C : nullptr;
+#pragma omp for schedule(static)
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t c0 = (g % geo.P) * K;
+        double s1 = 0, s2 = 0;
+        if (reduce)
+          for (int64_t a = 0; a < geo.A; ++a) {
+            const int64_t off = (a * G + g) * run;
+            reduce_row(dy + off, x + off, K, S, c0, w, means[g], invstds[g], acc_w, acc_b, s1, s2);
+          }
+        if (out_s1) out_s1[g] = s1;
+        if (out_s2) out_s2[g] = s2;
+        if (!dx) continue;
+        double beta, gamma;
+        coefficients(g, s1, s2, beta, gamma);
+        for (int64_t a = 0; a < geo.A; ++a)
+          last_chunk_first(K, S, [&](int64_t k0, int64_t k1) {
+            const int64_t off = (a * G + g) * run + k0 * S;
+            elemt_row(dy + off, x + off, dx + off, k1 - k0, S, c0 + k0, w, means[g], invstds[g], beta, gamma);
+          });
+      }
+    }
+    if (want_params) write_params(acc, threads);
+    return;
+  }
+
+  // A > 1, K == 1 (BatchNorm): per-row (or, for runs of one value, per row
+  // block) plain sums in memory order, added up per group in a fixed order.
+  const bool columns = run == 1;
+  const int64_t blocks = (geo.A + kRowBlock - 1) / kRowBlock;
+  std::vector<double> sum1(static_cast<size_t>(G), 0.0), sum2(static_cast<size_t>(G), 0.0);
+  if (reduce) {
+    const int64_t parts = columns ? blocks : geo.A;
+    std::vector<double> part_sd(static_cast<size_t>(parts * G), 0.0), part_sdx(static_cast<size_t>(parts * G), 0.0);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < parts; ++p) {
+      double* sd = &part_sd[p * G];
+      double* sdx = &part_sdx[p * G];
+      if (columns) {
+        for (int64_t a = p * kRowBlock; a < std::min(geo.A, (p + 1) * kRowBlock); ++a) {
+          const T* dya = dy + a * G;
+          const T* xa = x + a * G;
+#pragma omp simd
+          for (int64_t g = 0; g < G; ++g) {
+            const double d = static_cast<double>(dya[g]);
+            sd[g] += d;
+            sdx[g] += d * (static_cast<double>(xa[g]) - means[g]);
+          }
+        }
+      } else {
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t off = (p * G + g) * run;
+          reduce_row<T>(dy + off, x + off, 1, S, 0, nullptr, means[g], invstds[g], nullptr, nullptr, sd[g], sdx[g]);
+        }
+      }
+    }
+    std::vector<double> acc(want_params ? static_cast<size_t>(2 * C) : 0, 0.0);
+    for (int64_t g = 0; g < G; ++g) {
+      double sd = 0, sdx = 0;
+      for (int64_t p = 0; p < parts; ++p) sd += part_sd[p * G + g], sdx += part_sdx[p * G + g];
+      const double wc = w ? static_cast<double>(w[(g % geo.P)]) : 1.0;
+      sum1[g] = wc * sd;
+      sum2[g] = wc * sdx;
+      if (out_s1) out_s1[g] = sum1[g];
+      if (out_s2) out_s2[g] = sum2[g];
+      if (want_params) {
+        acc[g % geo.P] += sdx * invstds[g];
+        acc[C + g % geo.P] += sd;
+      }
+    }
+    if (want_params) write_params(acc, 1);
+  }
+  if (!dx) return;
+  std::vector<double> beta(static_cast<size_t>(G)), gamma(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) coefficients(g, sum1[g], sum2[g], beta[g], gamma[g]);
+  if (columns) {
+    std::vector<T> m(static_cast<size_t>(G)), alpha(static_cast<size_t>(G)), bt(static_cast<size_t>(G)),
+        gm(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+      m[g] = static_cast<T>(means[g]);
+      alpha[g] = static_cast<T>(invstds[g] * (w ? static_cast<double>(w[g % geo.P]) : 1.0));
+      bt[g] = static_cast<T>(beta[g]);
+      gm[g] = static_cast<T>(gamma[g]);
+    }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t a = 0; a < geo.A; ++a) {
+      const T* dya = dy + a * G;
+      const T* xa = x + a * G;
+      T* dxa = dx + a * G;
+#pragma omp simd
+      for (int64_t g = 0; g < G; ++g) dxa[g] = dya[g] * alpha[g] + (xa[g] - m[g]) * bt[g] + gm[g];
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t g = r % G;
+    elemt_row(dy + r * run, x + r * run, dx + r * run, 1, S, g % geo.P, w, means[g], invstds[g], beta[g], gamma[g]);
+  }
+}
+
+void forward_cpu(const NormForwardArgs& args) {
+  MINIDL_DISPATCH_FLOATING(args.input.dtype(), "normalization", [&] { forward_kernel<scalar_t>(args); });
+}
+
+void backward_cpu(const NormBackwardArgs& args) {
+  MINIDL_DISPATCH_FLOATING(args.input.dtype(), "normalization backward",
+                           [&] { backward_kernel<scalar_t>(args); });
+}
+
+}  // namespace
+
+}  // namespace minidl::norm
+
+namespace minidl {
+
+void register_norm_cpu_kernels() {
+  norm::norm_forward_stub.set(DeviceType::CPU, norm::forward_cpu);
+  norm::norm_backward_stub.set(DeviceType::CPU, norm::backward_cpu);
+}
+
+}  // namespace minidl
