@@ -26,7 +26,7 @@
 #include <immintrin.h>
 #endif
 
-#include "ops/strided_loop.h"
+#include "ops/cpu/strided_loop.h"
 
 namespace minidl {
 namespace {
