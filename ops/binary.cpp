@@ -7,8 +7,12 @@
 //   maximum/minimum          the chosen input gets g; ties split it 0.5/0.5 (saves a, b)
 //   eq, gt, lt               0/1 in a's dtype; not differentiable
 // Every input grad is summed back to that input's shape (sum_to_shape) and
-// overwrites; the engine accumulates. Scalars become 0-d tensors of the
-// tensor's dtype and broadcast like any other operand.
+// overwrites; the engine accumulates. A scalar operand (x * 0.5, 1 - x) is a
+// kernel argument, never a tensor:
+//   a + s, a - s   da = g          s - a   da = -g
+//   a * s          da = g*s        a / s   da = g/s
+//   s / a          da = -((g/a)*s)/a (saves a)
+// (the same operations, in the same order, as the tensor forms with a 0-d s).
 // CPU kernels: ops/cpu/binary.cpp.
 #include "ops/binary.h"
 
@@ -20,6 +24,7 @@
 namespace minidl {
 
 DispatchStub<BinaryFn> binary_stub("binary");
+DispatchStub<BinaryScalarFn> binary_scalar_stub("binary_scalar");
 DispatchStub<SumToFn> sum_to_stub("sum_to_shape");
 DispatchStub<FillFn> fill_stub("fill_");
 
@@ -54,13 +59,20 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, std::move(strides), t.storage_offset());
 }
 
-// A scalar operand: a 0-d tensor of x's dtype on x's device.
-Tensor scalar_like(const Tensor& x, double value, const char* op) {
+// Checks a scalar operand against x's dtype.
+void check_scalar_operand(const Tensor& x, double value, const char* op) {
   MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
   // A float operand too large for a float16 tensor becomes inf, as PyTorch's
   // wrapped scalars do (x + 1e5); fill_, clamp and alpha refuse it.
   if (!is_floating(x.dtype())) check_scalar_fits(x.dtype(), value, op);
-  return scalar_tensor(value, x.options());
+}
+
+// out = op(a, s) (or op(s, a)) in a new tensor of a's dtype and device.
+Tensor binary_scalar_forward(BinaryOp op, const Tensor& a, double s, bool scalar_first, const char* name) {
+  check_scalar_operand(a, s, name);
+  Tensor out = empty(a.shape(), a.options());
+  binary_scalar_stub(a.device())(op, out, a, s, scalar_first);
+  return out;
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
@@ -158,6 +170,41 @@ struct Div : autograd::Function<Div> {
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return binary_forward(op, a, b); }
 
+// a op s, or s op a when scalar_first (rsub, rdiv); see the header comment.
+struct ScalarOp : autograd::Function<ScalarOp> {
+  static constexpr const char* kName = "ScalarOp";
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, BinaryOp op, double s, bool scalar_first) {
+    Tensor out = binary_scalar_forward(op, a, s, scalar_first, binary_op_name(op));
+    ctx->saved_data["op"] = static_cast<int64_t>(op);
+    ctx->saved_data["scalar"] = s;
+    ctx->saved_data["scalar_first"] = scalar_first;
+    if (op == BinaryOp::Div && scalar_first) ctx->save_for_backward({a});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor& g = grads[0];
+    const auto op = static_cast<BinaryOp>(ctx->saved_data["op"].to_int());
+    const double s = ctx->saved_data["scalar"].to_double();
+    const bool scalar_first = ctx->saved_data["scalar_first"].to_bool();
+    Tensor da;
+    switch (op) {
+      case BinaryOp::Add: da = g; break;
+      case BinaryOp::Sub: da = scalar_first ? neg(g) : g; break;
+      case BinaryOp::Mul: da = mul(g, s); break;
+      case BinaryOp::Div:
+        if (!scalar_first) {
+          da = div(g, s);
+        } else {
+          const Tensor a = ctx->get_saved_variables()[0];
+          da = neg(div(mul(div(g, a), s), a));
+        }
+        break;
+      default: MINIDL_ASSERT(false, "ScalarOp: ", binary_op_name(op), " is not differentiable");
+    }
+    return {da, Tensor(), Tensor(), Tensor()};
+  }
+};
+
 // maximum (wins = Gt) and minimum (wins = Lt): the winner's weight is 1, a tie's 0.5.
 template <class Self, BinaryOp kOp, BinaryOp kWins>
 struct Extremum : autograd::Function<Self> {
@@ -229,6 +276,15 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
   return self;
 }
 
+// self = op(self, s).
+Tensor& scalar_inplace(Tensor& self, BinaryOp op, double s, const char* name) {
+  check_scalar_operand(self, s, name);
+  check_writable(self, name);
+  binary_scalar_stub(self.device())(op, self, self, s, false);
+  self.bump_version();
+  return self;
+}
+
 }  // namespace
 
 // ---- public API ------------------------------------------------------------------------
@@ -240,16 +296,16 @@ Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Maximum::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Minimum::apply(a, b); }
 
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b, "add")); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b, "sub")); }
-Tensor rsub(const Tensor& a, double b) { return sub(scalar_like(a, b, "rsub"), a); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b, "mul")); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b, "div")); }
-Tensor rdiv(const Tensor& a, double b) { return div(scalar_like(a, b, "rdiv"), a); }
+Tensor add(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Add, b, false); }
+Tensor sub(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Sub, b, false); }
+Tensor rsub(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Sub, b, true); }
+Tensor mul(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Mul, b, false); }
+Tensor div(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Div, b, false); }
+Tensor rdiv(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Div, b, true); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
-Tensor gt(const Tensor& a, double b) { return compare(BinaryOp::Gt, a, scalar_like(a, b, "gt")); }
-Tensor lt(const Tensor& a, double b) { return compare(BinaryOp::Lt, a, scalar_like(a, b, "lt")); }
+Tensor gt(const Tensor& a, double b) { return binary_scalar_forward(BinaryOp::Gt, a, b, false, "gt"); }
+Tensor lt(const Tensor& a, double b) { return binary_scalar_forward(BinaryOp::Lt, a, b, false, "lt"); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -295,17 +351,11 @@ Tensor Tensor::add(const Tensor& other, double alpha) const { return minidl::add
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return binary_inplace(*this, BinaryOp::Add, other, alpha, "add_");
 }
-Tensor& Tensor::add_(double other) {
-  return binary_inplace(*this, BinaryOp::Add, scalar_like(*this, other, "add_"), 1.0, "add_");
-}
+Tensor& Tensor::add_(double other) { return scalar_inplace(*this, BinaryOp::Add, other, "add_"); }
 Tensor& Tensor::sub_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Sub, other, 1.0, "sub_"); }
 Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, 1.0, "mul_"); }
-Tensor& Tensor::mul_(double other) {
-  return binary_inplace(*this, BinaryOp::Mul, scalar_like(*this, other, "mul_"), 1.0, "mul_");
-}
-Tensor& Tensor::div_(double other) {
-  return binary_inplace(*this, BinaryOp::Div, scalar_like(*this, other, "div_"), 1.0, "div_");
-}
+Tensor& Tensor::mul_(double other) { return scalar_inplace(*this, BinaryOp::Mul, other, "mul_"); }
+Tensor& Tensor::div_(double other) { return scalar_inplace(*this, BinaryOp::Div, other, "div_"); }
 
 Tensor& Tensor::fill_(double value) {
   check_writable(*this, "fill_");

@@ -61,8 +61,13 @@ using BinaryFn = void(BinaryOp op, double alpha, const Tensor& out, const Tensor
 // out (shape S, zero-filled) += grad (shape G) summed over the dims where S broadcasts to G;
 // `out_view` walks out with G's shape and stride 0 on those dims.
 using SumToFn = void(const Tensor& out_view, const Tensor& grad);
+// out = op(a, scalar), or op(scalar, a) when scalar_first (rsub, rdiv); out
+// has a's shape and may alias it. The scalar is a kernel argument, converted
+// to the tensor's dtype in the kernel: no 0-d tensor is made or copied.
+using BinaryScalarFn = void(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first);
 using FillFn = void(const Tensor& out, double value);  // out may be any strided view
 extern DispatchStub<BinaryFn> binary_stub;
+extern DispatchStub<BinaryScalarFn> binary_scalar_stub;
 extern DispatchStub<SumToFn> sum_to_stub;
 extern DispatchStub<FillFn> fill_stub;
 void register_binary_cpu_kernels();

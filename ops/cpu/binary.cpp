@@ -1,6 +1,7 @@
 // CPU kernels of the elementwise binary ops (ops/binary.h's kernel interface):
 // strided loops with fast paths for the contiguous and broadcast-scalar
-// layouts, the broadcast-gradient reduction of sum_to_shape, and fill_.
+// layouts, tensor-scalar ops, the broadcast-gradient reduction of
+// sum_to_shape, and fill_.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -40,9 +41,9 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
                   });
 }
 
-template <class T>
-void binary_cpu_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
-  auto run = [&](auto f) { binary_loop<T>(out, a, b, f); };
+// Calls run(f) with the elementwise function of `op`; alpha scales b in add/sub.
+template <class T, class Run>
+void with_op(BinaryOp op, double alpha, Run run) {
   const T s = static_cast<T>(alpha);  // callers checked that alpha fits T
   switch (op) {
     case BinaryOp::Add:
@@ -59,6 +60,47 @@ void binary_cpu_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor
     case BinaryOp::Eq: return run([](T x, T y) { return static_cast<T>(x == y); });
     case BinaryOp::Gt: return run([](T x, T y) { return static_cast<T>(x > y); });
     case BinaryOp::Lt: return run([](T x, T y) { return static_cast<T>(x < y); });
+  }
+}
+
+template <class T>
+void binary_cpu_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
+  with_op<T>(op, alpha, [&](auto f) { binary_loop<T>(out, a, b, f); });
+}
+
+// out[i] = f(a[i], s) or f(s, a[i]): the same loops as a broadcast 0-d operand,
+// so the results are the same bits.
+template <class T>
+void binary_scalar_cpu_typed(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
+  const T s = static_cast<T>(scalar);
+  T* o = static_cast<T*>(out.raw_data());
+  const T* x = static_cast<const T*>(a.raw_data());
+  with_op<T>(op, 1.0, [&](auto f) {
+    for_each_row<2>(out.shape(), {out.strides(), a.strides()},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
+                      T* po = o + off[0];
+                      const T* px = x + off[1];
+                      if (step[0] == 1 && step[1] == 1) {
+                        if (scalar_first) {
+                          for (int64_t i = 0; i < n; ++i) po[i] = f(s, px[i]);
+                        } else {
+                          for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], s);
+                        }
+                      } else {
+                        for (int64_t i = 0; i < n; ++i)
+                          po[i * step[0]] = scalar_first ? f(s, px[i * step[1]]) : f(px[i * step[1]], s);
+                      }
+                    });
+  });
+}
+
+void binary_scalar_cpu(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
+  if (op == BinaryOp::Div) {
+    MINIDL_DISPATCH_FLOATING(out.dtype(), "div",
+                             [&] { binary_scalar_cpu_typed<scalar_t>(op, out, a, scalar, scalar_first); });
+  } else {
+    MINIDL_DISPATCH_ALL(out.dtype(), binary_op_name(op),
+                        [&] { binary_scalar_cpu_typed<scalar_t>(op, out, a, scalar, scalar_first); });
   }
 }
 
@@ -119,6 +161,7 @@ void fill_cpu(const Tensor& out, double value) {
 
 void register_binary_cpu_kernels() {
   binary_stub.set(DeviceType::CPU, binary_cpu);
+  binary_scalar_stub.set(DeviceType::CPU, binary_scalar_cpu);
   sum_to_stub.set(DeviceType::CPU, sum_to_cpu);
   fill_stub.set(DeviceType::CPU, fill_cpu);
 }
