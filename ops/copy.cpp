@@ -4,38 +4,12 @@
 #include "ops/copy.h"
 
 #include "core/autograd/function.h"
-#include "ops/cpu/convert_half.h"
-#include "ops/cpu/strided_loop.h"
 
 namespace minidl {
 
 DispatchStub<CopyFn> copy_stub("copy_");
 
 namespace {
-
-template <class D, class S>
-void copy_cpu_typed(const Tensor& dst, const Tensor& src) {
-  D* out = static_cast<D*>(dst.raw_data());
-  const S* in = static_cast<const S*>(src.raw_data());
-  for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
-                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
-                    D* o = out + off[0];
-                    const S* i = in + off[1];
-                    if (step[0] == 1 && step[1] == 1) {
-                      for (int64_t k = 0; k < n; ++k) o[k] = static_cast<D>(i[k]);
-                    } else {
-                      for (int64_t k = 0; k < n; ++k) o[k * step[0]] = static_cast<D>(i[k * step[1]]);
-                    }
-                  });
-}
-
-void copy_cpu(const Tensor& dst, const Tensor& src) {
-  if (is_reduced_floating(dst.dtype()) || is_reduced_floating(src.dtype())) return copy_half_cpu(dst, src);
-  MINIDL_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
-    using D = scalar_t;
-    MINIDL_DISPATCH_ALL(src.dtype(), "copy_", [&] { copy_cpu_typed<D, scalar_t>(dst, src); });
-  });
-}
 
 // The device whose copy kernel moves data between `a` and `b`: the one that is
 // not the CPU (a CUDA copy kernel handles host<->device and device<->device).
@@ -65,7 +39,6 @@ struct ToCopy : autograd::Function<ToCopy> {
 
 }  // namespace
 
-void register_copy_cpu_kernels() { copy_stub.set(DeviceType::CPU, copy_cpu); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   MINIDL_CHECK(src.defined(), "copy_: the source tensor is undefined");

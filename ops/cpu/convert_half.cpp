@@ -222,18 +222,8 @@ void convert_contiguous(const S* in, D* out, int64_t n) {
 
 template <class D, class S>
 void copy_typed(const Tensor& dst, const Tensor& src) {
-  D* out = static_cast<D*>(dst.raw_data());
-  const S* in = static_cast<const S*>(src.raw_data());
-  for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
-                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
-                    D* o = out + off[0];
-                    const S* i = in + off[1];
-                    if (step[0] == 1 && step[1] == 1) {
-                      convert_contiguous(i, o, n);
-                    } else {
-                      for (int64_t k = 0; k < n; ++k) o[k * step[0]] = convert<D>(i[k * step[1]]);
-                    }
-                  });
+  copy_strided<D, S>(dst, src, [](const S* i, D* o, int64_t n) { convert_contiguous(i, o, n); },
+                     [](S x) { return convert<D>(x); });
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/shape.h"
+#include "core/tensor.h"
 
 namespace minidl {
 
@@ -75,6 +76,25 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, RowFn
   } else {
     for (int64_t o = 0; o < outer; ++o) run_row(o);
   }
+}
+
+// dst = src converted element by element (same shape, any strides):
+// contiguous(src_row, dst_row, n) converts a contiguous run, convert(x) one
+// element of a strided one.
+template <class D, class S, class Contiguous, class Convert>
+void copy_strided(const Tensor& dst, const Tensor& src, Contiguous contiguous, Convert convert) {
+  D* out = static_cast<D*>(dst.raw_data());
+  const S* in = static_cast<const S*>(src.raw_data());
+  for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
+                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& step) {
+                    D* o = out + off[0];
+                    const S* i = in + off[1];
+                    if (step[0] == 1 && step[1] == 1) {
+                      contiguous(i, o, n);
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) o[k * step[0]] = convert(i[k * step[1]]);
+                    }
+                  });
 }
 
 }  // namespace minidl
