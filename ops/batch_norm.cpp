@@ -1,9 +1,10 @@
 // Batch normalization over (N, C, *) (PyTorch's F.batch_norm). Per channel c,
 // over its n = N * prod(*) values:
 //   training: mean_c = sum x / n, var_c = sum (x - mean_c)^2 / n (biased)
-//   eval:     mean_c = running_mean_c, var_c = running_var_c
+//   eval:     mean_c = running_mean_c, var_c = running_var_c (norm::stats_from_running)
 //   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
-// Training also updates the running statistics in place (no grad, version bumped):
+// Training also updates the running statistics in place on their device (no
+// grad, version bumped; norm::update_running_stats):
 //   running_mean = (1 - momentum) running_mean + momentum mean_c
 //   running_var  = (1 - momentum) running_var  + momentum var_c n / (n - 1)   (unbiased)
 // Backward (xhat = (x - mean) invstd, g = dy * weight, sums over the channel):
@@ -14,8 +15,6 @@
 // used (ops/norm_core.h: A = N, G = C, K = 1, S = prod(*)). Gradients are fresh
 // tensors; the engine accumulates them.
 #include "ops/batch_norm.h"
-
-#include <vector>
 
 #include "core/autograd/function.h"
 #include "ops/norm_core.h"
@@ -61,13 +60,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   if (!training) stats = norm::stats_from_running(running_mean, running_var, eps);
   Tensor y = BatchNorm::apply(input, weight, bias, geo, eps, training, &stats);
 
-  if (training && running_mean.defined() && input.numel() > 0) {
-    const std::vector<double> mean = stats.mean.to_vector<double>();
-    std::vector<double> var = stats.var.to_vector<double>();
-    for (double& v : var) v *= static_cast<double>(n) / static_cast<double>(n - 1);
-    norm::update_running(running_mean, mean, momentum);
-    norm::update_running(running_var, var, momentum);
-  }
+  if (training && running_mean.defined() && input.numel() > 0)  // on the statistics' device
+    norm::update_running_stats(running_mean, running_var, stats.mean, stats.var, 1, n, momentum);
   return y;
 }
 

@@ -6,7 +6,8 @@
 //   y = (x - mean) / sqrt(var + eps) * weight_c + bias_c
 // With use_input_stats and running stats, PyTorch repeats the running stats N
 // times, lets batch_norm update each copy with its instance, and stores the
-// mean over n of the copies; that equals (done here directly):
+// mean over n of the copies; that equals (done here directly, on the
+// statistics' device by norm::update_running_stats with its N rows):
 //   running_mean_c = (1 - m) running_mean_c + m mean_n(mean_nc)
 //   running_var_c  = (1 - m) running_var_c  + m mean_n(var_nc S / (S - 1))
 // Backward: batch norm's per instance (ops/batch_norm.cpp), dweight_c and
@@ -14,8 +15,6 @@
 // weight and the float64 per-instance mean and invstd (ops/norm_core.h:
 // A = 1, G = N*C, K = 1, S = prod(*), P = C). Gradients are fresh tensors.
 #include "ops/instance_norm.h"
-
-#include <vector>
 
 #include "core/autograd/function.h"
 #include "ops/norm_core.h"
@@ -59,18 +58,8 @@ Tensor instance_norm(const Tensor& input, const Tensor& running_mean, const Tens
   if (!use_input_stats) stats = norm::stats_from_running(running_mean, running_var, eps, N);
   Tensor y = InstanceNorm::apply(input, weight, bias, geo, eps, use_input_stats, &stats);
 
-  if (use_input_stats && running_mean.defined() && input.numel() > 0) {
-    const std::vector<double> mean = stats.mean.to_vector<double>(), var = stats.var.to_vector<double>();
-    std::vector<double> batch_mean(static_cast<size_t>(C), 0.0), batch_var(static_cast<size_t>(C), 0.0);
-    const double bessel = static_cast<double>(spatial) / static_cast<double>(spatial - 1);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c) {
-        batch_mean[c] += mean[n * C + c] / static_cast<double>(N);
-        batch_var[c] += var[n * C + c] * bessel / static_cast<double>(N);
-      }
-    norm::update_running(running_mean, batch_mean, momentum);
-    norm::update_running(running_var, batch_var, momentum);
-  }
+  if (use_input_stats && running_mean.defined() && input.numel() > 0)  // on the statistics' device
+    norm::update_running_stats(running_mean, running_var, stats.mean, stats.var, N, spatial, momentum);
   return y;
 }
 

@@ -6,18 +6,20 @@
 //   cross_entropy: lse = log sum_c exp(x_c)  (max subtracted),  logp_c = x_c - lse
 //     loss = (1 - eps) * (-logp_t) + eps * (-sum_c logp_c) / C      (PyTorch's formula)
 //     dloss/dx_c = softmax_c - (1 - eps) [c == t] - eps / C
-//     Forward saves the input, the target and lse per position (not the C-times
-//     larger log-probabilities); backward recomputes softmax_c = exp(x_c - lse).
-//   nll_loss: loss = -x_t;  dloss/dx_c = -[c == t]. Saves the target only.
+//     Forward saves the input, the target, lse per position (not the C-times
+//     larger log-probabilities) and the count below; backward recomputes
+//     softmax_c = exp(x_c - lse).
+//   nll_loss: loss = -x_t;  dloss/dx_c = -[c == t]. Saves the target and the count.
 // Positions whose target == ignore_index contribute 0 and get zero gradient;
 // "mean" divides by the number of other positions (0 of them gives nan, as
-// PyTorch). Per-position losses are summed in float64 in a fixed order.
+// PyTorch). The forward kernel counts them into an int64 0-d tensor on the
+// input's device (ReductionInfo::count), so targets are not copied to the
+// host; their range (class index or ignore_index) is checked for CPU targets
+// only. Per-position losses are summed in float64 in a fixed order.
 //   mse_loss: loss_i = (x_i - y_i)^2, dx = 2 (x - y) g = -dy. Saves input and target.
 // Backward returns fresh gradient tensors (the engine accumulates them).
 // CPU kernels: ops/cpu/loss.cpp.
 #include "ops/loss.h"
-
-#include <vector>
 
 #include "core/autograd/function.h"
 
@@ -38,27 +40,33 @@ Shape reduced_shape(const Tensor& target, Reduction reduction) {
   return reduction == Reduction::None ? target.shape() : Shape{};
 }
 
-void save_reduction(AutogradContext* ctx, const ClassGeometry& g, int64_t ignore_index, const ReductionInfo& r) {
-  ctx->saved_data["geometry"] = g.to_list();
-  ctx->saved_data["ignore_index"] = ignore_index;
-  ctx->saved_data["reduction"] = static_cast<int64_t>(r.reduction);
-  ctx->saved_data["count"] = r.count;
+// The forward kernel writes the count of non-ignored targets here.
+ReductionInfo new_reduction(Reduction reduction, const Tensor& input) {
+  return {reduction, empty({}, TensorOptions(kInt64).device(input.device()))};
 }
 
-ReductionInfo saved_reduction(AutogradContext* ctx) {
-  return {static_cast<Reduction>(ctx->saved_data["reduction"].to_int()), ctx->saved_data["count"].to_int()};
+// The count tensor is saved with the tensors, the rest here.
+void save_reduction(AutogradContext* ctx, const ClassGeometry& g, int64_t ignore_index, Reduction reduction) {
+  ctx->saved_data["geometry"] = g.to_list();
+  ctx->saved_data["ignore_index"] = ignore_index;
+  ctx->saved_data["reduction"] = static_cast<int64_t>(reduction);
+}
+
+ReductionInfo saved_reduction(AutogradContext* ctx, const Tensor& count) {
+  return {static_cast<Reduction>(ctx->saved_data["reduction"].to_int()), count};
 }
 
 struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
-                        int64_t ignore_index, double eps, const ReductionInfo& r) {
+                        int64_t ignore_index, double eps, Reduction reduction) {
     const TensorOptions options = input.options();
     Tensor x = input.contiguous();
     Tensor lse = empty({g.positions()}, options);
-    Tensor out = empty(reduced_shape(target, r.reduction), options);
+    Tensor out = empty(reduced_shape(target, reduction), options);
+    const ReductionInfo r = new_reduction(reduction, x);
     cross_entropy_forward_stub(x.device())(x, target, lse, out, g, ignore_index, eps, r);
-    ctx->save_for_backward({x, target, lse});
-    save_reduction(ctx, g, ignore_index, r);
+    ctx->save_for_backward({x, target, lse, r.count});
+    save_reduction(ctx, g, ignore_index, reduction);
     ctx->saved_data["label_smoothing"] = eps;
     return out;
   }
@@ -68,28 +76,31 @@ struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
     Tensor gx = empty(x.shape(), x.options());
     cross_entropy_backward_stub(x.device())(
         grads[0].contiguous(), x, target, lse, gx, ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
-        ctx->saved_data["ignore_index"].to_int(), ctx->saved_data["label_smoothing"].to_double(), saved_reduction(ctx));
+        ctx->saved_data["ignore_index"].to_int(), ctx->saved_data["label_smoothing"].to_double(),
+        saved_reduction(ctx, saved[3]));
     return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
 struct NllLossFunction : autograd::Function<NllLossFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
-                        int64_t ignore_index, const ReductionInfo& r) {
-    Tensor out = empty(reduced_shape(target, r.reduction), input.options());
+                        int64_t ignore_index, Reduction reduction) {
+    Tensor out = empty(reduced_shape(target, reduction), input.options());
+    const ReductionInfo r = new_reduction(reduction, input);
     nll_loss_forward_stub(input.device())(input.contiguous(), target, out, g, ignore_index, r);
-    ctx->save_for_backward({target});
-    save_reduction(ctx, g, ignore_index, r);
+    ctx->save_for_backward({target, r.count});
+    save_reduction(ctx, g, ignore_index, reduction);
     ctx->saved_data["input_shape"] = input.shape();
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Tensor target = ctx->get_saved_variables()[0];
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &target = saved[0], &count = saved[1];
     const Tensor gy = grads[0].contiguous();
     Tensor gx = empty(ctx->saved_data["input_shape"].to_int_list(), gy.options());
     nll_loss_backward_stub(gy.device())(gy, target, gx,
                                         ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
-                                        ctx->saved_data["ignore_index"].to_int(), saved_reduction(ctx));
+                                        ctx->saved_data["ignore_index"].to_int(), saved_reduction(ctx, count));
     return {gx, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -147,17 +158,18 @@ ClassGeometry class_geometry(const Tensor& input, const Tensor& target, const ch
   return g;
 }
 
-// Every target is a class index or ignore_index; returns how many are not ignored.
-int64_t count_valid_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, const char* op) {
-  const std::vector<int64_t> t = target.to_vector<int64_t>();
-  int64_t count = 0;
-  for (int64_t v : t) {
+// Every target is a class index or ignore_index. Checked for CPU targets
+// only, in place (contiguous): elsewhere reading them is a host round trip
+// (a CUDA kernel asserts on the device instead, as PyTorch's).
+void check_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, const char* op) {
+  if (!target.device().is_cpu()) return;
+  const int64_t* t = target.data_ptr<int64_t>();
+  for (int64_t i = 0; i < target.numel(); ++i) {
+    const int64_t v = t[i];
     if (v == ignore_index) continue;
     MINIDL_CHECK(v >= 0 && v < num_classes, op, ": Target ", v, " is out of bounds. (expected a class index in [0, ",
                  num_classes, ") or ignore_index ", ignore_index, ")");
-    ++count;
   }
-  return count;
 }
 
 }  // namespace
@@ -169,15 +181,15 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduct
   MINIDL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   Tensor t = target.contiguous();
-  const int64_t count = count_valid_targets(t, g.C, ignore_index, "cross_entropy");
-  return CrossEntropyFunction::apply(input, t, g, ignore_index, label_smoothing, ReductionInfo{reduction, count});
+  check_targets(t, g.C, ignore_index, "cross_entropy");
+  return CrossEntropyFunction::apply(input, t, g, ignore_index, label_smoothing, reduction);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   const ClassGeometry g = class_geometry(input, target, "nll_loss");
   Tensor t = target.contiguous();
-  const int64_t count = count_valid_targets(t, g.C, ignore_index, "nll_loss");
-  return NllLossFunction::apply(input, t, g, ignore_index, ReductionInfo{reduction, count});
+  check_targets(t, g.C, ignore_index, "nll_loss");
+  return NllLossFunction::apply(input, t, g, ignore_index, reduction);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

@@ -20,6 +20,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 // ---- kernel interface (a backend registers its kernels here) ----------------
+// The class-loss kernels take targets that are class indices or ignore_index:
+// the op checks their range for CPU tensors only (reading them elsewhere would
+// be a host round trip; a CUDA kernel asserts on the device, as PyTorch's).
 
 // A class loss's input seen as (N, C, S): one position per (n, s), classes C
 // apart by S elements.
@@ -31,9 +34,15 @@ struct ClassGeometry {
 };
 
 // What the loss was reduced with, for forward output and backward weights.
+// count is an int64 0-d tensor on the input's device: the number of positions
+// whose target is not ignore_index ("mean"'s divisor; PyTorch's total_weight
+// without class weights). The forward kernel counts and writes it, so the
+// targets never leave the device; the backward kernel reads it.
 struct ReductionInfo {
-  Reduction reduction;
-  int64_t count;  // non-ignored positions (the "mean" divisor)
+  Reduction reduction = Reduction::Mean;
+  Tensor count;
+
+  void for_each_tensor(auto&& f) const { f(count); }
 };
 
 using CrossEntropyForwardFn = void(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& out,

@@ -8,19 +8,24 @@
 //   sum_dy = sum w_c dy,  sum_dy_xmu = sum w_c dy (x - mean)
 //   dx = (w_c dy - sum_dy / M - (x - mean) invstd^2 sum_dy_xmu / M) * invstd
 //   dweight_c = sum dy (x - mean) invstd,  dbias_c = sum dy  (over every group using c)
+// Running statistics (BatchNorm, InstanceNorm), on their device:
+//   running = (1 - momentum) running + momentum batch   (variance unbiased)
 // Sums are in double. Forward saves nothing itself (the op files save x,
 // weight and the float64 mean/invstd through autograd_forward). The kernels
 // write their outputs (never accumulate); the engine accumulates into .grad.
 // CPU kernels: ops/cpu/norm_core.cpp.
 #include "ops/norm_core.h"
 
-#include <cmath>
 #include <vector>
+
+#include "core/autograd/grad_mode.h"
 
 namespace minidl::norm {
 
 DispatchStub<NormForwardFn> norm_forward_stub("normalization forward");
 DispatchStub<NormBackwardFn> norm_backward_stub("normalization backward");
+DispatchStub<NormUpdateRunningStatsFn> norm_update_running_stats_stub("update running statistics");
+DispatchStub<NormStatsFromRunningFn> norm_stats_from_running_stub("statistics from running statistics");
 
 namespace {
 
@@ -113,6 +118,29 @@ variable_list autograd_backward(AutogradContext* ctx, const variable_list& grads
   return {g.input, g.weight, g.bias, Tensor(), Tensor(), Tensor(), Tensor()};
 }
 
+void update_running_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& batch_mean,
+                          const Tensor& batch_var, int64_t rows, int64_t count, double momentum) {
+  MINIDL_ASSERT(count > 1 && batch_mean.dtype() == kFloat64 && batch_var.dtype() == kFloat64);
+  NoGradGuard no_grad;
+  NormRunningStatsArgs args;
+  // The kernel writes contiguous (C) arrays; a strided buffer is updated
+  // through a contiguous copy (on its device) and copied back.
+  args.running_mean = running_mean.contiguous();
+  args.running_var = running_var.contiguous();
+  args.batch_mean = batch_mean.contiguous();
+  args.batch_var = batch_var.contiguous();
+  args.rows = rows;
+  args.var_correction = static_cast<double>(count) / static_cast<double>(count - 1);
+  args.momentum = momentum;
+  norm_update_running_stats_stub(running_mean.device())(args);
+  auto write_back = [](const Tensor& running, const Tensor& updated) {
+    if (running.is_same(updated)) running.bump_version();  // updated in place
+    else Tensor(running).copy_(updated);                    // bumps the version
+  };
+  write_back(running_mean, args.running_mean);
+  write_back(running_var, args.running_var);
+}
+
 void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
   std::vector<double> r = running.to_vector<double>();
   for (size_t i = 0; i < r.size(); ++i) r[i] = (1.0 - momentum) * r[i] + momentum * batch[i];
@@ -123,15 +151,16 @@ void update_running(const Tensor& running, const std::vector<double>& batch, dou
 
 GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_var, double eps,
                               int64_t repeat) {
-  const std::vector<double> rm = running_mean.to_vector<double>(), rv = running_var.to_vector<double>();
-  std::vector<double> mean, invstd;
-  for (int64_t r = 0; r < repeat; ++r)
-    for (size_t c = 0; c < rm.size(); ++c) {
-      mean.push_back(rm[c]);
-      invstd.push_back(1.0 / std::sqrt(rv[c] + eps));
-    }
-  const int64_t n = static_cast<int64_t>(mean.size());
-  return {tensor(mean, {n}, kFloat64), Tensor(), tensor(invstd, {n}, kFloat64)};
+  const TensorOptions f64 = TensorOptions(kFloat64).device(running_mean.device());
+  NormStatsFromRunningArgs args;
+  args.running_mean = running_mean.contiguous();
+  args.running_var = running_var.contiguous();
+  args.mean = empty({repeat * running_mean.numel()}, f64);
+  args.invstd = empty({repeat * running_mean.numel()}, f64);
+  args.rows = repeat;
+  args.eps = eps;
+  norm_stats_from_running_stub(running_mean.device())(args);
+  return {args.mean, Tensor(), args.invstd};
 }
 
 std::vector<int64_t> to_list(const NormGeometry& geo) { return {geo.A, geo.G, geo.K, geo.S, geo.P}; }

@@ -81,10 +81,48 @@ struct NormBackwardArgs {
   }
 };
 
+// Running statistics, updated in place on their device (PyTorch's):
+//   batch_mean_c = mean over the R rows of batch_mean[r * C + c]
+//   batch_var_c  = mean over the R rows of batch_var[r * C + c] * var_correction
+//   running_mean = (1 - momentum) running_mean + momentum batch_mean_c
+//   running_var  = (1 - momentum) running_var  + momentum batch_var_c
+// R = 1 for BatchNorm; InstanceNorm passes its N rows of per-instance stats.
+// var_correction is Bessel's n / (n - 1) for the n values behind each biased
+// variance (1 if batch_var is already unbiased). Sums are in double in row
+// order; the result is rounded once to the running stats' dtype.
+struct NormRunningStatsArgs {
+  Tensor running_mean, running_var;  // (C), contiguous, float32/64, written in place
+  Tensor batch_mean, batch_var;      // float64 (R * C), contiguous
+  int64_t rows = 1;                  // R
+  double var_correction = 1.0;
+  double momentum = 0.1;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&running_mean, &running_var, &batch_mean, &batch_var}) f(*t);
+  }
+};
+
+// Eval statistics from the running ones, repeated R times (InstanceNorm: R = N):
+//   mean[r * C + c] = running_mean_c,  invstd[r * C + c] = 1 / sqrt(running_var_c + eps)
+struct NormStatsFromRunningArgs {
+  Tensor running_mean, running_var;  // (C), contiguous, float32/64
+  Tensor mean, invstd;               // float64 (R * C), written
+  int64_t rows = 1;                  // R
+  double eps = 1e-5;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor* t : {&running_mean, &running_var, &mean, &invstd}) f(*t);
+  }
+};
+
 using NormForwardFn = void(const NormForwardArgs& args);
 using NormBackwardFn = void(const NormBackwardArgs& args);
+using NormUpdateRunningStatsFn = void(const NormRunningStatsArgs& args);
+using NormStatsFromRunningFn = void(const NormStatsFromRunningArgs& args);
 extern DispatchStub<NormForwardFn> norm_forward_stub;
 extern DispatchStub<NormBackwardFn> norm_backward_stub;
+extern DispatchStub<NormUpdateRunningStatsFn> norm_update_running_stats_stub;
+extern DispatchStub<NormStatsFromRunningFn> norm_stats_from_running_stub;
 
 // ---- Tensor-level helpers used by the op files ------------------------------
 
@@ -134,10 +172,18 @@ struct NormFunction : autograd::Function<NormFunction<Name>> {
   }
 };
 
-// Running statistics: running = (1 - momentum) running + momentum batch, in
-// place (no grad, version bumped); and float64 mean / invstd = 1/sqrt(var + eps)
-// tensors made from running_mean / running_var, repeated `repeat` times.
+// Running statistics on their device (the kernel above), in place (no
+// autograd, version bumped): batch_mean / batch_var are float64 (rows * C)
+// tensors on the running stats' device, batch_var biased over `count` values
+// each, so it is scaled by count / (count - 1).
+void update_running_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& batch_mean,
+                          const Tensor& batch_var, int64_t rows, int64_t count, double momentum);
+// Host variant for statistics already on the host: running = (1 - momentum)
+// running + momentum batch. Only the SyncBatchNorm merge, which still runs on
+// the host (ops/batch_norm_sync_kernels.cpp), uses it.
 void update_running(const Tensor& running, const std::vector<double>& batch, double momentum);
+// float64 mean / invstd = 1/sqrt(var + eps) (repeat * C) tensors on the
+// running stats' device, made from running_mean / running_var by the kernel.
 GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_var, double eps,
                               int64_t repeat = 1);
 
@@ -145,8 +191,8 @@ GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_
 std::vector<int64_t> to_list(const NormGeometry& geo);
 NormGeometry from_list(const std::vector<int64_t>& v);
 
-// Checks an optional per-channel tensor (weight, bias, running stats): CPU,
-// the input's dtype, `expected` elements; PyTorch's wording
+// Checks an optional per-channel tensor (weight, bias, running stats): on the
+// input's device, the input's dtype, `expected` elements; PyTorch's wording
 // "running_mean should contain 3 elements not 4".
 void check_param(const Tensor& t, const char* name, int64_t expected, const Tensor& input,
                  const char* op);

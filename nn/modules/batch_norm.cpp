@@ -50,11 +50,12 @@ Tensor BatchNormImplBase::forward(const Tensor& input) {
   const auto& o = options;
   double factor = o.momentum().value_or(0.0);
   if (is_training() && o.track_running_stats() && num_batches_tracked.defined()) {
-    {
+    if (o.momentum()) {
       NoGradGuard no_grad;
-      num_batches_tracked.add_(1.0);
+      num_batches_tracked.add_(1.0);  // on the buffer's device; its value is not needed
+    } else {
+      factor = 1.0 / static_cast<double>(count_batch());  // cumulative moving average
     }
-    if (!o.momentum()) factor = 1.0 / num_batches_tracked.item<double>();  // cumulative moving average
   }
   // Batch statistics in training, and whenever there is nothing else to use.
   const bool bn_training = is_training() || (!running_mean.defined() && !running_var.defined());
@@ -63,6 +64,29 @@ Tensor BatchNormImplBase::forward(const Tensor& input) {
   const bool pass_buffers = !is_training() || o.track_running_stats();
   return normalize(input, Step{factor, bn_training, pass_buffers ? running_mean : Tensor(),
                                pass_buffers ? running_var : Tensor()});
+}
+
+// momentum=None needs num_batches_tracked's value on the host (the factor is a
+// kernel argument, and SyncBatchNorm's Step takes it as a double). PyTorch
+// reads it back (float(num_batches_tracked)), a device sync per step; here a
+// host mirror (tracked_) holds it: the count is bumped on the host and written
+// with fill_ (a device kernel with the value as its argument), and the buffer
+// is read (item()) only when the mirror is stale, i.e. something else wrote
+// or replaced it: load_state_dict, to(), reset_running_stats, a write by hand,
+// or DDP's buffer broadcast (which with broadcast_buffers rewrites it every
+// step, so there it is read every step, as in PyTorch).
+int64_t BatchNormImplBase::count_batch() {
+  NoGradGuard no_grad;
+  const TensorImpl& impl = *num_batches_tracked.impl();
+  const bool fresh = tracked_.storage == impl.storage && tracked_.offset == impl.offset &&
+                     tracked_.version == impl.storage->version();
+  if (!fresh) tracked_.value = num_batches_tracked.item<int64_t>();
+  tracked_.value += 1;
+  num_batches_tracked.fill_(static_cast<double>(tracked_.value));
+  tracked_.storage = impl.storage;
+  tracked_.offset = impl.offset;
+  tracked_.version = impl.storage->version();
+  return tracked_.value;
 }
 
 Tensor BatchNormImplBase::normalize(const Tensor& input, const Step& step) {

@@ -10,7 +10,8 @@
 // forward (PyTorch's _BatchNorm.forward):
 //   training and track_running_stats: num_batches_tracked += 1; the update
 //     factor is momentum, or 1 / num_batches_tracked with momentum=None (a
-//     cumulative moving average: the equal-weight mean of the batch statistics)
+//     cumulative moving average: the equal-weight mean of the batch statistics;
+//     its count comes from a host mirror, not a per-step device read)
 //   batch statistics are used if training or there are no running stats
 //     (track_running_stats=False at construction: batch stats in eval too)
 //   the running stats are handed to batch_norm only if not training or
@@ -19,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -75,6 +77,20 @@ class BatchNormImplBase : public NormBaseImpl {
   };
   // Runs the normalization; SyncBatchNorm overrides it to synchronize.
   virtual Tensor normalize(const Tensor& input, const Step& step);
+
+ private:
+  // num_batches_tracked += 1 for momentum=None; returns the new count.
+  int64_t count_batch();
+
+  // Host mirror of num_batches_tracked (see count_batch): its value, valid
+  // while the buffer still has the storage, offset and version it had after
+  // this module's last write.
+  struct TrackedMirror {
+    std::shared_ptr<Storage> storage;  // held, so a new storage cannot reuse the address
+    int64_t offset = 0;
+    uint64_t version = 0;
+    int64_t value = 0;
+  } tracked_;
 };
 
 #define MINIDL_BATCH_NORM_CLASS(Name)                                                            \

@@ -1,7 +1,9 @@
 // CPU kernels of the losses (ops/loss.h's kernel interface): one loop over the
 // (n, s) positions of the (N, C, S) view, parallel when large. Per-position
 // losses are summed in float64 in a fixed order, so results do not depend on
-// the thread count.
+// the thread count. The class-loss forwards count the non-ignored targets
+// (ReductionInfo::count) in a serial pass; targets are in range (the op
+// checked CPU ones).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,7 +17,15 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;
 
-// out: per-position losses (None) or their sum / mean (a single value).
+// Writes the number of positions whose target is not ignore_index to r.count.
+void write_count(const int64_t* target, int64_t positions, int64_t ignore_index, const ReductionInfo& r) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < positions; ++i) count += target[i] != ignore_index;
+  *r.count.data_ptr<int64_t>() = count;
+}
+
+// out: per-position losses (None) or their sum / mean (a single value); the
+// mean divides by r.count (write_count first).
 template <class T>
 void write_reduced(const std::vector<double>& losses, T* out, const ReductionInfo& r) {
   if (r.reduction == Reduction::None) {
@@ -24,25 +34,29 @@ void write_reduced(const std::vector<double>& losses, T* out, const ReductionInf
   }
   double s = 0.0;
   for (double l : losses) s += l;
-  if (r.reduction == Reduction::Mean)
-    s = r.count > 0 ? s / static_cast<double>(r.count) : std::numeric_limits<double>::quiet_NaN();
+  if (r.reduction == Reduction::Mean) {
+    const int64_t count = *r.count.data_ptr<int64_t>();
+    s = count > 0 ? s / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  }
   out[0] = static_cast<T>(s);
 }
 
-// dL/dloss at position i given the upstream gradient of the (reduced) output.
+// dL/dloss at position i given the upstream gradient of the (reduced) output;
+// count is the forward's count of non-ignored positions (read once per call).
 template <class T>
-inline double position_weight(const T* grad_out, int64_t i, const ReductionInfo& r) {
-  if (r.reduction == Reduction::None) return grad_out[i];
-  if (r.reduction == Reduction::Sum) return grad_out[0];
-  return r.count > 0 ? grad_out[0] / static_cast<double>(r.count) : 0.0;
+inline double position_weight(const T* grad_out, int64_t i, Reduction reduction, int64_t count) {
+  if (reduction == Reduction::None) return grad_out[i];
+  if (reduction == Reduction::Sum) return grad_out[0];
+  return count > 0 ? grad_out[0] / static_cast<double>(count) : 0.0;
 }
 
 // ---- cross_entropy kernels ------------------------------------------------------------
 
 template <class T>
 void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out, T* out, const ClassGeometry g,
-                                  int64_t ignore_index, double eps, const ReductionInfo r) {
+                                  int64_t ignore_index, double eps, const ReductionInfo& r) {
   const int64_t C = g.C, S = g.S;
+  write_count(target, g.positions(), ignore_index, r);
   std::vector<double> losses(static_cast<size_t>(g.positions()));
 #pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
   for (int64_t i = 0; i < g.positions(); ++i) {
@@ -71,9 +85,10 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
 
 template <class T>
 void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t* target, const T* lse, T* gx,
-                                   const ClassGeometry g, int64_t ignore_index, double eps, const ReductionInfo r) {
+                                   const ClassGeometry g, int64_t ignore_index, double eps, const ReductionInfo& r) {
   const int64_t C = g.C, S = g.S;
   const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
+  const int64_t count = *r.count.data_ptr<int64_t>();
 #pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t offset = (i / S) * C * S + i % S;
@@ -84,7 +99,7 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
       for (int64_t c = 0; c < C; ++c) gc[c * S] = T(0);
       continue;
     }
-    const double w = position_weight(grad_out, i, r);
+    const double w = position_weight(grad_out, i, r.reduction, count);
     const T l = lse[i];
     for (int64_t c = 0; c < C; ++c) gc[c * S] = static_cast<T>(w * (std::exp(xc[c * S] - l) - uniform));
     gc[t * S] -= static_cast<T>(w * (1.0 - eps));
@@ -95,7 +110,8 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
 
 template <class T>
 void nll_loss_forward_kernel(const T* x, const int64_t* target, T* out, const ClassGeometry g, int64_t ignore_index,
-                             const ReductionInfo r) {
+                             const ReductionInfo& r) {
+  write_count(target, g.positions(), ignore_index, r);
   std::vector<double> losses(static_cast<size_t>(g.positions()));
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t t = target[i];
@@ -106,12 +122,13 @@ void nll_loss_forward_kernel(const T* x, const int64_t* target, T* out, const Cl
 
 template <class T>
 void nll_loss_backward_kernel(const T* grad_out, const int64_t* target, T* gx, const ClassGeometry g,
-                              int64_t ignore_index, const ReductionInfo r) {
+                              int64_t ignore_index, const ReductionInfo& r) {
+  const int64_t count = *r.count.data_ptr<int64_t>();
   std::fill(gx, gx + g.N * g.C * g.S, T(0));
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t t = target[i];
-    if (t != ignore_index)
-      gx[(i / g.S) * g.C * g.S + t * g.S + i % g.S] = static_cast<T>(-position_weight(grad_out, i, r));
+    if (t == ignore_index) continue;
+    gx[(i / g.S) * g.C * g.S + t * g.S + i % g.S] = static_cast<T>(-position_weight(grad_out, i, r.reduction, count));
   }
 }
 

@@ -1,5 +1,6 @@
 // CPU kernels of the shared normalization core (ops/norm_core.h's kernel
-// interface): statistics, normalize and backward over the (A, G, K, S) view.
+// interface): statistics, normalize and backward over the (A, G, K, S) view,
+// and the running-statistics update and eval statistics.
 // Statistics: each contiguous run of <= kChunk values is reduced exactly in
 // two passes in double, and the runs are merged with Chan's formula (so one
 // trip to memory, and no cancellation for data far from zero).
@@ -466,6 +467,43 @@ void backward_kernel(const NormBackwardArgs& args) {
   }
 }
 
+// Running statistics: a few hundred channels, so one serial loop.
+template <class T>
+void update_running_stats_kernel(const NormRunningStatsArgs& args) {
+  T* rm = args.running_mean.data_ptr<T>();
+  T* rv = args.running_var.data_ptr<T>();
+  const double* mean = args.batch_mean.data_ptr<double>();
+  const double* var = args.batch_var.data_ptr<double>();
+  const int64_t C = args.running_mean.numel(), R = args.rows;
+  const double m = args.momentum, corr = args.var_correction;
+  for (int64_t c = 0; c < C; ++c) {
+    double bm = mean[c], bv = var[c] * corr;  // one row: the row itself
+    if (R > 1) {
+      bm = bv = 0.0;
+      for (int64_t r = 0; r < R; ++r) {
+        bm += mean[r * C + c] / static_cast<double>(R);
+        bv += var[r * C + c] * corr / static_cast<double>(R);
+      }
+    }
+    rm[c] = static_cast<T>((1.0 - m) * static_cast<double>(rm[c]) + m * bm);
+    rv[c] = static_cast<T>((1.0 - m) * static_cast<double>(rv[c]) + m * bv);
+  }
+}
+
+template <class T>
+void stats_from_running_kernel(const NormStatsFromRunningArgs& args) {
+  const T* rm = args.running_mean.data_ptr<T>();
+  const T* rv = args.running_var.data_ptr<T>();
+  double* mean = args.mean.data_ptr<double>();
+  double* invstd = args.invstd.data_ptr<double>();
+  const int64_t C = args.running_mean.numel();
+  for (int64_t r = 0; r < args.rows; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      mean[r * C + c] = static_cast<double>(rm[c]);
+      invstd[r * C + c] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + args.eps);
+    }
+}
+
 void forward_cpu(const NormForwardArgs& args) {
   MINIDL_DISPATCH_FLOATING(args.input.dtype(), "normalization", [&] { forward_kernel<scalar_t>(args); });
 }
@@ -473,6 +511,16 @@ void forward_cpu(const NormForwardArgs& args) {
 void backward_cpu(const NormBackwardArgs& args) {
   MINIDL_DISPATCH_FLOATING(args.input.dtype(), "normalization backward",
                            [&] { backward_kernel<scalar_t>(args); });
+}
+
+void update_running_stats_cpu(const NormRunningStatsArgs& args) {
+  MINIDL_DISPATCH_FLOATING(args.running_mean.dtype(), "update running statistics",
+                           [&] { update_running_stats_kernel<scalar_t>(args); });
+}
+
+void stats_from_running_cpu(const NormStatsFromRunningArgs& args) {
+  MINIDL_DISPATCH_FLOATING(args.running_mean.dtype(), "statistics from running statistics",
+                           [&] { stats_from_running_kernel<scalar_t>(args); });
 }
 
 }  // namespace
@@ -484,6 +532,8 @@ namespace minidl {
 void register_norm_cpu_kernels() {
   norm::norm_forward_stub.set(DeviceType::CPU, norm::forward_cpu);
   norm::norm_backward_stub.set(DeviceType::CPU, norm::backward_cpu);
+  norm::norm_update_running_stats_stub.set(DeviceType::CPU, norm::update_running_stats_cpu);
+  norm::norm_stats_from_running_stub.set(DeviceType::CPU, norm::stats_from_running_cpu);
 }
 
 }  // namespace minidl
