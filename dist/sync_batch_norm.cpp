@@ -16,11 +16,16 @@
 // Saves the (contiguous) input, the weight, the global mean and invstd and the
 // gathered counts; the process group goes in saved_data as a handle (below).
 // Gradients are fresh tensors; the engine accumulates them.
+// No step reads device memory on the host: the merge, the backward's total
+// count and weighted sums run as kernels on the input's device
+// (ops/batch_norm_sync.h); the only host traffic is Gloo's staging of the two
+// collectives (none with a device-native backend).
 // Differences from PyTorch, on purpose: CPU tensors are accepted; a rank whose
 // batch is empty gets zero weight/bias gradients instead of None (so a DDP
-// bucket sees a gradient from every rank); a global batch of one value per
-// channel raises BatchNorm's error on every rank instead of writing a NaN
-// running_var.
+// bucket sees a gradient from every rank); on the CPU, a global batch of one
+// value per channel raises BatchNorm's error on every rank instead of writing
+// a NaN running_var (a device run, which would need a host read to check,
+// writes it, as PyTorch).
 #include "dist/sync_batch_norm.h"
 
 #include <functional>
@@ -114,14 +119,19 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
   const Tensor invstds = rows.narrow(1, C, C).contiguous();
   const Tensor counts = rows.narrow(1, 2 * C, 1).contiguous().reshape({W});
 
-  // Every rank sees the same counts, so every rank raises this together.
-  // TODO(cuda): a host read per forward; the device merge kernel will check it.
-  double total = 0;
-  for (double n : counts.to_vector<double>()) total += n;
-  MINIDL_CHECK(total != 1, "Expected more than 1 value per channel when training, got input size ",
-               shape_str(x.shape()), " on this rank and 1 value per channel over all ", W, " ranks");
+  // Every rank sees the same counts, so every rank raises this together. The
+  // check reads the counts on the host: free on the CPU; on a device it would
+  // be a synchronizing read per step, so a device run does not check (as
+  // PyTorch, whose running_var then becomes non-finite).
+  if (x.device().is_cpu()) {
+    double total = 0;
+    for (double n : counts.to_vector<double>()) total += n;
+    MINIDL_CHECK(total != 1, "Expected more than 1 value per channel when training, got input size ",
+                 shape_str(x.shape()), " on this rank and 1 value per channel over all ", W, " ranks");
+  }
 
-  // Ranks with count 0 are dropped inside; running stats use the global count.
+  // Ranks with count 0 weigh zero in the merge (a device kernel: no host
+  // read); running stats use the global count.
   auto [mean, invstd] =
       batch_norm_gather_stats_with_counts(x, means, invstds, running_mean, running_var, momentum, eps, counts);
 

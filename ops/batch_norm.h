@@ -29,7 +29,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 // ---- SyncBatchNorm building blocks -------------------------------------------
 // Plain kernels (not autograd ops): SyncBatchNorm's autograd function calls
-// them around its collectives, as PyTorch's _functions.py does.
+// them around its collectives, as PyTorch's _functions.py does. Each runs on
+// the input's device, where all its tensors must be, and reads nothing back to
+// the host (ops/batch_norm_sync.cpp; kernels in ops/batch_norm_sync.h).
 
 // Per-channel mean and invstd = 1 / sqrt(var_biased + eps) of a local (N, C, *)
 // input; count = numel / C. An empty input gives count 0 and zero mean/invstd.
@@ -42,10 +44,11 @@ BatchNormStats batch_norm_stats(const Tensor& input, double eps);
 
 // Merges per-rank statistics (rows of means/invstds, shape (W, C)) weighted by
 // counts (shape (W), any numeric dtype) with Chan's parallel algorithm; ranks
-// with count < 1 are dropped. Returns the global (mean, invstd). If defined,
-// running_mean / running_var are updated in place with the global mean and the
-// global unbiased variance var_n / (n - 1). input_for_dtype only names the
-// dtype of the result.
+// with count < 1 weigh zero (PyTorch drops them with a host sync; the result
+// is the same). Returns the global (mean, invstd). If defined, running_mean /
+// running_var are updated in place with the global mean and the global
+// unbiased variance var_n / (n - 1) (left alone when every count is 0).
+// input_for_dtype names the dtype and the device of the result.
 std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     const Tensor& input_for_dtype, const Tensor& means, const Tensor& invstds,
     const Tensor& running_mean, const Tensor& running_var, double momentum, double eps,
@@ -71,7 +74,8 @@ BatchNormBackwardReduce batch_norm_backward_reduce(const Tensor& grad_out, const
 
 // dx = (dy - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd * weight
 // with sum_dy / sum_dy_xmu the GLOBAL (all-reduced) sums and N = sum(count)
-// over the per-rank counts (int64 or floating). weight optional (1).
+// over the per-rank counts (int64 or floating), summed on the device. weight
+// optional (1). On the CPU, N == 0 is an error; a device run divides by it.
 Tensor batch_norm_backward_elemt(const Tensor& grad_out, const Tensor& input, const Tensor& mean,
                                  const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
                                  const Tensor& sum_dy_xmu, const Tensor& count);

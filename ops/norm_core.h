@@ -62,7 +62,9 @@ struct NormForwardArgs {
 //   batch_stats:  dx = (w_c * dy - sum_dy / count - xmu * invstd^2 * sum_dy_xmu / count) * invstd
 //   otherwise (statistics were constants): dx = w_c * dy * invstd
 // The sums come from this input (count = M) unless given (SyncBN passes the
-// all-reduced sums and the global count). Undefined outputs are skipped;
+// all-reduced sums and the global count, as given_count_tensor, a float64
+// one-element tensor on the device that the kernel reads, so the host never
+// does; given_count is used when it is undefined). Undefined outputs are skipped;
 // gradients are written (overwrite), never accumulated.
 struct NormBackwardArgs {
   Tensor grad_out, input, weight;  // contiguous; weight optional
@@ -72,11 +74,13 @@ struct NormBackwardArgs {
   bool batch_stats = true;
   Tensor given_sum_dy, given_sum_dy_xmu;  // float64 (G), w-weighted, with given_count
   double given_count = 0;
+  Tensor given_count_tensor;  // float64, one element; overrides given_count when defined
   Tensor out_sum_dy, out_sum_dy_xmu;  // float64 (G), optional: the local w-weighted sums
 
   void for_each_tensor(auto&& f) const {
     for (const Tensor* t : {&grad_out, &input, &weight, &mean, &invstd, &grad_input, &grad_weight,
-                            &grad_bias, &given_sum_dy, &given_sum_dy_xmu, &out_sum_dy, &out_sum_dy_xmu})
+                            &grad_bias, &given_sum_dy, &given_sum_dy_xmu, &given_count_tensor, &out_sum_dy,
+                            &out_sum_dy_xmu})
       f(*t);
   }
 };

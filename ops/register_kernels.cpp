@@ -21,6 +21,7 @@ void register_dropout_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
 void register_norm_cpu_kernels();
+void register_batch_norm_sync_cpu_kernels();
 void register_fused_optim_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
 void register_cuda_kernels();
@@ -42,6 +43,7 @@ void ensure_kernels_registered() {
     register_softmax_cpu_kernels();
     register_loss_cpu_kernels();
     register_norm_cpu_kernels();
+    register_batch_norm_sync_cpu_kernels();
     register_fused_optim_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
     register_cuda_kernels();

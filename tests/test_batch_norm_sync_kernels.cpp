@@ -3,11 +3,16 @@
 // batch_norm_stats -> batch_norm_gather_stats_with_counts -> batch_norm_elemt,
 // and backward_reduce -> (sum over chunks, what the all-reduce does) ->
 // batch_norm_backward_elemt; everything must equal plain batch_norm on the
-// whole batch: outputs, input/weight/bias gradients and running stats.
+// whole batch: outputs, input/weight/bias gradients and running stats. Then
+// the same pipeline on the test device: the CPU's results bit for bit, with no
+// CPU storage made (so no host read of device values).
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "core/storage.h"
 #include "ops/batch_norm.h"
+#include "ops/norm_core.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -194,4 +199,207 @@ TEST_CASE("SyncBN building blocks: errors") {
                         "batch_norm_backward_elemt: the counts sum to 0");
   CHECK_THROWS_CONTAINS(batch_norm_backward_elemt(x, x, s.mean, s.invstd, Tensor(), s.mean, s.mean, Tensor()),
                         "batch_norm_backward_elemt: count is undefined");
+}
+
+// ---- the same pipeline on the test device (core/test_device.h) --------------
+// Its kernels are the CPU ones on separate memory, so every result must equal
+// the CPU's bit for bit, and the device calls must create no CPU storage: no
+// host read of the gathered statistics, the sums or the counts.
+
+namespace {
+
+int64_t cpu_storages() { return Storage::created(DeviceType::CPU); }
+
+// Same dtype, shape and bytes (a CPU copy of each).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(kCPU).contiguous(), hb = b.to(kCPU).contiguous();
+  return ha.dtype() == hb.dtype() && ha.shape() == hb.shape() &&
+         std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+}
+
+struct PipelineInputs {
+  Tensor x, dy, w, b, running_mean, running_var, counts;
+  PipelineInputs to(Device d) const {
+    auto move = [d](const Tensor& t) { return t.defined() ? t.to(d) : t; };
+    return {move(x), move(dy), move(w), move(b), move(running_mean), move(running_var), move(counts)};
+  }
+};
+
+struct PipelineOutputs {
+  std::vector<Tensor> all;  // stats, merged stats, y, sums, dx, grads, running stats
+};
+
+// The chunked pipeline (as run_chunked), the gathered statistics in float64
+// as SyncBatchNorm packs them; every tensor already on its device.
+PipelineOutputs run_pipeline(const PipelineInputs& in, const std::vector<int64_t>& split, double momentum,
+                             double eps) {
+  PipelineOutputs out;
+  std::vector<Tensor> xs, dys, means, invstds;
+  int64_t offset = 0;
+  for (int64_t n : split) {
+    xs.push_back(in.x.narrow(0, offset, n));
+    dys.push_back(in.dy.narrow(0, offset, n));
+    offset += n;
+    const BatchNormStats s = batch_norm_stats(xs.back(), eps);
+    means.push_back(s.mean.to(kFloat64));
+    invstds.push_back(s.invstd.to(kFloat64));
+    out.all.insert(out.all.end(), {s.mean, s.invstd});
+  }
+  auto [mean, invstd] = batch_norm_gather_stats_with_counts(in.x, stack(means), stack(invstds), in.running_mean,
+                                                            in.running_var, momentum, eps, in.counts);
+  out.all.insert(out.all.end(), {mean, invstd});
+  std::vector<Tensor> ys, dxs;
+  for (const Tensor& xk : xs) ys.push_back(batch_norm_elemt(xk, in.w, in.b, mean, invstd, eps));
+  out.all.push_back(cat(ys));
+  const int64_t C = in.x.size(1);
+  Tensor sum_dy = zeros({C}, in.x.options()), sum_dy_xmu = zeros({C}, in.x.options());
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const BatchNormBackwardReduce red =
+        batch_norm_backward_reduce(dys[k], xs[k], mean, invstd, in.w, true, in.w.defined(), true);
+    sum_dy = sum_dy + red.sum_dy;
+    sum_dy_xmu = sum_dy_xmu + red.sum_dy_xmu;
+    out.all.insert(out.all.end(), {red.sum_dy, red.sum_dy_xmu, red.grad_bias});
+    if (red.grad_weight.defined()) out.all.push_back(red.grad_weight);
+  }
+  for (size_t k = 0; k < xs.size(); ++k)
+    dxs.push_back(batch_norm_backward_elemt(dys[k], xs[k], mean, invstd, in.w, sum_dy, sum_dy_xmu, in.counts));
+  out.all.push_back(cat(dxs));
+  if (in.running_mean.defined()) out.all.insert(out.all.end(), {in.running_mean, in.running_var});
+  return out;
+}
+
+void check_device_pipeline(const Shape& shape, const std::vector<int64_t>& split, DType dtype, DType count_dtype,
+                           double momentum, bool affine, bool running) {
+  const double eps = 1e-5;
+  const int64_t C = shape[1];
+  PipelineInputs host{(randn(shape, dtype) * 2.0 + 0.7).detach(), randn(shape, dtype)};
+  if (affine) host.w = (randn({C}, dtype) + 1.0).detach(), host.b = randn({C}, dtype);
+  if (running) host.running_mean = randn({C}, dtype), host.running_var = rand({C}, dtype) + 0.5;
+  std::vector<double> counts;
+  for (int64_t n : split) counts.push_back(static_cast<double>(n * (host.x.numel() / shape[0] / C)));
+  host.counts = tensor(counts, {static_cast<int64_t>(counts.size())}, kFloat64).to(count_dtype);
+  const PipelineInputs dev = host.to(kTestDevice);  // made before counting
+
+  const PipelineOutputs ref = run_pipeline(host, split, momentum, eps);
+  const int64_t before = cpu_storages();
+  const PipelineOutputs got = run_pipeline(dev, split, momentum, eps);
+  CHECK(cpu_storages() - before == 0);
+  REQUIRE(got.all.size() == ref.all.size());
+  for (size_t i = 0; i < ref.all.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got.all[i].device() == kTestDevice);
+    CHECK(same_bits(got.all[i], ref.all[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SyncBN building blocks on the test device: the CPU's results bit for bit, no CPU storage") {
+  manual_seed(4);
+  SUBCASE("float64, uneven chunks with an empty one, int64 counts") {
+    check_device_pipeline({7, 3, 4, 5}, {3, 0, 1, 3}, kFloat64, kInt64, 0.1, true, true);
+  }
+  SUBCASE("float64, empty first chunk, float counts, momentum 1, no affine") {
+    check_device_pipeline({7, 3, 4, 5}, {0, 5, 2}, kFloat64, kFloat64, 1.0, false, true);
+  }
+  SUBCASE("float32, (N, C), one value per channel in a chunk, no running stats") {
+    check_device_pipeline({9, 4}, {1, 0, 8}, kFloat32, kFloat32, 0.1, true, false);
+  }
+  SUBCASE("float32, large (parallel paths), cumulative momentum") {
+    check_device_pipeline({12, 8, 20, 20}, {5, 0, 4, 3}, kFloat32, kInt64, 1.0 / 3.0, true, true);
+  }
+}
+
+TEST_CASE("batch_norm_gather_stats_with_counts on the test device: all ranks empty, device checks") {
+  const Tensor means = zeros({2, 3}, kFloat64).to(kTestDevice), invstds = zeros({2, 3}, kFloat64).to(kTestDevice);
+  const Tensor counts = zeros({2}, kInt64).to(kTestDevice);
+  Tensor rm = full({3}, 3.0, kFloat64).to(kTestDevice), rv = full({3}, 4.0, kFloat64).to(kTestDevice);
+  const Tensor x = zeros({0, 3}, kFloat64).to(kTestDevice);
+  const int64_t before = cpu_storages();
+  auto [mean, invstd] = batch_norm_gather_stats_with_counts(x, means, invstds, rm, rv, 0.5, 1e-5, counts);
+  CHECK(cpu_storages() - before == 0);
+  // nothing to learn: the running stats stay; mean and invstd are 0
+  CHECK(rm.to_vector<double>() == std::vector<double>(3, 3.0));
+  CHECK(rv.to_vector<double>() == std::vector<double>(3, 4.0));
+  CHECK(mean.to_vector<double>() == std::vector<double>(3, 0.0));
+  CHECK(invstd.to_vector<double>() == std::vector<double>(3, 0.0));
+  // every tensor must be on the input's device: host counts are refused, not read
+  CHECK_THROWS_CONTAINS(
+      batch_norm_gather_stats_with_counts(x, means, invstds, rm, rv, 0.5, 1e-5, zeros({2}, kFloat64)),
+      "batch_norm_gather_stats_with_counts: expected all tensors to be on the same device");
+  const Tensor xs = randn({4, 3}, kFloat64).to(kTestDevice);
+  CHECK_THROWS_CONTAINS(batch_norm_backward_elemt(xs, xs, mean, invstd, Tensor(), mean, mean, ones({2}, kFloat64)),
+                        "batch_norm_backward_elemt_sums: expected all tensors to be on the same device");
+}
+
+TEST_CASE("the device merge and backward_elemt equal the former host computation bit for bit (float64)") {
+  // The host loops the kernels replaced (ops/batch_norm_sync.cpp before the
+  // merge kernel): same formulas, same order, so the same bits.
+  manual_seed(5);
+  const int64_t W = 4, C = 3;
+  const double eps = 1e-5, momentum = 0.1;
+  const Tensor x = randn({6, C, 2, 2}, kFloat64), dy = randn({6, C, 2, 2}, kFloat64);
+  const Tensor w = randn({C}, kFloat64) + 1.0;
+  const Tensor means = randn({W, C}, kFloat64), invstds = rand({W, C}, kFloat64) + 0.5;
+  const std::vector<double> cnt{3, 0, 17, 4};
+  const Tensor counts = tensor(cnt, {W}, kFloat64);
+  const std::vector<double> m = means.to_vector<double>(), is = invstds.to_vector<double>();
+  const Tensor rm0 = randn({C}, kFloat64), rv0 = rand({C}, kFloat64) + 0.5;
+  std::vector<double> mean(C), invstd(C), rm = rm0.to_vector<double>(), rv = rv0.to_vector<double>();
+  for (int64_t c = 0; c < C; ++c) {
+    double n = 0, avg = 0, var_n = 0;
+    for (int64_t k = 0; k < W; ++k) {
+      const double nk = cnt[k];
+      if (nk < 1) continue;
+      const double mk = m[k * C + c];
+      const double sd = 1.0 / is[k * C + c];
+      const double vk = (sd * sd - eps) * nk;
+      const double factor = 1.0 / (n + nk);
+      var_n += vk + (avg - mk) * (avg - mk) * n * nk * factor;
+      avg = n * factor * avg + nk * factor * mk;
+      n += nk;
+    }
+    mean[c] = avg;
+    invstd[c] = 1.0 / std::sqrt(var_n / n + eps);
+    rm[c] = (1.0 - momentum) * rm[c] + momentum * avg;
+    rv[c] = (1.0 - momentum) * rv[c] + momentum * (var_n / (n - 1));
+  }
+  for (Device d : {kCPU, kTestDevice}) {
+    CAPTURE(d);
+    Tensor drm = rm0.clone().to(d), drv = rv0.clone().to(d);  // fresh copies: updated in place
+    auto [gm, gi] = batch_norm_gather_stats_with_counts(x.to(d), means.to(d), invstds.to(d), drm, drv, momentum, eps,
+                                                        counts.to(d));
+    CHECK(gm.to_vector<double>() == mean);
+    CHECK(gi.to_vector<double>() == invstd);
+    CHECK(drm.to_vector<double>() == rm);
+    CHECK(drv.to_vector<double>() == rv);
+  }
+
+  // backward_elemt: the host weighted the sums and added the counts, and the
+  // core's backward took them with a double count.
+  const Tensor mt = tensor(mean, {C}, kFloat64), it = tensor(invstd, {C}, kFloat64);
+  const Tensor s1 = randn({C}, kFloat64), s2 = randn({C}, kFloat64);
+  std::vector<double> ws1 = s1.to_vector<double>(), ws2 = s2.to_vector<double>();
+  const std::vector<double> wv = w.to_vector<double>();
+  for (int64_t c = 0; c < C; ++c) ws1[c] *= wv[c], ws2[c] *= wv[c];
+  double total = 0;
+  for (double c : cnt) total += c;
+  norm::NormBackwardArgs args;
+  args.grad_out = dy;
+  args.input = x;
+  args.weight = w;
+  args.geo = {6, C, 1, 4, C};
+  args.mean = mt;
+  args.invstd = it;
+  args.given_sum_dy = tensor(ws1, {C}, kFloat64);
+  args.given_sum_dy_xmu = tensor(ws2, {C}, kFloat64);
+  args.given_count = total;
+  args.grad_input = empty(x.shape(), kFloat64);
+  norm::norm_backward_stub(kCPU)(args);
+  for (Device d : {kCPU, kTestDevice}) {
+    CAPTURE(d);
+    const Tensor dx =
+        batch_norm_backward_elemt(dy.to(d), x.to(d), mt.to(d), it.to(d), w.to(d), s1.to(d), s2.to(d), counts.to(d));
+    CHECK(dx.to_vector<double>() == args.grad_input.to_vector<double>());
+  }
 }

@@ -8,11 +8,21 @@
 // buckets, statistics) must carry device tensors, as NCCL will require: the
 // group they get refuses any other (DeviceOnlyGroup below). A tensor that
 // dropped to the CPU fails that check, a kernel's device check, or one of the
-// device assertions.
+// device assertions. And a device training step after the first must create
+// no CPU storage outside the collectives, so no host read anywhere in the
+// step (SyncBN's merge, its backward's counts and sums included), except the
+// scalar operands that ops/binary.cpp still wraps in 0-d host tensors
+// (measured, so the check tightens to zero by itself when they go); the last
+// test case checks SyncBN's own steps alone, strictly. Gloo stages device
+// tensors through host tensors by design: DeviceOnlyGroup counts the CPU
+// storages created inside each collective call and the checks subtract them
+// (a device-native backend such as NCCL stages nothing).
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/storage.h"
 #include "dist/batch_norm_report.h"
 #include "dist/ddp.h"
 #include "dist/sync_batch_norm.h"
@@ -26,6 +36,8 @@ namespace {
 
 constexpr double kTol = 1e-12;
 
+int64_t cpu_storages() { return Storage::created(DeviceType::CPU); }
+
 // Gloo with NCCL's rule: every tensor of a collective must be on `device`.
 class DeviceOnlyGroup final : public dist::ProcessGroup {
  public:
@@ -34,34 +46,42 @@ class DeviceOnlyGroup final : public dist::ProcessGroup {
   std::string backend_name() const override { return inner_->backend_name(); }
   dist::WorkPtr all_reduce(Tensor& t, dist::ReduceOp op) override {
     check("all_reduce", {t});
-    return inner_->all_reduce(t, op);
+    return staged([&] { return inner_->all_reduce(t, op); });
   }
   dist::WorkPtr broadcast(Tensor& t, int root) override {
     check("broadcast", {t});
-    return inner_->broadcast(t, root);
+    return staged([&] { return inner_->broadcast(t, root); });
   }
   dist::WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     std::vector<Tensor> all = outputs;
     all.push_back(input);
     check("all_gather", all);
-    return inner_->all_gather(outputs, input);
+    return staged([&] { return inner_->all_gather(outputs, input); });
   }
   dist::WorkPtr all_gather_into_tensor(Tensor& output, const Tensor& input) override {
     check("all_gather_into_tensor", {output, input});
-    return inner_->all_gather_into_tensor(output, input);
+    return staged([&] { return inner_->all_gather_into_tensor(output, input); });
   }
   dist::WorkPtr reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, dist::ReduceOp op) override {
     std::vector<Tensor> all = inputs;
     all.push_back(output);
     check("reduce_scatter", all);
-    return inner_->reduce_scatter(output, inputs, op);
+    return staged([&] { return inner_->reduce_scatter(output, inputs, op); });
   }
   dist::WorkPtr barrier() override { return inner_->barrier(); }
   dist::Milliseconds timeout() const override { return inner_->timeout(); }
   DType wire_dtype(DType dtype) const override { return inner_->wire_dtype(dtype); }
   int collectives = 0;
+  // CPU storages created inside the collective calls: Gloo's host staging.
+  int64_t staged_cpu_storages = 0;
 
  private:
+  dist::WorkPtr staged(const std::function<dist::WorkPtr()>& issue) {
+    const int64_t before = cpu_storages();
+    dist::WorkPtr work = issue();
+    staged_cpu_storages += cpu_storages() - before;
+    return work;
+  }
   void check(const char* op, const std::vector<Tensor>& tensors) {
     ++collectives;
     for (const Tensor& t : tensors)
@@ -83,6 +103,16 @@ std::shared_ptr<nn::Module> sync_bn_net(Device device, const dist::ProcessGroupP
   return model;
 }
 
+// CPU storages one in-place scalar op on a `device` tensor creates: 1 while
+// ops/binary.cpp wraps the scalar in a 0-d host tensor, 0 once it passes the
+// scalar to the kernel as an argument; the step check below follows either.
+int64_t scalar_operand_storages(Device device) {
+  Tensor t = zeros({}, TensorOptions(kInt64).device(device));
+  const int64_t before = cpu_storages();
+  t.add_(1.0);
+  return cpu_storages() - before;
+}
+
 struct Trained {
   nn::NamedTensors params, buffers;  // host copies
 };
@@ -98,10 +128,14 @@ Trained train(Device device, int rank) {
     DIST_REQUIRE(ddp.reducer().bucket_device(b) == device, << "bucket " << b);
   optim::SGD opt(model->parameters(), 0.05, 0.9, 0.0, 1e-3);
   const int64_t n = 5 - 2 * rank;
+  // Scalar operands: each BN layer's num_batches_tracked.add_(1.0) and each
+  // bucket's div_(world_size) (dist/reducer.cpp).
+  const int64_t num_buckets = static_cast<int64_t>(ddp.reducer().num_buckets());
   for (int step = 0; step < 3; ++step) {
     manual_seed(100 + 10 * step + rank);
     const Tensor x = randn({n, 2, 5, 5}, kFloat64).to(device);
     const Tensor y = randn({n, 3}, kFloat64).to(device);
+    const int64_t cpu_before = cpu_storages(), staged_before = group->staged_cpu_storages;
     opt.zero_grad();
     Tensor loss = (ddp(x) - y).pow(2.0).mean();
     loss.backward();
@@ -114,6 +148,15 @@ Trained train(Device device, int rank) {
     DIST_REQUIRE(total.device() == device);
     optim::clip_grads_with_norm_(model->parameters(), 1.0, total);
     opt.step();
+    // After the first step (lazy state), nothing but Gloo's staging and the
+    // step's scalar operands (below) may make a CPU tensor.
+    const int64_t outside = cpu_storages() - cpu_before - (group->staged_cpu_storages - staged_before);
+    if (!device.is_cpu() && step > 0) {
+      const int64_t scalar_operands = scalar_operand_storages(device) * (2 + num_buckets);
+      DIST_REQUIRE(outside == scalar_operands, << "step " << step << ": " << outside
+                                                << " CPU storages outside the collectives, expected "
+                                                << scalar_operands << " for the scalar operands");
+    }
     for (const Tensor& p : model->parameters())
       DIST_REQUIRE(opt.state(p).at("momentum_buffer").device() == device);
   }
@@ -194,6 +237,49 @@ TEST_CASE("Gloo collectives on test-device tensors: staged through the host, res
     DIST_REQUIRE(out.to_vector<double>() == std::vector<double>(2, rank == 0 ? 3.0 : 30.0));
     DIST_REQUIRE(group->wire_dtype(DType::UInt8) == kInt64 && group->wire_dtype(DType::Float16) == kFloat32 &&
                  group->wire_dtype(kFloat64) == kFloat64);
+  });
+  CHECK_MESSAGE(failures.empty(), failures, "(each rank's error is on stderr above)");
+}
+
+TEST_CASE("SyncBatchNorm steps on the test device: the CPU's bits, no CPU storage outside the collectives") {
+  // The functional SyncBN (forward with its all-gather, merge and running
+  // update; backward with its all-reduce) over 3 ranks holding 3, 0 and 2
+  // samples, 3 steps with a cumulative momentum. Every device step, the first
+  // included (SyncBN keeps no lazy state), must create no CPU storage but
+  // Gloo's staging, and give the CPU run's results bit for bit.
+  const std::string failures = run_ranks(3, [](int rank, int world) {
+    const int64_t n = rank == 0 ? 3 : rank == 1 ? 0 : 2;
+    auto same_bits = [](const Tensor& a, const Tensor& b) {
+      const Tensor ha = a.to(kCPU).contiguous(), hb = b.to(kCPU).contiguous();
+      return ha.dtype() == hb.dtype() && ha.shape() == hb.shape() &&
+             std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+    };
+    std::vector<std::vector<Tensor>> results[2];  // per device, per step
+    for (Device device : {kCPU, kTestDevice}) {
+      auto group = std::make_shared<DeviceOnlyGroup>(dist::default_group(), device);
+      manual_seed(7);
+      Tensor w = (randn({3}, kFloat64) + 1.0).to(device).requires_grad_();
+      Tensor b = randn({3}, kFloat64).to(device).requires_grad_();
+      Tensor rm = zeros({3}, kFloat64).to(device), rv = ones({3}, kFloat64).to(device);
+      for (int step = 0; step < 3; ++step) {
+        manual_seed(200 + 10 * step + rank);
+        Tensor x = (randn({n, 3, 2, 2}, kFloat64) * 1.5 + 0.3).to(device).requires_grad_();
+        const Tensor dy = randn({n, 3, 2, 2}, kFloat64).to(device);
+        const int64_t cpu_before = cpu_storages(), staged_before = group->staged_cpu_storages;
+        const Tensor y = dist::SyncBatchNormFunction::apply(x, w, b, rm, rv, 1e-5, 1.0 / (step + 1), group);
+        y.backward(dy);
+        const int64_t outside = cpu_storages() - cpu_before - (group->staged_cpu_storages - staged_before);
+        if (!device.is_cpu())
+          DIST_REQUIRE(outside == 0, << "step " << step << ": " << outside << " CPU storages outside the collectives");
+        DIST_REQUIRE(group->staged_cpu_storages > staged_before || device.is_cpu());
+        results[device.is_cpu() ? 0 : 1].push_back({y, x.grad(), w.grad(), b.grad(), rm.clone(), rv.clone()});
+      }
+    }
+    for (size_t step = 0; step < results[0].size(); ++step)
+      for (size_t i = 0; i < results[0][step].size(); ++i) {
+        DIST_REQUIRE(results[1][step][i].device() == kTestDevice, << "step " << step << " tensor " << i);
+        DIST_REQUIRE(same_bits(results[0][step][i], results[1][step][i]), << "step " << step << " tensor " << i);
+      }
   });
   CHECK_MESSAGE(failures.empty(), failures, "(each rank's error is on stderr above)");
 }

@@ -335,7 +335,9 @@ void backward_kernel(const NormBackwardArgs& args) {
   double* out_s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>() : nullptr;
   const bool want_params = dw || db;
   const bool reduce = want_params || out_s1 || out_s2 || (dx && args.batch_stats && !given_sums);
-  const double count = given_sums ? args.given_count : static_cast<double>(geo.group_size());
+  const double count = !given_sums                          ? static_cast<double>(geo.group_size())
+                       : args.given_count_tensor.defined() ? args.given_count_tensor.data_ptr<double>()[0]
+                                                           : args.given_count;
   const int64_t G = geo.G, K = geo.K, S = geo.S, run = K * S, rows = geo.A * G, C = geo.channels();
   const bool parallel = geo.numel() >= kParallelMin;
 

@@ -1,10 +1,11 @@
 // SyncBatchNorm's building blocks (PyTorch's batch_norm_stats,
 // batch_norm_gather_stats_with_counts, batch_norm_elemt,
-// batch_norm_backward_reduce, batch_norm_backward_elemt). Plain kernels, not
-// autograd ops: SyncBatchNorm's own autograd Function calls them around its
-// collectives. Per channel c over a rank's n_k = numel / C values:
+// batch_norm_backward_reduce, batch_norm_backward_elemt): the checks and the
+// API declared in ops/batch_norm.h. Plain kernels, not autograd ops:
+// SyncBatchNorm's own autograd Function calls them around its collectives.
+// Per channel c over a rank's n_k = numel / C values:
 //   stats:   mean_k, invstd_k = 1 / sqrt(var_k + eps)        (biased var)
-//   gather:  Chan's merge over ranks with count >= 1:
+//   gather:  Chan's merge over the ranks, an empty one (count < 1) weighing zero:
 //              var_k = 1/invstd_k^2 - eps
 //              var_n += var_k n_k + (avg - mean_k)^2 n n_k / (n + n_k)
 //              avg = (n avg + n_k mean_k) / (n + n_k),  n += n_k
@@ -16,15 +17,21 @@
 //   backward_elemt:  dx = (dy - sum_dy/N - (x - mean) invstd^2 sum_dy_xmu/N) invstd weight,
 //            with the all-reduced sums and N = sum of the ranks' counts.
 // Nothing is saved (no autograd); every result is a fresh tensor except the
-// running statistics, which are overwritten in place. The heavy loops are the
-// shared normalization core's (ops/norm_core.h, geometry A = N, G = C, K = 1).
-#include <cmath>
-#include <vector>
-
+// running statistics, which are overwritten in place. Every step runs on the
+// input's device with no host read: the heavy loops are the shared
+// normalization core's (ops/norm_core.h, geometry A = N, G = C, K = 1), the
+// merge and the backward's weighted sums and N are ops/batch_norm_sync.h's
+// kernels (N stays a device tensor). Only on the CPU, where reading is free,
+// does backward_elemt check that N > 0.
+#include "core/autograd/grad_mode.h"
 #include "ops/batch_norm.h"
+#include "ops/batch_norm_sync.h"
 #include "ops/norm_core.h"
 
 namespace minidl {
+
+DispatchStub<BatchNormGatherStatsFn> batch_norm_gather_stats_stub("batch_norm_gather_stats_with_counts");
+DispatchStub<BatchNormBackwardSumsFn> batch_norm_backward_sums_stub("batch_norm_backward_elemt_sums");
 
 namespace {
 
@@ -51,10 +58,7 @@ Tensor channel_f64(const Tensor& t, const char* name, int64_t C, const char* op)
   return t.to(kFloat64).contiguous().reshape({C});
 }
 
-// Host-computed values as a tensor of `like`'s dtype on its device.
-Tensor with_dtype(const std::vector<double>& values, const Tensor& like) {
-  return tensor(values, {static_cast<int64_t>(values.size())}, kFloat64).to(like.dtype()).to(like.device());
-}
+Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
 }  // namespace
 
@@ -93,38 +97,35 @@ std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     MINIDL_CHECK(running_mean.numel() == C, "running_mean should contain ", C, " elements not ", running_mean.numel());
     MINIDL_CHECK(running_var.numel() == C, "running_var should contain ", C, " elements not ", running_var.numel());
   }
-  // TODO(cuda): the merge runs on the host: the gathered statistics are copied
-  // here and the results copied back to the input's device. A device merge
-  // kernel (PyTorch's batch_norm_gather_stats_with_counts_cuda) replaces this.
-  const std::vector<double> m = means.to_vector<double>(), is = invstds.to_vector<double>();
-  const std::vector<double> cnt = counts.to_vector<double>();
-
-  std::vector<double> mean(static_cast<size_t>(C)), invstd(static_cast<size_t>(C)), unbiased(static_cast<size_t>(C));
-  double total = 0;
-  for (int64_t c = 0; c < C; ++c) {
-    double n = 0, avg = 0, var_n = 0;
-    for (int64_t w = 0; w < W; ++w) {
-      const double nk = cnt[w];
-      if (nk < 1) continue;  // an empty rank carries no statistics
-      const double mk = m[w * C + c];
-      const double sd = 1.0 / is[w * C + c];
-      const double vk = (sd * sd - eps) * nk;
-      const double factor = 1.0 / (n + nk);
-      var_n += vk + (avg - mk) * (avg - mk) * n * nk * factor;
-      avg = n * factor * avg + nk * factor * mk;
-      n += nk;
-    }
-    mean[c] = avg;
-    invstd[c] = n > 0 ? 1.0 / std::sqrt(var_n / n + eps) : 0.0;
-    unbiased[c] = var_n / (n - 1);
-    total = n;
-  }
-  // With no values anywhere there is nothing to learn: the running stats stay.
-  if (running_mean.defined() && total > 0) {
-    norm::update_running(running_mean, mean, momentum);
-    norm::update_running(running_var, unbiased, momentum);
-  }
-  return {with_dtype(mean, input_for_dtype), with_dtype(invstd, input_for_dtype)};
+  // The merge and the running-stat update run on the input's device: no host
+  // read (ops/batch_norm_sync.h). Empty ranks get zero weight in the kernel.
+  const Tensor rm = contiguous_or_undefined(running_mean), rv = contiguous_or_undefined(running_var);
+  if (rm.defined())
+    MINIDL_CHECK(is_floating(rm.dtype()) && rv.dtype() == rm.dtype(), op,
+                 ": expected running_mean and running_var of one floating dtype, got ", dtype_name(rm.dtype()),
+                 " and ", dtype_name(rv.dtype()));
+  const Device device = input_for_dtype.device();  // every tensor must be there (the stub checks)
+  const TensorOptions f64 = TensorOptions(kFloat64).device(device);
+  BatchNormGatherStatsArgs args;
+  args.means = means.to(kFloat64).contiguous();
+  args.invstds = invstds.to(kFloat64).contiguous();
+  args.counts = counts.to(kFloat64).contiguous().reshape({W});
+  args.mean = empty({C}, f64);
+  args.invstd = empty({C}, f64);
+  args.running_mean = rm;
+  args.running_var = rv;
+  args.momentum = momentum;
+  args.eps = eps;
+  batch_norm_gather_stats_stub(device)(args);
+  // Updated in place (no grad), version bumped as copy_ would: whether the
+  // kernel changed anything (n > 0) is only known on the device.
+  auto write_back = [](const Tensor& updated, const Tensor& target) {
+    if (updated.is_same(target)) return target.bump_version();
+    NoGradGuard no_grad;  // a non-contiguous buffer: the kernel updated a copy
+    Tensor(target).copy_(updated);
+  };
+  if (rm.defined()) write_back(rm, running_mean), write_back(rv, running_var);
+  return {args.mean.to(input_for_dtype.dtype()), args.invstd.to(input_for_dtype.dtype())};
 }
 
 Tensor batch_norm_elemt(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -186,30 +187,38 @@ Tensor batch_norm_backward_elemt(const Tensor& grad_out, const Tensor& input, co
   MINIDL_CHECK(count.defined(), op, ": count is undefined");
   const norm::NormGeometry geo = bn_geometry(input);
   norm::check_param(weight, "weight", geo.G, input, op);
-  double total = 0;
-  for (double c : count.to_vector<double>()) total += c;
 
   norm::NormBackwardArgs args;
   args.mean = channel_f64(mean, "mean", geo.G, op);
   args.invstd = channel_f64(invstd, "invstd", geo.G, op);
-  // The kernel wants the w-weighted sums.
-  std::vector<double> s1 = channel_f64(sum_dy, "sum_dy", geo.G, op).to_vector<double>();
-  std::vector<double> s2 = channel_f64(sum_dy_xmu, "sum_dy_xmu", geo.G, op).to_vector<double>();
-  if (weight.defined()) {
-    const std::vector<double> w = weight.to_vector<double>();
-    for (int64_t c = 0; c < geo.G; ++c) s1[c] *= w[c], s2[c] *= w[c];
+  BatchNormBackwardSumsArgs sums;
+  sums.sum_dy = channel_f64(sum_dy, "sum_dy", geo.G, op);
+  sums.sum_dy_xmu = channel_f64(sum_dy_xmu, "sum_dy_xmu", geo.G, op);
+  if (input.numel() == 0) return empty(input.shape(), input.options());
+  // The core's backward wants the w-weighted sums and N = sum(count): both
+  // made on the input's device, N a one-element tensor the kernel reads.
+  const TensorOptions f64 = TensorOptions(kFloat64).device(input.device());
+  sums.weight = contiguous_or_undefined(weight);
+  sums.counts = count.to(kFloat64).contiguous().reshape({count.numel()});
+  sums.weighted_sum_dy = empty({geo.G}, f64);
+  sums.weighted_sum_dy_xmu = empty({geo.G}, f64);
+  sums.total = empty({1}, f64);
+  batch_norm_backward_sums_stub(input.device())(sums);
+  // A check needs N on the host: free on the CPU; elsewhere it would be a
+  // synchronizing read per step, so a device run (as PyTorch's CUDA one)
+  // divides by a zero N instead.
+  if (input.device().is_cpu()) {
+    const double total = sums.total.data_ptr<double>()[0];
+    MINIDL_CHECK(total > 0, op, ": the counts sum to ", total, "; expected at least one value per channel");
   }
-  if (input.numel() == 0) return empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
-  MINIDL_CHECK(total > 0, op, ": the counts sum to ", total, "; expected at least one value per channel");
   args.grad_out = grad_out.contiguous();
   args.input = input.contiguous();
-  args.weight = weight.defined() ? weight.contiguous() : weight;
+  args.weight = sums.weight;
   args.geo = geo;
   args.batch_stats = true;
-  // TODO(cuda): the weighting above runs on the host (a round trip per backward).
-  args.given_sum_dy = tensor(s1, {geo.G}, kFloat64).to(input.device());
-  args.given_sum_dy_xmu = tensor(s2, {geo.G}, kFloat64).to(input.device());
-  args.given_count = total;
+  args.given_sum_dy = sums.weighted_sum_dy;
+  args.given_sum_dy_xmu = sums.weighted_sum_dy_xmu;
+  args.given_count_tensor = sums.total;
   args.grad_input = empty(input.shape(), input.options());
   norm::norm_backward_stub(input.device())(args);
   return args.grad_input;
