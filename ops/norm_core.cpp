@@ -141,14 +141,6 @@ void update_running_stats(const Tensor& running_mean, const Tensor& running_var,
   write_back(running_var, args.running_var);
 }
 
-void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
-  std::vector<double> r = running.to_vector<double>();
-  for (size_t i = 0; i < r.size(); ++i) r[i] = (1.0 - momentum) * r[i] + momentum * batch[i];
-  NoGradGuard no_grad;
-  Tensor target = running;
-  target.copy_(tensor(r, running.shape(), kFloat64));
-}
-
 GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_var, double eps,
                               int64_t repeat) {
   const TensorOptions f64 = TensorOptions(kFloat64).device(running_mean.device());

@@ -182,10 +182,6 @@ struct NormFunction : autograd::Function<NormFunction<Name>> {
 // each, so it is scaled by count / (count - 1).
 void update_running_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& batch_mean,
                           const Tensor& batch_var, int64_t rows, int64_t count, double momentum);
-// Host variant for statistics already on the host: running = (1 - momentum)
-// running + momentum batch. Only the SyncBatchNorm merge, which still runs on
-// the host (ops/batch_norm_sync_kernels.cpp), uses it.
-void update_running(const Tensor& running, const std::vector<double>& batch, double momentum);
 // float64 mean / invstd = 1/sqrt(var + eps) (repeat * C) tensors on the
 // running stats' device, made from running_mean / running_var by the kernel.
 GroupStats stats_from_running(const Tensor& running_mean, const Tensor& running_var, double eps,

@@ -10,10 +10,9 @@
 // dropped to the CPU fails that check, a kernel's device check, or one of the
 // device assertions. And a device training step after the first must create
 // no CPU storage outside the collectives, so no host read anywhere in the
-// step (SyncBN's merge, its backward's counts and sums included), except the
-// scalar operands that ops/binary.cpp still wraps in 0-d host tensors
-// (measured, so the check tightens to zero by itself when they go); the last
-// test case checks SyncBN's own steps alone, strictly. Gloo stages device
+// step (SyncBN's merge, its backward's counts and sums included, and the
+// scalar operands, which are kernel arguments); the last test case checks
+// SyncBN's own steps alone, strictly. Gloo stages device
 // tensors through host tensors by design: DeviceOnlyGroup counts the CPU
 // storages created inside each collective call and the checks subtract them
 // (a device-native backend such as NCCL stages nothing).
@@ -103,16 +102,6 @@ std::shared_ptr<nn::Module> sync_bn_net(Device device, const dist::ProcessGroupP
   return model;
 }
 
-// CPU storages one in-place scalar op on a `device` tensor creates: 1 while
-// ops/binary.cpp wraps the scalar in a 0-d host tensor, 0 once it passes the
-// scalar to the kernel as an argument; the step check below follows either.
-int64_t scalar_operand_storages(Device device) {
-  Tensor t = zeros({}, TensorOptions(kInt64).device(device));
-  const int64_t before = cpu_storages();
-  t.add_(1.0);
-  return cpu_storages() - before;
-}
-
 struct Trained {
   nn::NamedTensors params, buffers;  // host copies
 };
@@ -128,9 +117,6 @@ Trained train(Device device, int rank) {
     DIST_REQUIRE(ddp.reducer().bucket_device(b) == device, << "bucket " << b);
   optim::SGD opt(model->parameters(), 0.05, 0.9, 0.0, 1e-3);
   const int64_t n = 5 - 2 * rank;
-  // Scalar operands: each BN layer's num_batches_tracked.add_(1.0) and each
-  // bucket's div_(world_size) (dist/reducer.cpp).
-  const int64_t num_buckets = static_cast<int64_t>(ddp.reducer().num_buckets());
   for (int step = 0; step < 3; ++step) {
     manual_seed(100 + 10 * step + rank);
     const Tensor x = randn({n, 2, 5, 5}, kFloat64).to(device);
@@ -148,14 +134,11 @@ Trained train(Device device, int rank) {
     DIST_REQUIRE(total.device() == device);
     optim::clip_grads_with_norm_(model->parameters(), 1.0, total);
     opt.step();
-    // After the first step (lazy state), nothing but Gloo's staging and the
-    // step's scalar operands (below) may make a CPU tensor.
+    // After the first step (lazy state), nothing but Gloo's staging may make a CPU tensor.
     const int64_t outside = cpu_storages() - cpu_before - (group->staged_cpu_storages - staged_before);
     if (!device.is_cpu() && step > 0) {
-      const int64_t scalar_operands = scalar_operand_storages(device) * (2 + num_buckets);
-      DIST_REQUIRE(outside == scalar_operands, << "step " << step << ": " << outside
-                                                << " CPU storages outside the collectives, expected "
-                                                << scalar_operands << " for the scalar operands");
+      DIST_REQUIRE(outside == 0, << "step " << step << ": " << outside
+                                  << " CPU storages outside the collectives, expected none");
     }
     for (const Tensor& p : model->parameters())
       DIST_REQUIRE(opt.state(p).at("momentum_buffer").device() == device);
