@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/storage.h"
+#include "tests/device_test_util.h"
 #include "ops/batch_norm.h"
 #include "ops/norm_core.h"
 #include "tests/test_util.h"
@@ -208,7 +208,7 @@ TEST_CASE("SyncBN building blocks: errors") {
 
 namespace {
 
-int64_t cpu_storages() { return Storage::created(DeviceType::CPU); }
+using minidl::testing::cpu_storages;
 
 // Same dtype, shape and bytes (a CPU copy of each).
 bool same_bits(const Tensor& a, const Tensor& b) {

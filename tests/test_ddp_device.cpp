@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/storage.h"
+#include "tests/device_test_util.h"
 #include "dist/batch_norm_report.h"
 #include "dist/ddp.h"
 #include "dist/sync_batch_norm.h"
@@ -35,7 +35,7 @@ namespace {
 
 constexpr double kTol = 1e-12;
 
-int64_t cpu_storages() { return Storage::created(DeviceType::CPU); }
+using minidl::testing::cpu_storages;
 
 // Gloo with NCCL's rule: every tensor of a collective must be on `device`.
 class DeviceOnlyGroup final : public dist::ProcessGroup {

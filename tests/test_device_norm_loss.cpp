@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "core/storage.h"
+#include "tests/device_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using minidl::testing::cpu_storages_made;
+using minidl::testing::leaves_on;
 using minidl::testing::max_abs_diff;
 
 namespace {
@@ -22,26 +24,9 @@ namespace {
 const Device kDev = kTestDevice;
 
 // CPU storages created while f runs.
-int64_t cpu_storages_made(const std::function<void()>& f) {
-  const int64_t before = Storage::created(DeviceType::CPU);
-  f();
-  return Storage::created(DeviceType::CPU) - before;
-}
-
 bool same_values(const Tensor& dev, const Tensor& cpu) {
   return dev.device() == kDev && dev.shape() == cpu.shape() && dev.dtype() == cpu.dtype() &&
          max_abs_diff(dev, cpu) == 0.0;
-}
-
-// Copies of `inputs` on `device` as fresh leaves (requires_grad kept).
-std::vector<Tensor> copies_on(const std::vector<Tensor>& inputs, Device device) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : inputs) {
-    Tensor c = t.to(device).clone().detach();
-    if (t.requires_grad()) c.requires_grad_(true);
-    out.push_back(c);
-  }
-  return out;
 }
 
 // Runs a loss forward and backward on the CPU and on the test device; the
@@ -50,7 +35,7 @@ std::vector<Tensor> copies_on(const std::vector<Tensor>& inputs, Device device) 
 void check_loss(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::function<Tensor(const std::vector<Tensor>&)>& f) {
   CAPTURE(name);
-  std::vector<Tensor> cpu = copies_on(inputs, kCPU), dev = copies_on(inputs, kDev);
+  std::vector<Tensor> cpu = leaves_on(inputs, kCPU), dev = leaves_on(inputs, kDev);
   Tensor y_cpu = f(cpu);
   const Tensor probe = randn(y_cpu.shape(), y_cpu.dtype());
   y_cpu.backward(probe);

@@ -15,26 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "core/storage.h"
+#include "tests/device_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using minidl::testing::leaves_on;
 using minidl::testing::max_abs_diff;
 
 namespace {
 
 const Device kDev = kTestDevice;
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-std::vector<Tensor> leaves_on(const std::vector<Tensor>& inputs, Device device) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : inputs) {
-    Tensor c = t.to(device).clone().detach();
-    if (t.requires_grad()) c.requires_grad_(true);
-    out.push_back(c);
-  }
-  return out;
-}
 
 // Runs f on CPU copies and on test-device copies of `inputs` (those with
 // requires_grad get gradients) and compares everything.

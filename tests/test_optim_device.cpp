@@ -9,7 +9,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "core/storage.h"
+#include "tests/device_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -19,7 +19,7 @@ namespace {
 
 using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
 
-int64_t cpu_storages() { return Storage::created(DeviceType::CPU); }
+using minidl::testing::cpu_storages;
 
 bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && a.to_vector<double>() == b.to_vector<double>();

@@ -4,25 +4,10 @@
 # device after epoch 2 resumes on the CPU to the same model. Any tensor left
 # on the CPU stops the run with a device-mismatch error.
 #   cmake -DTRAIN=path/to/train_cifar10 -DDATA=cifar10-subset -DWORK=dir -P train_device.cmake
-foreach(var TRAIN DATA WORK)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "train_device.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
+include(${CMAKE_CURRENT_LIST_DIR}/train_common.cmake)
 
 set(common --data ${DATA} --limit-train 256 --limit-test 64 --width 0.125 --batch-size 32
            --epochs 4 --threads 1 --workers 1)
-
-function(run_train log)
-  execute_process(COMMAND ${TRAIN} ${common} ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_FILE ${WORK}/${log}.log ERROR_FILE ${WORK}/${log}.err)
-  if(NOT rc EQUAL 0)
-    file(READ ${WORK}/${log}.err err)
-    message(FATAL_ERROR "train_cifar10 ${ARGN} failed (${rc}):\n${err}")
-  endif()
-endfunction()
 
 function(expect_same a b what)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${a} ${b} RESULT_VARIABLE differ)

@@ -4,25 +4,10 @@
 # kernels' reductions run in a fixed order.
 #   cmake -DTRAIN=path/to/train_cifar10 -DDATA=cifar10-subset -DWORK=dir
 #         -DEXTRA="--optimizer;adamw;..." -P train_resume.cmake
-foreach(var TRAIN DATA WORK)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "train_resume.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
+include(${CMAKE_CURRENT_LIST_DIR}/train_common.cmake)
 
 set(common --data ${DATA} --limit-train 256 --limit-test 64 --width 0.125 --batch-size 32
            --epochs 4 --threads 1 ${EXTRA})
-
-function(run_train log)
-  execute_process(COMMAND ${TRAIN} ${common} ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_FILE ${WORK}/${log}.log ERROR_FILE ${WORK}/${log}.err)
-  if(NOT rc EQUAL 0)
-    file(READ ${WORK}/${log}.err err)
-    message(FATAL_ERROR "train_cifar10 ${ARGN} failed (${rc}):\n${err}")
-  endif()
-endfunction()
 
 run_train(straight --log-dir ${WORK}/straight --save-final ${WORK}/straight.safetensors)
 run_train(first_half --log-dir ${WORK}/resumed --checkpoint-dir ${WORK}/ckpt --stop-after 2)
