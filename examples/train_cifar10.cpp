@@ -564,7 +564,7 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app{"Train a CIFAR-10 / Fashion-MNIST classifier with minidl (CPU)"};
+  CLI::App app{"Train a CIFAR-10 / Fashion-MNIST classifier with minidl"};
   app.add_option("--data", a.data, "dataset folder (default: data/cifar-10-batches-bin, else ../shared/data/cifar10-subset; "
                                    "/usr/share/datasets/fashion-mnist for fashion-mnist)");
   app.add_option("--dataset", a.dataset)->check(CLI::IsMember({"cifar10", "fashion-mnist"}))->capture_default_str();
