@@ -277,7 +277,8 @@ void DeviceCachingAllocator::empty_cache() {
   release_cached_blocks();
 }
 
-// PyTorch's message (c10/cuda/CUDACachingAllocator.cpp, malloc's OOM path).
+// PyTorch's message (c10/cuda/CUDACachingAllocator.cpp, malloc's OOM path),
+// less the total capacity and per-process use, which the provider does not know.
 void DeviceCachingAllocator::throw_oom(size_t nbytes) {
   const size_t free_now = provider_->free_bytes();
   MINIDL_FAIL("CUDA out of memory. Tried to allocate ", format_size(nbytes), ". GPU has ",
