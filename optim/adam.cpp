@@ -89,10 +89,10 @@ void Adam::step_group(ParamGroup& group) {
     args.grad = checked_grad(p);
     ParamState& s = state(p);
     if (!s.count("exp_avg")) {
-      s["exp_avg"] = new_state_like(p, /*zero=*/true);
-      s["exp_avg_sq"] = new_state_like(p, /*zero=*/true);
+      s["exp_avg"] = zeros_like(p);
+      s["exp_avg_sq"] = zeros_like(p);
     }
-    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = new_state_like(p, /*zero=*/true);
+    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(p);
     const double t = increment_step(s);  // host counter: no device read
     args.exp_avg = s.at("exp_avg");
     args.exp_avg_sq = s.at("exp_avg_sq");

@@ -18,9 +18,6 @@ namespace minidl::optim {
 
 namespace {
 
-// `g` itself when contiguous; the kernels want flat memory.
-Tensor flat(const Tensor& g) { return g.is_contiguous() ? g : g.contiguous(); }
-
 std::vector<Tensor> defined_grads(const std::vector<Tensor>& params) {
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
@@ -49,10 +46,10 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool
                  dtype_name(t.dtype()));
     Tensor slot = norms.select(0, static_cast<int64_t>(i));
     if (t.device() == device) {
-      vector_norm_stub(device)(slot, flat(t), norm_type);
+      vector_norm_stub(device)(slot, t.contiguous(), norm_type);
     } else {  // PyTorch's norms.to(first_device): one scalar copy per foreign tensor
       Tensor own = empty({}, TensorOptions(kFloat64).device(t.device()));
-      vector_norm_stub(t.device())(own, flat(t), norm_type);
+      vector_norm_stub(t.device())(own, t.contiguous(), norm_type);
       slot.copy_(own);
     }
   }

@@ -98,12 +98,6 @@ Tensor Optimizer::checked_grad(const Tensor& param) const {
   return grad.contiguous();
 }
 
-Tensor Optimizer::new_state_like(const Tensor& param, bool zero) {
-  Tensor t = empty_like(param);  // the param's dtype and device; never a host round trip
-  if (zero) t.zero_();
-  return t;
-}
-
 double increment_step(Optimizer::ParamState& state) {
   Tensor& step = state["step"];
   if (!step.defined()) step = zeros({}, kFloat32);

@@ -162,9 +162,6 @@ class Optimizer {
   // step kernel (contiguous param, same dtype, shape and device) and returns
   // the gradient (made contiguous).
   Tensor checked_grad(const Tensor& param) const;
-  // A new state tensor (momentum buffer, moment) with the param's shape,
-  // dtype and device; zero-filled on the device when `zero`.
-  static Tensor new_state_like(const Tensor& param, bool zero);
 
  private:
   std::string name_;

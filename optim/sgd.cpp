@@ -67,7 +67,7 @@ void SGD::step_group(ParamGroup& group) {
     if (o.momentum != 0.0) {
       Tensor& slot = state(p)["momentum_buffer"];
       args.first_step = !slot.defined();
-      if (args.first_step) slot = new_state_like(p, /*zero=*/false);  // the kernel writes b = g
+      if (args.first_step) slot = empty_like(p);  // the kernel writes b = g
       args.momentum_buffer = slot;
     }
     args.lr = o.lr;
