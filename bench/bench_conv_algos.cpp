@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 
 using namespace minidl;
 

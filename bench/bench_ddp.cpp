@@ -12,10 +12,10 @@
 #include <memory>
 
 #include "bench/bench_util.h"
-#include "dist/ddp.h"
-#include "dist/distributed.h"
-#include "dist/sync_batch_norm.h"
-#include "minidl.h"
+#include "minidl/dist/ddp.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/dist/sync_batch_norm.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

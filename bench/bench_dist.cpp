@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "bench/bench_util.h"
-#include "dist/distributed.h"
+#include "minidl/dist/distributed.h"
 
 using namespace minidl;
 

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "minidl.h"
-#include "ops/batch_norm.h"
-#include "ops/group_norm.h"
-#include "ops/instance_norm.h"
-#include "ops/layer_norm.h"
+#include "minidl/minidl.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/group_norm.h"
+#include "minidl/ops/instance_norm.h"
+#include "minidl/ops/layer_norm.h"
 
 using namespace minidl;
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

@@ -1,4 +1,4 @@
-#include "core/allocator.h"
+#include "minidl/core/allocator.h"
 
 #include <sys/mman.h>
 
@@ -8,8 +8,8 @@
 #include <new>
 #include <unordered_map>
 
-#include "core/check.h"
-#include "core/dispatch.h"
+#include "minidl/core/check.h"
+#include "minidl/core/dispatch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

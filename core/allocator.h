@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/device.h"
+#include "minidl/core/device.h"
 
 namespace minidl {
 

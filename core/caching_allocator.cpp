@@ -1,11 +1,11 @@
 // PyTorch's caching-allocator policy; see core/caching_allocator.h.
-#include "core/caching_allocator.h"
+#include "minidl/core/caching_allocator.h"
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl {
 

@@ -1,4 +1,4 @@
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::detail {
 

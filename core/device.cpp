@@ -1,6 +1,6 @@
-#include "core/device.h"
+#include "minidl/core/device.h"
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl {
 

@@ -1,4 +1,4 @@
-#include "core/dispatch.h"
+#include "minidl/core/dispatch.h"
 
 namespace minidl {
 

@@ -23,9 +23,9 @@
 #include <concepts>
 #include <vector>
 
-#include "core/check.h"
-#include "core/device.h"
-#include "core/tensor.h"
+#include "minidl/core/check.h"
+#include "minidl/core/device.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

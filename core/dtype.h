@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/check.h"
-#include "core/half.h"
+#include "minidl/core/check.h"
+#include "minidl/core/half.h"
 
 namespace minidl {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/autograd/grad_mode.h"
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/generator.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 namespace {

@@ -1,10 +1,10 @@
-#include "core/generator.h"
+#include "minidl/core/generator.h"
 
 #include <cmath>
 #include <numbers>
 #include <sstream>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl {
 

@@ -1,11 +1,11 @@
-#include "core/parallel.h"
+#include "minidl/core/parallel.h"
 
 #include <omp.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl {
 

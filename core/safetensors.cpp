@@ -1,7 +1,7 @@
 // safetensors reading and writing. The header is parsed with nlohmann/json;
 // every check of the loader names the file and the byte offset that is wrong,
 // since a corrupt checkpoint is usually found long after it was written.
-#include "core/safetensors.h"
+#include "minidl/core/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-#include "core/shape.h"
+#include "minidl/core/shape.h"
 
 #include <algorithm>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl {
 

@@ -1,4 +1,4 @@
-#include "core/storage.h"
+#include "minidl/core/storage.h"
 
 #include <atomic>
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/allocator.h"
-#include "core/device.h"
+#include "minidl/core/allocator.h"
+#include "minidl/core/device.h"
 
 namespace minidl {
 

@@ -1,10 +1,10 @@
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/engine.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/autograd/engine.h"
 
 namespace minidl {
 

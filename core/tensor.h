@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/shape.h"
-#include "core/tensor_impl.h"
+#include "minidl/core/device.h"
+#include "minidl/core/dtype.h"
+#include "minidl/core/shape.h"
+#include "minidl/core/tensor_impl.h"
 
 namespace minidl {
 

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "minidl/core/dtype.h"
+#include "minidl/core/shape.h"
+#include "minidl/core/storage.h"
 
 namespace minidl {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
-#include "core/tensor.h"
+#include "minidl/core/autograd/node.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 namespace {

@@ -1,12 +1,12 @@
-#include "core/test_device.h"
+#include "minidl/core/test_device.h"
 
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
-#include "core/allocator.h"
-#include "core/check.h"
-#include "core/dispatch.h"
+#include "minidl/core/allocator.h"
+#include "minidl/core/check.h"
+#include "minidl/core/dispatch.h"
 
 namespace minidl {
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "core/device.h"
+#include "minidl/core/device.h"
 
 namespace minidl {
 

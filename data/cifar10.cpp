@@ -1,14 +1,14 @@
 // CIFAR-10 binary reader. Every file is checked before it is used: it must
 // exist, hold a whole number of 3073-byte records, and every label must be
 // 0-9; errors name the file and the byte offset of the bad record.
-#include "data/cifar10.h"
+#include "minidl/data/cifar10.h"
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "minidl/data/dataset.h"
 
 namespace minidl::data {
 

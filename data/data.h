@@ -1,11 +1,11 @@
 // minidl::data: datasets, transforms, samplers and the threaded DataLoader.
 #pragma once
 
-#include "data/cifar10.h"
-#include "data/dataloader.h"
-#include "data/dataset.h"
-#include "data/fashion_mnist.h"
-#include "data/image_folder.h"
-#include "data/sampler.h"
-#include "data/subset.h"
-#include "data/transforms.h"
+#include "minidl/data/cifar10.h"
+#include "minidl/data/dataloader.h"
+#include "minidl/data/dataset.h"
+#include "minidl/data/fashion_mnist.h"
+#include "minidl/data/image_folder.h"
+#include "minidl/data/sampler.h"
+#include "minidl/data/subset.h"
+#include "minidl/data/transforms.h"

@@ -2,7 +2,7 @@
 // the next unclaimed number (never more than `window` ahead of the consumer),
 // build it, and file it in `ready`; the consumer takes them strictly in
 // order. Ordering and augmentation therefore never depend on thread timing.
-#include "data/dataloader.h"
+#include "minidl/data/dataloader.h"
 
 #include <condition_variable>
 #include <cstring>
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/allocator.h"
-#include "core/check.h"
+#include "minidl/core/allocator.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

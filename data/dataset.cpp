@@ -1,10 +1,10 @@
 // TensorDataset and the in-memory image store shared by CIFAR-10 and
 // Fashion-MNIST. get() copies one sample out so callers may modify it.
-#include "data/dataset.h"
+#include "minidl/data/dataset.h"
 
 #include <cstring>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

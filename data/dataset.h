@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::data {
 

@@ -2,7 +2,7 @@
 // the raw bytes. Magic numbers, the byte count implied by the header, the
 // label range and the image/label counts are all checked; errors name the
 // file and the byte offset (in the decompressed stream) where it went wrong.
-#include "data/fashion_mnist.h"
+#include "minidl/data/fashion_mnist.h"
 
 #include <zlib.h>
 
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

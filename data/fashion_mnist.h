@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "data/dataset.h"
+#include "minidl/data/dataset.h"
 
 namespace minidl::data {
 

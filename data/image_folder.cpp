@@ -1,6 +1,6 @@
 // ImageFolder: scan once (sorted, so the index -> file mapping is
 // reproducible), check headers up front, decode lazily.
-#include "data/image_folder.h"
+#include "minidl/data/image_folder.h"
 
 #include <stb/stb_image.h>
 
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

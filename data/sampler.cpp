@@ -1,12 +1,12 @@
 // Samplers. Permutations come from minidl::Generator (mt19937_64), so the
 // same seed gives the same order on every platform.
-#include "data/sampler.h"
+#include "minidl/data/sampler.h"
 
 #include <numeric>
 #include <utility>
 
-#include "core/check.h"
-#include "core/generator.h"
+#include "minidl/core/check.h"
+#include "minidl/core/generator.h"
 
 namespace minidl::data {
 

@@ -1,11 +1,11 @@
 // Subset: indices are checked once, at construction, so get() only has to
 // check its own position.
-#include "data/subset.h"
+#include "minidl/data/subset.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "data/dataset.h"
+#include "minidl/data/dataset.h"
 
 namespace minidl::data {
 

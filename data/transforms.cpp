@@ -1,11 +1,11 @@
 // Transforms. Crop and flip only move elements, so they copy bytes and work
 // for any dtype; ToFloat and Normalize do arithmetic on float data.
-#include "data/transforms.h"
+#include "minidl/data/transforms.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::data {
 

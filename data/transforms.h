@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "minidl/core/generator.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::data {
 

@@ -2,7 +2,7 @@
 // from all ranks and reports, per layer, the largest difference between two
 // ranks (max over ranks minus min over ranks, per channel, then the max over
 // channels). See dist/batch_norm_report.h.
-#include "dist/batch_norm_report.h"
+#include "minidl/dist/batch_norm_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,10 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "core/check.h"
-#include "dist/distributed.h"
-#include "nn/norm_utils.h"
-#include "ops/shape_ops.h"
+#include "minidl/core/check.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/nn/norm_utils.h"
+#include "minidl/ops/shape_ops.h"
 
 namespace minidl::dist {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
-#include "nn/module.h"
+#include "minidl/dist/process_group.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::dist {
 

@@ -1,15 +1,15 @@
 // DistributedDataParallel: construction checks, the rank-0 broadcast of the
 // model state, bucket layout, and the per-forward steps (see ddp.h). The
 // gradient all-reduces live in reducer.cpp.
-#include "dist/ddp.h"
+#include "minidl/dist/ddp.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
-#include "core/autograd/grad_mode.h"
-#include "dist/distributed.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/dist/distributed.h"
 
 namespace minidl::dist {
 namespace {

@@ -62,11 +62,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/tensor.h"
-#include "dist/process_group.h"
-#include "dist/reducer.h"
-#include "nn/module.h"
-#include "nn/options.h"
+#include "minidl/core/tensor.h"
+#include "minidl/dist/process_group.h"
+#include "minidl/dist/reducer.h"
+#include "minidl/nn/module.h"
+#include "minidl/nn/options.h"
 
 namespace minidl::dist {
 

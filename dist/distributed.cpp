@@ -1,6 +1,6 @@
 // init_process_group and the default group: parses the init method, builds
 // the store (TCP hosted by rank 0, or a file), and the gloo group on it.
-#include "dist/distributed.h"
+#include "minidl/dist/distributed.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <map>
 
-#include "core/check.h"
-#include "dist/process_group_gloo.h"
+#include "minidl/core/check.h"
+#include "minidl/dist/process_group_gloo.h"
 
 namespace minidl::dist {
 

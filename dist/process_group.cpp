@@ -1,5 +1,5 @@
 // Work: the host-side completion flag and error of one collective.
-#include "dist/process_group.h"
+#include "minidl/dist/process_group.h"
 
 namespace minidl::dist {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "dist/store.h"
+#include "minidl/core/tensor.h"
+#include "minidl/dist/store.h"
 
 namespace minidl::dist {
 

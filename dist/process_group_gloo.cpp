@@ -20,7 +20,7 @@
 // tensors are used in place, as before.
 // TODO(cuda): pinned host buffers and copies on the current stream (PyTorch's
 // ProcessGroupGloo with CUDA tensors), instead of synchronous copies.
-#include "dist/process_group_gloo.h"
+#include "minidl/dist/process_group_gloo.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -36,9 +36,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "core/dtype.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/core/dtype.h"
 
 namespace minidl::dist {
 

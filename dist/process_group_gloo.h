@@ -20,9 +20,9 @@
 #include <string>
 #include <thread>
 
-#include "dist/process_group.h"
-#include "dist/store.h"
-#include "dist/watchdog.h"
+#include "minidl/dist/process_group.h"
+#include "minidl/dist/store.h"
+#include "minidl/dist/watchdog.h"
 
 namespace gloo {
 class Context;

@@ -1,5 +1,5 @@
 // DDP's Reducer: gradient buckets all-reduced during backward (see reducer.h).
-#include "dist/reducer.h"
+#include "minidl/dist/reducer.h"
 
 #include <algorithm>
 #include <map>
@@ -7,9 +7,9 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
+#include "minidl/core/autograd/engine.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/autograd/node.h"
 
 namespace minidl::dist {
 

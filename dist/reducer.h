@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "dist/process_group.h"
+#include "minidl/core/tensor.h"
+#include "minidl/dist/process_group.h"
 
 namespace minidl::dist {
 

@@ -6,7 +6,7 @@
 //   reply    u8 status (0 ok, 1 missing), u32 length, payload
 // get() polls the server (with backoff) until the key exists or the timeout
 // passes; rendezvous traffic is small, so polling keeps the server simple.
-#include "dist/store.h"
+#include "minidl/dist/store.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::dist {
 

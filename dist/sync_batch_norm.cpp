@@ -26,7 +26,7 @@
 // value per channel raises BatchNorm's error on every rank instead of writing
 // a NaN running_var (a device run, which would need a host read to check,
 // writes it, as PyTorch).
-#include "dist/sync_batch_norm.h"
+#include "minidl/dist/sync_batch_norm.h"
 
 #include <functional>
 #include <map>
@@ -35,11 +35,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "dist/distributed.h"
-#include "ops/batch_norm.h"
-#include "ops/shape_ops.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/shape_ops.h"
 
 namespace minidl::dist {
 

@@ -35,9 +35,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/autograd/function.h"
-#include "dist/process_group.h"
-#include "nn/modules/batch_norm.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/dist/process_group.h"
+#include "minidl/nn/modules/batch_norm.h"
 
 namespace minidl::dist {
 

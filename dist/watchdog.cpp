@@ -1,6 +1,6 @@
 // CollectiveWatchdog: arrival marks in the store for slow collectives, and
 // the failure message built from them (see watchdog.h).
-#include "dist/watchdog.h"
+#include "minidl/dist/watchdog.h"
 
 #include <algorithm>
 

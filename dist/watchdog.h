@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "dist/store.h"
+#include "minidl/dist/store.h"
 
 namespace minidl::dist {
 

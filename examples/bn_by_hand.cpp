@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "minidl.h"
-#include "nn/modules/batch_norm.h"
+#include "minidl/minidl.h"
+#include "minidl/nn/modules/batch_norm.h"
 
 using namespace minidl;
 

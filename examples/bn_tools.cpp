@@ -9,7 +9,7 @@
 #include <iostream>
 #include <vector>
 
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

@@ -36,7 +36,7 @@
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/svg_plot.h"
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 namespace fs = std::filesystem;
 using namespace minidl;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

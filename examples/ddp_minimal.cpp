@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "dist/ddp.h"
-#include "dist/distributed.h"
-#include "dist/sync_batch_norm.h"
-#include "minidl.h"
+#include "minidl/dist/ddp.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/dist/sync_batch_norm.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

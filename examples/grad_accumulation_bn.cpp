@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "dist/ddp.h"
-#include "dist/distributed.h"
-#include "dist/sync_batch_norm.h"
+#include "minidl/dist/ddp.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/example_data.h"
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 namespace fs = std::filesystem;
 using namespace minidl;

@@ -1,7 +1,7 @@
 // The README's 15-line example: a tiny conv net built from ops, one backward.
 #include <iostream>
 
-#include "minidl.h"
+#include "minidl/minidl.h"
 using namespace minidl;
 
 int main() {

@@ -34,16 +34,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/batch_norm_report.h"
-#include "dist/ddp.h"
-#include "dist/distributed.h"
-#include "dist/sync_batch_norm.h"
+#include "minidl/dist/batch_norm_report.h"
+#include "minidl/dist/ddp.h"
+#include "minidl/dist/distributed.h"
+#include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 namespace fs = std::filesystem;
 using namespace minidl;

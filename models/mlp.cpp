@@ -1,11 +1,11 @@
 // MLP. See models/mlp.h.
-#include "models/mlp.h"
+#include "minidl/models/mlp.h"
 
 #include <string>
 
-#include "core/check.h"
-#include "nn/modules/activation.h"
-#include "nn/modules/linear.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/modules/activation.h"
+#include "minidl/nn/modules/linear.h"
 
 namespace minidl::models {
 

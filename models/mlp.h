@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/module.h"
-#include "nn/modules/container.h"
+#include "minidl/nn/module.h"
+#include "minidl/nn/modules/container.h"
 
 namespace minidl::models {
 

@@ -1,10 +1,10 @@
 // scaled_width: a layer width times ModelOptions::width.
-#include "models/model_options.h"
+#include "minidl/models/model_options.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::models {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/options.h"
+#include "minidl/nn/options.h"
 
 namespace minidl::models {
 

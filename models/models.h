@@ -2,9 +2,9 @@
 // the norm-layer factory and create_model by name.
 #pragma once
 
-#include "models/mlp.h"
-#include "models/model_options.h"
-#include "models/norm_factory.h"
-#include "models/registry.h"
-#include "models/resnet_cifar.h"
-#include "models/small_net.h"
+#include "minidl/models/mlp.h"
+#include "minidl/models/model_options.h"
+#include "minidl/models/norm_factory.h"
+#include "minidl/models/registry.h"
+#include "minidl/models/resnet_cifar.h"
+#include "minidl/models/small_net.h"

@@ -1,12 +1,12 @@
 // make_norm: the norm layer named by a string. See models/norm_factory.h.
-#include "models/norm_factory.h"
+#include "minidl/models/norm_factory.h"
 
-#include "core/check.h"
-#include "nn/modules/batch_norm.h"
-#include "nn/modules/group_norm.h"
-#include "nn/modules/instance_norm.h"
-#include "nn/modules/linear.h"
-#include "nn/norm_utils.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/modules/batch_norm.h"
+#include "minidl/nn/modules/group_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
+#include "minidl/nn/modules/linear.h"
+#include "minidl/nn/norm_utils.h"
 
 namespace minidl::models {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::models {
 

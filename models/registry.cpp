@@ -1,10 +1,10 @@
 // create_model: the models of models/ by name. See models/registry.h.
-#include "models/registry.h"
+#include "minidl/models/registry.h"
 
-#include "core/check.h"
-#include "models/mlp.h"
-#include "models/resnet_cifar.h"
-#include "models/small_net.h"
+#include "minidl/core/check.h"
+#include "minidl/models/mlp.h"
+#include "minidl/models/resnet_cifar.h"
+#include "minidl/models/small_net.h"
 
 namespace minidl::models {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model_options.h"
-#include "nn/module.h"
+#include "minidl/models/model_options.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::models {
 

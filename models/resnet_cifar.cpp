@@ -1,12 +1,12 @@
 // CIFAR ResNets (ResNet-18 variant, ResNet-20, ResNet-56). See models/resnet_cifar.h.
-#include "models/resnet_cifar.h"
+#include "minidl/models/resnet_cifar.h"
 
 #include <cmath>
 
-#include "core/check.h"
-#include "models/norm_factory.h"
-#include "nn/init.h"
-#include "ops/ops.h"
+#include "minidl/core/check.h"
+#include "minidl/models/norm_factory.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/ops.h"
 
 namespace minidl::models {
 

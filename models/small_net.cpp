@@ -1,11 +1,11 @@
 // SmallNet. See models/small_net.h.
-#include "models/small_net.h"
+#include "minidl/models/small_net.h"
 
 #include <string>
 
-#include "core/check.h"
-#include "models/norm_factory.h"
-#include "ops/ops.h"
+#include "minidl/core/check.h"
+#include "minidl/models/norm_factory.h"
+#include "minidl/ops/ops.h"
 
 namespace minidl::models {
 

@@ -13,10 +13,10 @@
 
 #include <array>
 
-#include "models/model_options.h"
-#include "nn/module.h"
-#include "nn/modules/conv.h"
-#include "nn/modules/linear.h"
+#include "minidl/models/model_options.h"
+#include "minidl/nn/module.h"
+#include "minidl/nn/modules/conv.h"
+#include "minidl/nn/modules/linear.h"
 
 namespace minidl::models {
 

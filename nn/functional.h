@@ -6,18 +6,18 @@
 
 #include <optional>
 
-#include "nn/options.h"
-#include "ops/batch_norm.h"
-#include "ops/conv2d.h"
-#include "ops/dropout.h"
-#include "ops/group_norm.h"
-#include "ops/instance_norm.h"
-#include "ops/layer_norm.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/pooling.h"
-#include "ops/softmax.h"
-#include "ops/unary.h"
+#include "minidl/nn/options.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/conv2d.h"
+#include "minidl/ops/dropout.h"
+#include "minidl/ops/group_norm.h"
+#include "minidl/ops/instance_norm.h"
+#include "minidl/ops/layer_norm.h"
+#include "minidl/ops/loss.h"
+#include "minidl/ops/matmul.h"
+#include "minidl/ops/pooling.h"
+#include "minidl/ops/softmax.h"
+#include "minidl/ops/unary.h"
 
 namespace minidl::nn::functional {
 

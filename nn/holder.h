@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::nn {
 

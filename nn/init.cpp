@@ -1,14 +1,14 @@
 // torch.nn.init in C++. The random fills draw doubles from the default
 // Generator on the host and copy them into the tensor (any device, any
 // floating dtype, any strides), so a seed gives the same weights everywhere.
-#include "nn/init.h"
+#include "minidl/nn/init.h"
 
 #include <cmath>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "core/generator.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/core/generator.h"
 
 namespace minidl::nn::init {
 

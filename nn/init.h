@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::nn::init {
 

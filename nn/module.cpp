@@ -1,6 +1,6 @@
 // nn::Module: registries, traversal in PyTorch's order, train/eval, to(),
 // state_dict/load_state_dict and printing. See nn/module.h for the semantics.
-#include "nn/module.h"
+#include "minidl/nn/module.h"
 
 #include <algorithm>
 #include <map>
@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
 
 namespace minidl::nn {
 

@@ -58,11 +58,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/tensor.h"
-#include "nn/holder.h"
-#include "nn/options.h"
+#include "minidl/core/device.h"
+#include "minidl/core/dtype.h"
+#include "minidl/core/tensor.h"
+#include "minidl/nn/holder.h"
+#include "minidl/nn/options.h"
 
 namespace minidl::nn {
 

@@ -11,7 +11,7 @@
 //                 call by call with Chan's formula in float64, so no
 //                 cancellation of two large numbers.
 //   mean of batch variance: mean = sum m_k / K, var = sum v_k / K.
-#include "nn/norm_utils.h"
+#include "minidl/nn/norm_utils.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -21,9 +21,9 @@
 #include <set>
 #include <sstream>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "nn/modules/group_norm.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/modules/group_norm.h"
 
 namespace minidl::nn {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/module.h"
-#include "nn/modules/batch_norm.h"
+#include "minidl/core/tensor.h"
+#include "minidl/nn/module.h"
+#include "minidl/nn/modules/batch_norm.h"
 
 namespace minidl::nn {
 

@@ -1,5 +1,5 @@
 // Python-compatible float repr for module printing (nn/options.h).
-#include "nn/options.h"
+#include "minidl/nn/options.h"
 
 #include <charconv>
 #include <cmath>

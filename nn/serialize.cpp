@@ -1,7 +1,7 @@
 // state_dict <-> safetensors file, through core/safetensors.h.
-#include "nn/serialize.h"
+#include "minidl/nn/serialize.h"
 
-#include "core/safetensors.h"
+#include "minidl/core/safetensors.h"
 
 namespace minidl::nn {
 

@@ -14,10 +14,10 @@
 // Saves the input, the weight and the float64 per-channel mean and invstd it
 // used (ops/norm_core.h: A = N, G = C, K = 1, S = prod(*)). Gradients are fresh
 // tensors; the engine accumulates them.
-#include "ops/batch_norm.h"
+#include "minidl/ops/batch_norm.h"
 
-#include "core/autograd/function.h"
-#include "ops/norm_core.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl {
 

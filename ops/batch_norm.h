@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

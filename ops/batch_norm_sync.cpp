@@ -23,10 +23,10 @@
 // merge and the backward's weighted sums and N are ops/batch_norm_sync.h's
 // kernels (N stays a device tensor). Only on the CPU, where reading is free,
 // does backward_elemt check that N > 0.
-#include "core/autograd/grad_mode.h"
-#include "ops/batch_norm.h"
-#include "ops/batch_norm_sync.h"
-#include "ops/norm_core.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/batch_norm_sync.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl {
 

@@ -14,8 +14,8 @@
 // NormBackwardArgs::given_count_tensor).
 #pragma once
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -14,12 +14,12 @@
 //   s / a          da = -((g/a)*s)/a (saves a)
 // (the same operations, in the same order, as the tensor forms with a 0-d s).
 // CPU kernels: ops/cpu/binary.cpp.
-#include "ops/binary.h"
+#include "minidl/ops/binary.h"
 
 #include <cmath>
 
-#include "core/autograd/function.h"
-#include "ops/unary.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/unary.h"
 
 namespace minidl {
 

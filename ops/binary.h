@@ -3,8 +3,8 @@
 // (no silent promotion); a scalar adopts the tensor's dtype.
 #pragma once
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -12,11 +12,11 @@
 // chunk of images, skipping padding taps (for small maps), and
 // ops/cpu/conv2d_winograd.cpp Winograd F(2x2, 3x3) for 3x3 stride-1 kernels
 // with many channels; the last two share the packed GEMM of ops/cpu/conv2d_gemm.h.
-#include "ops/conv2d.h"
+#include "minidl/ops/conv2d.h"
 
 #include <vector>
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

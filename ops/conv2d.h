@@ -4,8 +4,8 @@
 #include <array>
 #include <cstdint>
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -1,9 +1,9 @@
 // copy_, clone, contiguous and to(dtype/device).
 //   y = x (converted)      backward: dx = dy (converted back to x's dtype/device)
 // Saves nothing for backward.
-#include "ops/copy.h"
+#include "minidl/ops/copy.h"
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

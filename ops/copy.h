@@ -2,8 +2,8 @@
 // lives here; a CUDA backend registers host<->device and device copies.
 #pragma once
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -9,10 +9,10 @@
 // The mask comes from minidl::default_generator(), one uniform draw per element
 // in row-major order (keep when u >= p), so manual_seed(s) reproduces it.
 // CPU kernels: ops/cpu/dropout.cpp.
-#include "ops/dropout.h"
+#include "minidl/ops/dropout.h"
 
-#include "core/autograd/function.h"
-#include "core/generator.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/core/generator.h"
 
 namespace minidl {
 

@@ -2,8 +2,8 @@
 // scales the rest by 1/(1-p); identity in eval. Draws from the default Generator.
 #pragma once
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

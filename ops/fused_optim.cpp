@@ -1,6 +1,6 @@
 // The kernel tables of ops/fused_optim.h; the CPU kernels are in
 // ops/cpu/fused_optim.cpp, the callers in optim/.
-#include "ops/fused_optim.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl {
 

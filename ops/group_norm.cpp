@@ -9,10 +9,10 @@
 // Saves the input, the weight and the float64 per-(n, group) mean and invstd
 // (ops/norm_core.h: A = 1, G = N*groups, K = C/groups, S = prod(*), P = groups).
 // Gradients are fresh tensors; the engine accumulates them.
-#include "ops/group_norm.h"
+#include "minidl/ops/group_norm.h"
 
-#include "core/autograd/function.h"
-#include "ops/norm_core.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl {
 

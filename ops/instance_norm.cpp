@@ -14,10 +14,10 @@
 // dbias_c summed over the N instances of channel c. Saves the input, the
 // weight and the float64 per-instance mean and invstd (ops/norm_core.h:
 // A = 1, G = N*C, K = 1, S = prod(*), P = C). Gradients are fresh tensors.
-#include "ops/instance_norm.h"
+#include "minidl/ops/instance_norm.h"
 
-#include "core/autograd/function.h"
-#include "ops/norm_core.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl {
 

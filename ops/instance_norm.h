@@ -3,7 +3,7 @@
 // dims, biased variance.
 #pragma once
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

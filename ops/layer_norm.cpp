@@ -8,12 +8,12 @@
 // Saves the input, the weight and the float64 per-row mean and invstd
 // (ops/norm_core.h: A = 1, G = rows, K = D, S = 1, P = 1). Gradients are fresh
 // tensors; the engine accumulates them.
-#include "ops/layer_norm.h"
+#include "minidl/ops/layer_norm.h"
 
 #include <string>
 
-#include "core/autograd/function.h"
-#include "ops/norm_core.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl {
 

@@ -2,7 +2,7 @@
 // normalized_shape dims of each row, biased variance, same in train and eval.
 #pragma once
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -19,9 +19,9 @@
 //   mse_loss: loss_i = (x_i - y_i)^2, dx = 2 (x - y) g = -dy. Saves input and target.
 // Backward returns fresh gradient tensors (the engine accumulates them).
 // CPU kernels: ops/cpu/loss.cpp.
-#include "ops/loss.h"
+#include "minidl/ops/loss.h"
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

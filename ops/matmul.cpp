@@ -8,12 +8,12 @@
 //   linear  y = x W^T + bias, x viewed as rows x in_features.
 //           dx = dy W, dW = dy^T x, dbias = sum of dy over the rows. Saves x and W.
 // Gradients overwrite (new tensors); the engine accumulates.
-#include "ops/matmul.h"
+#include "minidl/ops/matmul.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

@@ -14,11 +14,11 @@
 // weight and the float64 mean/invstd through autograd_forward). The kernels
 // write their outputs (never accumulate); the engine accumulates into .grad.
 // CPU kernels: ops/cpu/norm_core.cpp.
-#include "ops/norm_core.h"
+#include "minidl/ops/norm_core.h"
 
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
+#include "minidl/core/autograd/grad_mode.h"
 
 namespace minidl::norm {
 

@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/autograd/function.h"
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::norm {
 

@@ -10,11 +10,11 @@
 //                avg divides by the bin area, max saves the argmax like max_pool2d.
 // Backward returns a fresh gradient tensor (the engine accumulates it).
 // CPU kernels: ops/cpu/pooling.cpp.
-#include "ops/pooling.h"
+#include "minidl/ops/pooling.h"
 
 #include <algorithm>
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

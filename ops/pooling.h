@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -19,14 +19,14 @@
 // block followed by kept dims ([A, R, B] with B > 1, e.g. a bias gradient over
 // the batch) go to a column kernel instead. How the CPU kernels reduce a row
 // (chunks, accumulators): ops/cpu/reduce.cpp.
-#include "ops/reduce.h"
+#include "minidl/ops/reduce.h"
 
 #include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

@@ -6,8 +6,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

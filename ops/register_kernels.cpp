@@ -3,9 +3,9 @@
 // once, lazily, by the first kernel lookup or non-CPU allocator lookup.
 #include <mutex>
 
-#include "core/dispatch.h"
-#include "core/parallel.h"
-#include "core/test_device.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/parallel.h"
+#include "minidl/core/test_device.h"
 
 namespace minidl {
 

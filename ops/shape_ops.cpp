@@ -7,13 +7,13 @@
 //   index_select: copy; dx = zeros with dy rows added at the indices (repeats accumulate).
 // None saves a tensor for backward, only shapes and positions; backward results overwrite.
 // CPU kernels: ops/cpu/shape_ops.cpp.
-#include "ops/shape_ops.h"
+#include "minidl/ops/shape_ops.h"
 
 #include <numeric>
 #include <optional>
 
-#include "core/autograd/function.h"
-#include "ops/binary.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/binary.h"
 
 namespace minidl {
 

@@ -6,11 +6,11 @@
 //     log_softmax:  dx = g - exp(y) * sum(g)
 // Forward saves only its output y. Backward returns a fresh gradient tensor
 // (the engine accumulates it). CPU kernels: ops/cpu/softmax.cpp.
-#include "ops/softmax.h"
+#include "minidl/ops/softmax.h"
 
 #include <algorithm>
 
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 namespace minidl {
 

@@ -1,8 +1,8 @@
 // softmax and log_softmax along one dim, computed stably (max subtracted).
 #pragma once
 
-#include "core/dispatch.h"
-#include "core/tensor.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

@@ -17,10 +17,10 @@
 // Gradients overwrite (dx is a fresh tensor); the engine accumulates.
 // neg, abs, clamp and relu also run on integer tensors; the rest need float32/float64.
 // CPU kernels: ops/cpu/unary.cpp.
-#include "ops/unary.h"
+#include "minidl/ops/unary.h"
 
-#include "core/autograd/function.h"
-#include "ops/binary.h"
+#include "minidl/core/autograd/function.h"
+#include "minidl/ops/binary.h"
 
 namespace minidl {
 

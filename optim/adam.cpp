@@ -10,11 +10,11 @@
 // (amsgrad); the moments on p's device, "step" on the CPU, where the bias
 // corrections are computed. One adam_step_stub call per parameter
 // (ops/fused_optim.h); overwrites p in place.
-#include "optim/adam.h"
+#include "minidl/optim/adam.h"
 
 #include <cmath>
 
-#include "ops/fused_optim.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl::optim {
 

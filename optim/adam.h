@@ -6,7 +6,7 @@
 
 #include <utility>
 
-#include "optim/optimizer.h"
+#include "minidl/optim/optimizer.h"
 
 namespace minidl::optim {
 

@@ -4,15 +4,15 @@
 // vector on the first gradient's device, the same kernel combines them, and
 // clip_grad_scale_stub scales each gradient reading the total on its device.
 // Not differentiable; runs under no_grad and overwrites the gradients in place.
-#include "optim/clip_grad.h"
+#include "minidl/optim/clip_grad.h"
 
 #include <cmath>
 #include <map>
 #include <string>
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "ops/fused_optim.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl::optim {
 

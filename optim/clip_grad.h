@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::optim {
 

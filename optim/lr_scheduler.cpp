@@ -1,15 +1,15 @@
 // Learning-rate schedulers: PyTorch's recurrences (get_lr) and closed forms
 // (_get_closed_form_lr), transcribed term by term so the float64 sequences
 // match torch.optim.lr_scheduler to rounding. See lr_scheduler.h.
-#include "optim/lr_scheduler.h"
+#include "minidl/optim/lr_scheduler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "core/check.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "minidl/core/check.h"
+#include "minidl/optim/adam.h"
+#include "minidl/optim/sgd.h"
 
 namespace minidl::optim {
 

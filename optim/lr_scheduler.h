@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "optim/optimizer.h"
+#include "minidl/optim/optimizer.h"
 
 namespace minidl::optim {
 

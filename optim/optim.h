@@ -2,8 +2,8 @@
 // schedulers and gradient clipping.
 #pragma once
 
-#include "optim/adam.h"
-#include "optim/clip_grad.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
-#include "optim/sgd.h"
+#include "minidl/optim/adam.h"
+#include "minidl/optim/clip_grad.h"
+#include "minidl/optim/lr_scheduler.h"
+#include "minidl/optim/optimizer.h"
+#include "minidl/optim/sgd.h"

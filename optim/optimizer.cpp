@@ -1,13 +1,13 @@
 // Optimizer base: parameter groups, lazy per-parameter state, zero_grad, and
 // the state_dict format (see optimizer.h). The update math lives in the
 // kernels of ops/fused_optim.h, called by the optimizers' own files.
-#include "optim/optimizer.h"
+#include "minidl/optim/optimizer.h"
 
 #include <typeinfo>
 #include <unordered_set>
 
-#include "core/autograd/grad_mode.h"
-#include "core/safetensors.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/safetensors.h"
 
 namespace minidl::optim {
 

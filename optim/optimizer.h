@@ -36,8 +36,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/check.h"
-#include "core/tensor.h"
+#include "minidl/core/check.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::optim {
 

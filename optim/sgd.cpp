@@ -6,9 +6,9 @@
 //   p = p - lr * g
 // State: "momentum_buffer" (only when momentum != 0), on p's device. One
 // sgd_step_stub call per parameter (ops/fused_optim.h); overwrites p in place.
-#include "optim/sgd.h"
+#include "minidl/optim/sgd.h"
 
-#include "ops/fused_optim.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl::optim {
 

@@ -2,7 +2,7 @@
 // torch.optim.SGD (the same defaults, update order and error messages).
 #pragma once
 
-#include "optim/optimizer.h"
+#include "minidl/optim/optimizer.h"
 
 namespace minidl::optim {
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <vector>
 
-#include "core/storage.h"
-#include "core/tensor.h"
+#include "minidl/core/storage.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::testing {
 

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/distributed.h"
+#include "minidl/dist/distributed.h"
 
 namespace minidl::testing {
 

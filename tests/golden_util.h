@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/safetensors.h"
+#include "minidl/core/safetensors.h"
 #include "tests/test_util.h"
 
 namespace minidl::testing {

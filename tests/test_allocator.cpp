@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/allocator.h"
+#include "minidl/core/allocator.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tests/device_test_util.h"
-#include "ops/batch_norm.h"
-#include "ops/norm_core.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/norm_core.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

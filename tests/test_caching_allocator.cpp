@@ -1,7 +1,7 @@
 // The CUDA caching allocator's policy (core/caching_allocator.h) on the CPU,
 // with a fake provider: synthetic addresses (never dereferenced), a byte
 // limit to inject OOM, and events the test completes by hand.
-#include "core/caching_allocator.h"
+#include "minidl/core/caching_allocator.h"
 
 #include <map>
 #include <thread>

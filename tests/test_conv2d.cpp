@@ -12,7 +12,7 @@
 #include <random>
 #include <type_traits>
 
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/dispatch.h"
+#include "minidl/core/dispatch.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -11,7 +11,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "data/data.h"
+#include "minidl/data/data.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/ddp.h"
+#include "minidl/dist/ddp.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 

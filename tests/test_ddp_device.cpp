@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "tests/device_test_util.h"
-#include "dist/batch_norm_report.h"
-#include "dist/ddp.h"
-#include "dist/sync_batch_norm.h"
+#include "minidl/dist/batch_norm_report.h"
+#include "minidl/dist/ddp.h"
+#include "minidl/dist/sync_batch_norm.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 

@@ -5,9 +5,9 @@
 // the op kernels.
 #include <cstdlib>
 
-#include "core/allocator.h"
-#include "core/storage.h"
-#include "core/test_device.h"
+#include "minidl/core/allocator.h"
+#include "minidl/core/storage.h"
+#include "minidl/core/test_device.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

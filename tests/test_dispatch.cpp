@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
-#include "core/dispatch.h"
-#include "ops/binary.h"
-#include "ops/norm_core.h"
+#include "minidl/core/dispatch.h"
+#include "minidl/ops/binary.h"
+#include "minidl/ops/norm_core.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

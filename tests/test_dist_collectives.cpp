@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "dist/distributed.h"
+#include "minidl/dist/distributed.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 

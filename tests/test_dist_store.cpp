@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "dist/store.h"
+#include "minidl/dist/store.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data/data.h"
+#include "minidl/data/data.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

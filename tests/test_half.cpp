@@ -15,8 +15,8 @@
 #include <fstream>
 #include <limits>
 
-#include "core/safetensors.h"
-#include "ops/cpu/convert_half.h"
+#include "minidl/core/safetensors.h"
+#include "minidl/ops/cpu/convert_half.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

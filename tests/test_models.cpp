@@ -9,10 +9,10 @@
 #include <cmath>
 #include <string>
 
-#include "dist/sync_batch_norm.h"
-#include "nn/modules/batch_norm.h"
-#include "nn/modules/group_norm.h"
-#include "nn/modules/instance_norm.h"
+#include "minidl/dist/sync_batch_norm.h"
+#include "minidl/nn/modules/batch_norm.h"
+#include "minidl/nn/modules/group_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
 
 using namespace minidl;
 using models::ModelOptions;

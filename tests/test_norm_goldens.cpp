@@ -21,14 +21,14 @@
 #include <map>
 #include <optional>
 
-#include "ops/batch_norm.h"
-#include "ops/group_norm.h"
-#include "ops/instance_norm.h"
-#include "ops/layer_norm.h"
-#include "nn/modules/batch_norm.h"
-#include "nn/modules/group_norm.h"
-#include "nn/modules/instance_norm.h"
-#include "nn/modules/layer_norm.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/group_norm.h"
+#include "minidl/ops/instance_norm.h"
+#include "minidl/ops/layer_norm.h"
+#include "minidl/nn/modules/batch_norm.h"
+#include "minidl/nn/modules/group_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
+#include "minidl/nn/modules/layer_norm.h"
 #include "tests/golden_util.h"
 
 using namespace minidl;

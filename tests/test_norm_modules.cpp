@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "nn/modules/batch_norm.h"
-#include "nn/modules/group_norm.h"
-#include "nn/modules/instance_norm.h"
-#include "nn/modules/layer_norm.h"
-#include "ops/batch_norm.h"
-#include "ops/instance_norm.h"
+#include "minidl/nn/modules/batch_norm.h"
+#include "minidl/nn/modules/group_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
+#include "minidl/nn/modules/layer_norm.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/instance_norm.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/batch_norm.h"
-#include "ops/group_norm.h"
-#include "ops/instance_norm.h"
-#include "ops/layer_norm.h"
+#include "minidl/ops/batch_norm.h"
+#include "minidl/ops/group_norm.h"
+#include "minidl/ops/instance_norm.h"
+#include "minidl/ops/layer_norm.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/modules/batch_norm.h"
-#include "nn/modules/group_norm.h"
-#include "nn/modules/instance_norm.h"
-#include "nn/norm_utils.h"
+#include "minidl/nn/modules/batch_norm.h"
+#include "minidl/nn/modules/group_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
+#include "minidl/nn/norm_utils.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

@@ -9,7 +9,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "core/safetensors.h"
+#include "minidl/core/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace minidl;

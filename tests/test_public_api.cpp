@@ -3,7 +3,7 @@
 // of minidl, on purpose).
 #include <doctest/doctest.h>
 
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 using namespace minidl;
 

@@ -1,6 +1,6 @@
 // safetensors: round trips, the atomic write, every kind of corrupt file
 // refused with the file name and byte offset, and a file written by Python.
-#include "core/safetensors.h"
+#include "minidl/core/safetensors.h"
 
 #include <unistd.h>
 

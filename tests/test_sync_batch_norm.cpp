@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "dist/batch_norm_report.h"
-#include "dist/sync_batch_norm.h"
-#include "nn/modules/instance_norm.h"
+#include "minidl/dist/batch_norm_report.h"
+#include "minidl/dist/sync_batch_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "minidl.h"
+#include "minidl/minidl.h"
 
 namespace minidl::testing {
 

@@ -1,9 +1,9 @@
-#include "core/autograd/engine.h"
+#include "minidl/core/autograd/engine.h"
 
 #include <queue>
 #include <unordered_map>
 
-#include "core/autograd/grad_mode.h"
+#include "minidl/core/autograd/grad_mode.h"
 
 namespace minidl::autograd {
 namespace {

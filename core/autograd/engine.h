@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "core/autograd/node.h"
+#include "minidl/core/autograd/node.h"
 
 namespace minidl::autograd {
 

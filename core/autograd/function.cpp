@@ -1,4 +1,4 @@
-#include "core/autograd/function.h"
+#include "minidl/core/autograd/function.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -30,9 +30,9 @@
 #include <typeinfo>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/ivalue.h"
-#include "core/autograd/node.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/autograd/ivalue.h"
+#include "minidl/core/autograd/node.h"
 
 namespace minidl::autograd {
 

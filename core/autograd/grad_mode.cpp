@@ -1,4 +1,4 @@
-#include "core/autograd/grad_mode.h"
+#include "minidl/core/autograd/grad_mode.h"
 
 namespace minidl::autograd {
 namespace {

@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::autograd {
 

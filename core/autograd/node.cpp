@@ -1,9 +1,9 @@
-#include "core/autograd/node.h"
+#include "minidl/core/autograd/node.h"
 
 #include <atomic>
 #include <limits>
 
-#include "core/autograd/grad_mode.h"
+#include "minidl/core/autograd/grad_mode.h"
 
 namespace minidl::autograd {
 namespace {

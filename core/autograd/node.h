@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::autograd {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::examples {
 

@@ -1,9 +1,9 @@
 // Default data locations and accuracy counting for the example programs.
 #include "examples/common/example_data.h"
 
-#include "ops/binary.h"
+#include "minidl/ops/binary.h"
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/tensor.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl::examples {
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <utility>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::examples {
 namespace {

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/check.h"
+#include "minidl/core/check.h"
 
 namespace minidl::examples {
 namespace {

@@ -1,8 +1,8 @@
 // Activation layers: thin modules over the unary ops.
-#include "nn/modules/activation.h"
+#include "minidl/nn/modules/activation.h"
 
-#include "core/check.h"
-#include "ops/unary.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/unary.h"
 
 namespace minidl::nn {
 

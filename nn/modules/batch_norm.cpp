@@ -1,12 +1,12 @@
 // nn::BatchNorm1d/2d/3d and the shared NormBaseImpl: PyTorch's _NormBase and
 // _BatchNorm (torch/nn/modules/batchnorm.py), forward through
 // minidl::batch_norm (ops/batch_norm.h holds the math).
-#include "nn/modules/batch_norm.h"
+#include "minidl/nn/modules/batch_norm.h"
 
-#include "core/autograd/grad_mode.h"
-#include "core/check.h"
-#include "nn/init.h"
-#include "ops/batch_norm.h"
+#include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/batch_norm.h"
 
 namespace minidl::nn {
 

@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "nn/module.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::nn {
 

@@ -1,5 +1,5 @@
 // Sequential and ModuleList: numbered children, indexing, chained forward.
-#include "nn/modules/container.h"
+#include "minidl/nn/modules/container.h"
 
 namespace minidl::nn {
 

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/check.h"
-#include "nn/module.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::nn {
 

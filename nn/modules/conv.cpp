@@ -1,12 +1,12 @@
 // nn::Conv2d: checks the options with PyTorch's messages, registers weight
 // and bias, PyTorch's default init, forward through minidl::conv2d.
-#include "nn/modules/conv.h"
+#include "minidl/nn/modules/conv.h"
 
 #include <cmath>
 
-#include "core/check.h"
-#include "nn/init.h"
-#include "ops/conv2d.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/conv2d.h"
 
 namespace minidl::nn {
 

@@ -1,8 +1,8 @@
 // nn::Dropout: checks p, then minidl::dropout with this module's training flag.
-#include "nn/modules/dropout.h"
+#include "minidl/nn/modules/dropout.h"
 
-#include "core/check.h"
-#include "ops/dropout.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/dropout.h"
 
 namespace minidl::nn {
 

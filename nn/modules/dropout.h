@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "nn/module.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::nn {
 

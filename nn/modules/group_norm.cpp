@@ -1,10 +1,10 @@
 // nn::GroupNorm: torch/nn/modules/normalization.py's GroupNorm, forward
 // through minidl::group_norm (ops/group_norm.h holds the math).
-#include "nn/modules/group_norm.h"
+#include "minidl/nn/modules/group_norm.h"
 
-#include "core/check.h"
-#include "nn/init.h"
-#include "ops/group_norm.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/group_norm.h"
 
 namespace minidl::nn {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "nn/module.h"
+#include "minidl/nn/module.h"
 
 namespace minidl::nn {
 

@@ -1,12 +1,12 @@
 // nn::InstanceNorm1d/2d/3d: PyTorch's _InstanceNorm
 // (torch/nn/modules/instancenorm.py), forward through minidl::instance_norm
 // (ops/instance_norm.h holds the math).
-#include "nn/modules/instance_norm.h"
+#include "minidl/nn/modules/instance_norm.h"
 
 #include <iostream>
 
-#include "core/check.h"
-#include "ops/instance_norm.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/instance_norm.h"
 
 namespace minidl::nn {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "nn/modules/batch_norm.h"
+#include "minidl/nn/modules/batch_norm.h"
 
 namespace minidl::nn {
 

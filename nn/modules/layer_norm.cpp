@@ -1,10 +1,10 @@
 // nn::LayerNorm: torch/nn/modules/normalization.py's LayerNorm, forward
 // through minidl::layer_norm (ops/layer_norm.h holds the math).
-#include "nn/modules/layer_norm.h"
+#include "minidl/nn/modules/layer_norm.h"
 
-#include "core/check.h"
-#include "nn/init.h"
-#include "ops/layer_norm.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/layer_norm.h"
 
 namespace minidl::nn {
 

@@ -1,12 +1,12 @@
 // nn::Linear: registers weight and bias, PyTorch's default init, forward
 // through minidl::linear (ops/matmul.h).
-#include "nn/modules/linear.h"
+#include "minidl/nn/modules/linear.h"
 
 #include <cmath>
 
-#include "core/check.h"
-#include "nn/init.h"
-#include "ops/matmul.h"
+#include "minidl/core/check.h"
+#include "minidl/nn/init.h"
+#include "minidl/ops/matmul.h"
 
 namespace minidl::nn {
 

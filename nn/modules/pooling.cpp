@@ -1,8 +1,8 @@
 // Pooling layers: thin modules over ops/pooling.h; the ops check the input.
-#include "nn/modules/pooling.h"
+#include "minidl/nn/modules/pooling.h"
 
-#include "core/check.h"
-#include "ops/pooling.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/pooling.h"
 
 namespace minidl::nn {
 

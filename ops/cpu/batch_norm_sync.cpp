@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/dtype.h"
-#include "ops/batch_norm_sync.h"
+#include "minidl/core/dtype.h"
+#include "minidl/ops/batch_norm_sync.h"
 
 namespace minidl {
 

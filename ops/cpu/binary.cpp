@@ -6,8 +6,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/binary.h"
-#include "ops/cpu/strided_loop.h"
+#include "minidl/ops/binary.h"
+#include "minidl/ops/cpu/strided_loop.h"
 
 namespace minidl {
 

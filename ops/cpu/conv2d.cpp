@@ -1,8 +1,8 @@
 // conv2d's CPU kernels as the op sees them (ops/conv2d.h's kernel interface):
 // Tensor arguments unpacked onto the raw-pointer kernels of
 // ops/cpu/conv2d_kernels.h.
-#include "ops/conv2d.h"
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/conv2d.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 
 namespace minidl {
 

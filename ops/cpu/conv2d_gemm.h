@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/allocator.h"
-#include "ops/cpu/conv2d_simd.h"
+#include "minidl/core/allocator.h"
+#include "minidl/ops/cpu/conv2d_simd.h"
 
 namespace minidl::conv2d_gemm {
 

@@ -33,8 +33,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/cpu/conv2d_gemm.h"
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 
 namespace minidl {
 

@@ -3,7 +3,7 @@
 // the im2col GEMM of ops/cpu/conv2d_im2col.cpp, or the Winograd transforms of
 // ops/cpu/conv2d_winograd.cpp), the bias gradient they share, and the thread
 // count a call is worth.
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 
 #include <omp.h>
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/conv2d.h"  // Conv2dGeometry
+#include "minidl/ops/conv2d.h"  // Conv2dGeometry
 
 namespace minidl {
 

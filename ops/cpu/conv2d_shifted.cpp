@@ -35,12 +35,12 @@
 #include <cstring>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/check.h"
-#include "ops/cpu/conv2d_gemm.h"
-#include "ops/cpu/conv2d_kernels.h"
-#include "ops/cpu/conv2d_shifted_tiles.h"
-#include "ops/cpu/conv2d_simd.h"
+#include "minidl/core/allocator.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_shifted_tiles.h"
+#include "minidl/ops/cpu/conv2d_simd.h"
 
 namespace minidl {
 

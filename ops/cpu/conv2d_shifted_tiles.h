@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/check.h"
-#include "ops/cpu/conv2d_simd.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/cpu/conv2d_simd.h"
 
 namespace minidl::conv2d_shifted {
 

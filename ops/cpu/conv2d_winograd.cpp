@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/check.h"
-#include "ops/cpu/conv2d_gemm.h"
-#include "ops/cpu/conv2d_kernels.h"
+#include "minidl/core/check.h"
+#include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"
 
 namespace minidl {
 

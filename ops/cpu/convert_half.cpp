@@ -11,7 +11,7 @@
 //                subnormals to zero: those lanes are redone with the integer
 //                rounding, so the result keeps them as PyTorch does.
 //   bf16 -> f32  a 16-bit shift.
-#include "ops/cpu/convert_half.h"
+#include "minidl/ops/cpu/convert_half.h"
 
 #include <algorithm>
 #include <cstring>
@@ -26,7 +26,7 @@
 #include <immintrin.h>
 #endif
 
-#include "ops/cpu/strided_loop.h"
+#include "minidl/ops/cpu/strided_loop.h"
 
 namespace minidl {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/half.h"
-#include "core/tensor.h"
+#include "minidl/core/half.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

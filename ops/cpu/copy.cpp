@@ -1,9 +1,9 @@
 // The CPU copy kernel (ops/copy.h's kernel interface): dst = src converted to
 // dst's dtype, any strides on both sides. 16-bit floating types go through
 // ops/cpu/convert_half.cpp's vectorized conversions.
-#include "ops/copy.h"
-#include "ops/cpu/convert_half.h"
-#include "ops/cpu/strided_loop.h"
+#include "minidl/ops/copy.h"
+#include "minidl/ops/cpu/convert_half.h"
+#include "minidl/ops/cpu/strided_loop.h"
 
 namespace minidl {
 

@@ -1,7 +1,7 @@
 // CPU kernels of dropout (ops/dropout.h's kernel interface): the mask is
 // drawn serially from the generator, then applied in parallel.
-#include "core/generator.h"
-#include "ops/dropout.h"
+#include "minidl/core/generator.h"
+#include "minidl/ops/dropout.h"
 
 namespace minidl {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/dtype.h"
-#include "ops/fused_optim.h"
+#include "minidl/core/dtype.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl {
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/loss.h"
+#include "minidl/ops/loss.h"
 
 namespace minidl {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "ops/cpu/gemm.h"
-#include "ops/matmul.h"
+#include "minidl/ops/cpu/gemm.h"
+#include "minidl/ops/matmul.h"
 
 namespace minidl {
 

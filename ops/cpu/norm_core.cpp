@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/norm_core.h"
+#include "minidl/ops/norm_core.h"
 
 namespace minidl::norm {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/pooling.h"
+#include "minidl/ops/pooling.h"
 
 namespace minidl {
 

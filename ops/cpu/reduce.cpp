@@ -12,8 +12,8 @@
 
 #include <Eigen/Core>
 
-#include "ops/cpu/strided_loop.h"
-#include "ops/reduce.h"
+#include "minidl/ops/cpu/strided_loop.h"
+#include "minidl/ops/reduce.h"
 
 namespace minidl {
 

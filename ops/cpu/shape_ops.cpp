@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "ops/shape_ops.h"
+#include "minidl/ops/shape_ops.h"
 
 namespace minidl {
 

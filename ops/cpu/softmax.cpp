@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/softmax.h"
+#include "minidl/ops/softmax.h"
 
 namespace minidl {
 

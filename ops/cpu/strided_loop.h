@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "minidl/core/shape.h"
+#include "minidl/core/tensor.h"
 
 namespace minidl {
 

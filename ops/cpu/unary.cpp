@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/cpu/strided_loop.h"
-#include "ops/unary.h"
+#include "minidl/ops/cpu/strided_loop.h"
+#include "minidl/ops/unary.h"
 
 namespace minidl {
 

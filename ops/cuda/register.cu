@@ -4,7 +4,7 @@
 //
 // A .cu file from the start, so that nvcc compiles the core headers every
 // kernel file will include (C++20 through nvcc is checked by every CUDA build).
-#include "core/dispatch.h"
+#include "minidl/core/dispatch.h"
 
 namespace minidl {
 
