@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build build-cuda test test-sanitize bench clean train
+.PHONY: deps build build-cuda test test-install test-sanitize bench clean train
 
 deps:
 	@bash scripts/install-deps.sh
@@ -14,6 +14,13 @@ build: deps
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# minidl as another project uses it: installs the Release build into
+# $(BUILD)/install-test/prefix, builds examples/consumer against it with
+# find_package and again with add_subdirectory, runs both, checks that no
+# -march=native or source path reaches the consumer (scripts/test-install.sh).
+test-install: build
+	JOBS=$(JOBS) bash scripts/test-install.sh $(BUILD)
 
 # Trains SmallNet (half width: 32-64-128-256 channels) on CIFAR-10 with the
 # CPU's cores. Data: data/cifar-10-batches-bin (the official binary release)
