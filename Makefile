@@ -71,4 +71,4 @@ bench: build
 	python3 bench/run_bench_ddp.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-sanitize build-cuda
+	rm -rf $(BUILD) build-sanitize build-cuda build-subproject

@@ -11,14 +11,15 @@
 #     reports its components; COMPONENTS cuda fails clearly on a build without
 #     CUDA, and an unknown component fails.
 #  3. examples/consumer with add_subdirectory(minidl's sources): builds the
-#     library only (no minidl tests), and trains.
+#     library only (no minidl tests), and trains. FetchContent of this
+#     checkout's HEAD configures the same way (configure only).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-build}" && pwd)
 jobs=${JOBS:-$(nproc)}
 work=$build/install-test
 prefix=$work/prefix
-rm -rf "$prefix" "$work/consumer" "$work/checks" "$work/fail"  # $work/subdir stays: incremental
+rm -rf "$prefix" "$work/consumer" "$work/checks" "$work/fail" "$work/fetch" "$work/subdir" "$root/build-subproject"
 mkdir -p "$work"
 fail() { echo "test-install: FAILED: $*" >&2; exit 1; }
 step() { echo "== test-install: $*"; }
@@ -35,7 +36,7 @@ check_flags() {  # $1: flags.make, $2: what
     case "$dir" in
       "$root"|"$root"/core|*/core|*/nn|*/ops|*/optim|*/data|*/models|*/dist)
         fail "$2: include path $dir leaks minidl's source layout" ;;
-      "$prefix"/*|"$work"/subdir/*) ;;  # the installed tree; the subproject's include/
+      "$prefix"/*|"$root"/build-subproject/include) ;;  # the installed tree; the subproject's include/
       "$root"/*) fail "$2: include path $dir points into minidl's tree" ;;
     esac
   done < <(sed -n 's/^CXX_INCLUDES = //p' "$1" | grep -oE '(-I|-isystem )[^ ]+' | sed -E 's/^(-I|-isystem )//')
@@ -104,8 +105,11 @@ expect_failure() {
 expect_failure tensorflow "unknown component 'tensorflow'"
 
 step "add_subdirectory route: examples/consumer with minidl's sources"
+# minidl's build goes to $root/build-subproject: one level below the root as
+# build/, so its compile commands are build/'s (paths relative to ccache's
+# base_dir) and the library comes from the cache, not a 15-minute compile.
 quiet cmake -S "$root/examples/consumer" -B "$work/subdir" -DCMAKE_BUILD_TYPE=Release \
-  -DMINIDL_SOURCE_DIR="$root" "${gen[@]}"
+  -DMINIDL_SOURCE_DIR="$root" -DMINIDL_BINARY_DIR="$root/build-subproject" "${gen[@]}"
 ! cmake --build "$work/subdir" --target help | grep -qE 'test_|minidl_test_main|bench_|train_cifar10' ||
   fail "add_subdirectory builds minidl's tests, examples or benchmarks"
 quiet cmake --build "$work/subdir" -j "$jobs" --target consumer
@@ -113,4 +117,30 @@ quiet cmake --build "$work/subdir" -j "$jobs" --target consumer
 check_flags "$work/subdir/CMakeFiles/consumer.dir/flags.make" "add_subdirectory consumer"
 out=$(OMP_NUM_THREADS=1 "$work/subdir/consumer") || fail "add_subdirectory consumer: $out"
 echo "   consumer: $out"
+# FetchContent is add_subdirectory of a fetched copy: configure only (the
+# build is the one above), from this checkout's committed HEAD.
+if head=$(git -C "$root" rev-parse HEAD 2>/dev/null); then
+  step "FetchContent route (configure only): minidl at $head"
+  mkdir -p "$work/fetch"
+  cat > "$work/fetch/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.22)
+project(minidl_fetch_check LANGUAGES CXX)
+include(FetchContent)
+FetchContent_Declare(minidl GIT_REPOSITORY ${MINIDL_GIT} GIT_TAG ${MINIDL_COMMIT})
+FetchContent_MakeAvailable(minidl)
+if(NOT TARGET minidl::minidl OR NOT TARGET minidl::minidl-launch)
+  message(FATAL_ERROR "FetchContent: no minidl::minidl or minidl::minidl-launch")
+endif()
+if(TARGET minidl_test_main OR TARGET train_cifar10 OR TARGET bench_ops)
+  message(FATAL_ERROR "FetchContent: minidl's tests, examples or benchmarks are configured")
+endif()
+add_executable(consumer ${CONSUMER_MAIN})
+target_link_libraries(consumer PRIVATE minidl::minidl)
+CMAKE
+  quiet cmake -S "$work/fetch" -B "$work/fetch/build" -DMINIDL_GIT="$root" -DMINIDL_COMMIT="$head" \
+    -DCONSUMER_MAIN="$root/examples/consumer/main.cpp" "${gen[@]}"
+  echo "   configured: minidl::minidl, no tests"
+else
+  echo "== test-install: FetchContent route skipped: $root is not a git checkout"
+fi
 echo "test-install: OK"
