@@ -49,6 +49,14 @@ quiet cmake --install "$build" --prefix "$prefix"
 [ ! -e "$prefix/include/minidl/ops/cpu" ] || fail "ops/cpu (kernel internals) installed"
 [ -x "$prefix/bin/minidl-launch" ] || fail "minidl-launch not installed"
 
+# The library is compiled with -march=native, consumers are not: no installed
+# header may have types whose layout depends on the ISA (Eigen's fixed-size
+# types, SIMD vectors, over-alignment). Eigen not being on the consumer's
+# include path, the header check below would also catch an Eigen include.
+if grep -rnE '#include <(Eigen/|[a-z0-9]*intrin\.h|arm_neon\.h)|__m(128|256|512)|alignas|EIGEN_' "$prefix/include/minidl"; then
+  fail "installed headers with ISA-dependent types (above): keep them in .cpp files or ops/cpu/"
+fi
+
 step "find_package route: examples/consumer against $prefix"
 quiet cmake -S "$root/examples/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" "${gen[@]}"
@@ -70,7 +78,8 @@ cat > "$work/checks/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.22)
 project(minidl_install_checks LANGUAGES CXX)
 find_package(minidl REQUIRED OPTIONAL_COMPONENTS cuda)
-message(STATUS "minidl components: ${minidl_FOUND_COMPONENTS}; dist ${minidl_dist_FOUND}; cuda ${minidl_cuda_FOUND}")
+list(JOIN minidl_FOUND_COMPONENTS "," components)
+message(STATUS "minidl components: ${components} | dist ${minidl_dist_FOUND} | cuda ${minidl_cuda_FOUND}")
 add_library(all_headers OBJECT all_headers.cpp)
 target_link_libraries(all_headers PRIVATE minidl::minidl)
 CMAKE
@@ -78,8 +87,8 @@ quiet cmake -S "$work/checks" -B "$work/checks/build" -DCMAKE_PREFIX_PATH="$pref
 cuda=$(grep -q 'MINIDL_CUDA:BOOL=ON' "$build/CMakeCache.txt" && echo TRUE || echo FALSE)
 components=$(sed -n 's/.*-- minidl components: \(.*\)/\1/p' "$work/last.log")
 case $cuda in
-  TRUE) [ "$components" = "dist cuda; dist TRUE; cuda TRUE" ] || fail "components: got '$components', want dist cuda" ;;
-  FALSE) [ "$components" = "dist; dist TRUE; cuda FALSE" ] || fail "components: got '$components', want dist only" ;;
+  TRUE) [ "$components" = "dist,cuda | dist TRUE | cuda TRUE" ] || fail "components: got '$components', want dist,cuda" ;;
+  FALSE) [ "$components" = "dist | dist TRUE | cuda FALSE" ] || fail "components: got '$components', want dist only" ;;
 esac
 echo "   components: $components"
 quiet cmake --build "$work/checks/build" -j "$jobs"
