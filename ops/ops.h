@@ -3,6 +3,7 @@
 
 #include "minidl/ops/batch_norm.h"
 #include "minidl/ops/binary.h"
+#include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"

@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/loss.h"
 
 namespace minidl {
@@ -264,6 +265,7 @@ void register_loss_cpu_kernels() {
   nll_loss_backward_stub.set(DeviceType::CPU, nll_loss_backward_cpu);
   mse_loss_forward_stub.set(DeviceType::CPU, mse_loss_forward_cpu);
   mse_loss_backward_stub.set(DeviceType::CPU, mse_loss_backward_cpu);
+  register_bce_cpu_kernels();  // ops/cpu/binary_cross_entropy.cpp
 }
 
 }  // namespace minidl
