@@ -87,6 +87,12 @@ uint64_t grain_volume_seed(uint64_t seed, int64_t index) {
   return z ^ (z >> 31);
 }
 
+std::string grain_volume_file_name(int64_t index, int64_t count) {
+  const size_t digits = std::max<size_t>(3, std::to_string(std::max<int64_t>(count - 1, 0)).size());
+  std::string n = std::to_string(index);
+  return std::string(digits > n.size() ? digits - n.size() : 0, '0') + n + ".npy";
+}
+
 GrainVolume make_grain_volume(int64_t depth, int64_t height, int64_t width, uint64_t seed,
                               const GrainVolumeOptions& o) {
   MINIDL_CHECK(depth > 0 && height > 0 && width > 0, "make_grain_volume: expected positive sizes, got (", depth,
@@ -150,14 +156,12 @@ GrainDatasetStats generate_grain_volumes(const std::string& dir, int64_t count, 
     fs::create_directories(fs::path(dir) / sub, ec);
     MINIDL_CHECK(!ec, "generate_grain_volumes: cannot create ", (fs::path(dir) / sub).string(), ": ", ec.message());
   }
-  const int digits = std::max<int>(3, static_cast<int>(std::to_string(count - 1).size()));
   GrainDatasetStats stats;
   stats.count = count;
   int64_t foreground = 0;
   for (int64_t i = 0; i < count; ++i) {
     const GrainVolume v = make_grain_volume(size, size, size, grain_volume_seed(seed, i), options);
-    std::string name = std::to_string(i);
-    name = std::string(static_cast<size_t>(std::max<int>(0, digits - static_cast<int>(name.size()))), '0') + name + ".npy";
+    const std::string name = grain_volume_file_name(i, count);
     save_npy((fs::path(dir) / "images" / name).string(), v.image);
     save_npy((fs::path(dir) / "labels" / name).string(), v.label);
     const uint8_t* l = v.label.data_ptr<uint8_t>();

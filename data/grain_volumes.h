@@ -59,5 +59,7 @@ struct GrainDatasetStats {
 GrainDatasetStats generate_grain_volumes(const std::string& dir, int64_t count, int64_t size, uint64_t seed,
                                          const GrainVolumeOptions& options = {});
 uint64_t grain_volume_seed(uint64_t seed, int64_t index);
+// "007.npy": the file name of volume `index` in a data set of `count` volumes.
+std::string grain_volume_file_name(int64_t index, int64_t count);
 
 }  // namespace minidl::data
