@@ -6,7 +6,7 @@
 Runs build/examples/make_grain_dataset with --tensorboard on a small data set,
 then reads the event file with the `tensorboard` package: its TFRecord reader
 (every CRC checked) and EventAccumulator. Every PNG is decoded with Pillow
-and compares the pixels with the middle z slice of the .npy volumes that
+and its pixels compared with the middle z slice of the .npy volumes that
 NumPy loads (the label images show 255 for boundary voxels). Needs
 `python3 -m pip install numpy tensorboard pillow`; the C++ tests never need
 Python.
