@@ -265,6 +265,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
         bad("shape ", shape.dump(), " is too large");
       e.shape.push_back(static_cast<int64_t>(size));
     }
+    // As empty() counts it (the running product, so a 0 dim after huge ones
+    // does not help): refused here, where the error can name the file.
+    if (!checked_nbytes(e.shape, element_size(e.dtype)))
+      bad("shape ", shape.dump(), " is too large (Storage size calculation overflowed)");
     const json& offs = value["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() ||
         !offs[1].is_number_unsigned())

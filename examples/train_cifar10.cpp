@@ -40,6 +40,7 @@
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
+#include "examples/common/main_guard.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
@@ -611,16 +612,11 @@ int main(int argc, char** argv) {
   app.add_option("--save-final", a.save_final, "write the final model state dict (safetensors) here");
   app.add_option("--expect-train-acc", a.expect_train_acc, "exit 3 unless the last epoch's train accuracy is >= this");
   app.add_option("--expect-test-acc", a.expect_test_acc, "exit 3 unless the last test accuracy is >= this");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
   if (a.schedule == "onecycle" && a.warmup_epochs > 0) {
     std::cerr << "--warmup-epochs does not combine with --schedule onecycle (which warms up itself)\n";
     return 2;
   }
   if (a.data.empty()) a.data = examples::default_data_dir(a.dataset);
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return examples::run_main("train_cifar10", [&] { return run(a); });
 }
