@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "minidl/core/atomic_file.h"
 #include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
@@ -237,18 +238,6 @@ double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool dis
 
 // ---- checkpoints ----------------------------------------------------------
 
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MINIDL_CHECK(out.good(), "train_cifar10: cannot write ", tmp.string());
-    out << text;
-    out.flush();
-    MINIDL_CHECK(out.good(), "train_cifar10: error writing ", tmp.string());
-  }
-  fs::rename(tmp, path);
-}
-
 void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Module& model, const optim::Optimizer& opt,
                      const optim::LRScheduler& sched, const std::vector<EpochMetrics>& history) {
   fs::create_directories(dir);
@@ -281,7 +270,8 @@ void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Modu
     } catch (const std::exception&) {
     }
   }
-  write_text_atomically(committed, j.dump(2));
+  // The commit point: until this rename the previous checkpoint.json (and its files) stands.
+  write_file_atomically(committed.string(), {j.dump(2)}, "train_cifar10");
   // The previous epoch's files are no longer referenced.
   for (const std::string& f : {previous_model, previous_optim})
     if (!f.empty() && f != model_file && f != optim_file) fs::remove(dir / f);
@@ -292,10 +282,23 @@ struct Resumed {
   std::vector<EpochMetrics> history;
 };
 
+Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
+                             optim::LRScheduler& sched);
+
 Resumed load_checkpoint(const std::string& path, const Args& a, nn::Module& model, optim::Optimizer& opt,
                         optim::LRScheduler& sched) {
   fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
   MINIDL_CHECK(fs::exists(file), "train_cifar10: no checkpoint at ", file.string());
+  try {  // every error (bad JSON, a missing key, another model's tensors) names the file
+    return load_checkpoint_file(file, a, model, opt, sched);
+  } catch (const std::exception& e) {
+    MINIDL_FAIL("train_cifar10: cannot resume from ", file.string(), ": ", e.what());
+  }
+}
+
+Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
+                             optim::LRScheduler& sched) {
+  MINIDL_CHECK(!fs::is_directory(file), "is a directory");
   json j = json::parse(std::ifstream(file));
   const json& cfg = j.at("config");
   for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule"}) {
