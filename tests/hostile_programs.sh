@@ -39,7 +39,8 @@ for i in 1 2 3 4 5; do cp "$data/data_batch_$i.bin" "$short/"; done
 head -c 10000 "$data/data_batch_1.bin" > "$short/data_batch_1.bin"  # 3 records and 781 bytes
 cp "$data/data_batch_1.bin" "$short/test_batch.bin"
 dirs=$work/dirs && mkdir -p "$dirs/data_batch_1.bin"
-small=(--limit-train 64 --limit-test 32 --width 0.125 --batch-size 32 --epochs 1 --threads 1 --workers 0)
+base=(--limit-train 64 --limit-test 32 --batch-size 32 --epochs 1 --threads 1)
+small=("${base[@]}" --width 0.125 --workers 0)
 
 echo "--- train_cifar10"
 expect 1 "$missing/data_batch_1.bin" "$TRAIN" --data "$missing" "${small[@]}" --log-dir "$work/logs"
@@ -47,10 +48,10 @@ expect 1 "$short/data_batch_1.bin: size 10000 is not a whole number of 3073-byte
   "$TRAIN" --data "$short" "${small[@]}" --log-dir "$work/logs"
 expect 1 "$dirs/data_batch_1.bin is a directory" \
   "$TRAIN" --data "$dirs" --train-files data_batch_1.bin --test-files data_batch_1.bin "${small[@]}" --log-dir "$work/logs"
-expect 1 "$short/data_batch_1.bin" "$TRAIN" --data "$short" "${small[@]}" --workers 2 --log-dir "$work/logs"
+expect 1 "$short/data_batch_1.bin" "$TRAIN" --data "$short" "${base[@]}" --width 0.125 --workers 2 --log-dir "$work/logs"
 expect 2 "--epochs" "$TRAIN" --epochs abc
 expect 2 "--epochs" "$TRAIN" --epochs -3
-expect 2 "--lr" "$TRAIN" --lr nan
+expect 1 "Invalid learning rate: nan" "$TRAIN" --data "$data" "${small[@]}" --lr nan --log-dir "$work/logs"
 expect 2 "--bogus" "$TRAIN" --bogus
 expect 2 "--model" "$TRAIN" --model resnet9000
 expect 1 "no checkpoint at $missing" "$TRAIN" --data "$data" "${small[@]}" --resume "$missing" --log-dir "$work/logs"
@@ -58,17 +59,17 @@ expect 1 "no checkpoint at $missing" "$TRAIN" --data "$data" "${small[@]}" --res
 # Checkpoints: a real one, then broken and foreign ones.
 ckpt=$work/ckpt wide=$work/ckpt_wide
 if ! timeout 120 "$TRAIN" --data "$data" "${small[@]}" --checkpoint-dir "$ckpt" --log-dir "$work/logs" >/dev/null 2>&1 ||
-   ! timeout 120 "$TRAIN" --data "$data" "${small[@]}" --width 0.25 --checkpoint-dir "$wide" --log-dir "$work/logs" >/dev/null 2>&1; then
+   ! timeout 120 "$TRAIN" --data "$data" "${base[@]}" --width 0.25 --workers 0 --checkpoint-dir "$wide" --log-dir "$work/logs" >/dev/null 2>&1; then
   echo "FAIL: could not make the checkpoints the next cases need"
   exit 1
 fi
-expect 1 "cannot resume from $ckpt/checkpoint.json: the checkpoint was made with --width 0.125" \
-  "$TRAIN" --data "$data" "${small[@]}" --width 0.25 --resume "$ckpt" --log-dir "$work/logs"
+expect 1 "cannot resume from $ckpt/checkpoint.json: train_cifar10: the checkpoint was made with --width 0.125" \
+  "$TRAIN" --data "$data" "${base[@]}" --width 0.25 --workers 0 --resume "$ckpt" --log-dir "$work/logs"
 foreign=$work/foreign && cp -r "$ckpt" "$foreign"
 cp "$wide/model_epoch1.safetensors" "$foreign/model_epoch1.safetensors"  # another network's weights
 expect 1 "$foreign/model_epoch1.safetensors: Error(s) in loading state_dict" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
-expect 1 "size mismatch for features.0.weight: copying a param with shape [16, 3, 3, 3] from checkpoint, the shape in current model is [8, 3, 3, 3]" \
+expect 1 "size mismatch for conv1.weight: copying a param with shape [16, 3, 3, 3] from checkpoint, the shape in current model is [8, 3, 3, 3]" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
 broken=$work/broken && cp -r "$ckpt" "$broken"
 head -c 40 "$ckpt/checkpoint.json" > "$broken/checkpoint.json"
@@ -80,7 +81,7 @@ expect 1 "load_safetensors: $truncated/model_epoch1.safetensors: header length" 
   "$TRAIN" --data "$data" "${small[@]}" --resume "$truncated" --log-dir "$work/logs"
 dirckpt=$work/dirckpt && mkdir -p "$dirckpt/checkpoint.json"
 expect 1 "cannot resume from $dirckpt/checkpoint.json: is a directory" \
-  "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt/checkpoint.json" --log-dir "$work/logs"
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt" --log-dir "$work/logs"
 
 echo "--- bn_tools"
 expect 1 "cannot open $missing/data_batch_1.bin: no such file" "$BN_TOOLS" "$missing/data_batch_1.bin"
@@ -98,14 +99,14 @@ echo "--- grad_accumulation_bn, syncbn_fix, bn_train_eval"
 expect 1 "$missing/data_batch_1.bin" "$GRAD_ACC" --data "$missing/data_batch_1.bin"
 expect 1 "$dirs/data_batch_1.bin is a directory" "$GRAD_ACC" --data "$dirs/data_batch_1.bin"
 expect 2 "--bogus" "$GRAD_ACC" --bogus
-expect 1 "RANK" "$SYNCBN_FIX" --smoke  # not under minidl-launch: no RANK/WORLD_SIZE
+expect 1 "syncbn_fix runs under the launcher" "$SYNCBN_FIX" --smoke
 expect 2 "--steps" "$SYNCBN_FIX" --steps abc
 expect 1 "$missing/data_batch_1.bin" "$BN_TRAIN_EVAL" --smoke --data "$missing" --out "$work/bte"
 expect 1 "$short/data_batch_1.bin: size 10000" "$BN_TRAIN_EVAL" --smoke --data "$short" --out "$work/bte"
 expect 2 "--epochs" "$BN_TRAIN_EVAL" --epochs 1.5
 
 echo "--- minidl-launch with a program that fails on bad data"
-expect 1 "minidl-launch: rank 0 (local rank 0, pid" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"
+expect 1 "ddp_minimal: error: CIFAR10: cannot open $missing/data_batch_1.bin" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"
 expect 125 "minidl-launch: cannot execute '$missing/prog': No such file or directory" "$LAUNCH" "$missing/prog"
 
 echo "--- benchmarks"
