@@ -479,8 +479,8 @@ int main(int argc, char** argv) {
   app.add_option("--precise-images", a.precise_images, "training images PreciseBN uses, all ranks together")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--precise-batch", a.precise_batch, "PreciseBN batch size per rank")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)");
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", a.threads, "compute threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--variants", a.variants, "which variants, in order")

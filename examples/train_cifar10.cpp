@@ -574,15 +574,16 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", a.dataset)->check(CLI::IsMember({"cifar10", "fashion-mnist"}))->capture_default_str();
   app.add_option("--train-files", a.train_files, "CIFAR-10 training files (names in --data, or paths)");
   app.add_option("--test-files", a.test_files, "CIFAR-10 test files (default test_batch.bin, else data_batch_5.bin)");
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)");
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--model", a.model)->check(CLI::IsMember(models::model_names()))->capture_default_str();
   app.add_option("--norm", a.norm, "normalization layers (default: batchnorm; none for the mlp)")
       ->check(CLI::IsMember({"batchnorm", "syncbatchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
   app.add_option("--width", a.width, "width multiplier of every layer")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--stop-after", a.stop_after,
-                 "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests");
+                 "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", a.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", a.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -591,7 +592,8 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", a.schedule, "per-iteration lr schedule")
       ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}))
       ->capture_default_str();
-  app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)");
+  app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-epochs", a.warmup_epochs, "linear warm-up (not with onecycle, which has its own)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -53,6 +53,10 @@ expect 2 "--epochs" "$TRAIN" --epochs abc
 expect 2 "--epochs" "$TRAIN" --epochs -3
 expect 1 "Invalid learning rate: nan" "$TRAIN" --data "$data" "${small[@]}" --lr nan --log-dir "$work/logs"
 expect 2 "--bogus" "$TRAIN" --bogus
+expect 2 "--limit-train" "$TRAIN" --limit-train -5   # was: silently all images
+expect 2 "--stop-after" "$TRAIN" --stop-after -1
+expect 1 "set_num_threads: expected 1 to 1024 threads, got 100000" \
+  "$TRAIN" --data "$data" --limit-train 64 --epochs 1 --width 0.125 --threads 100000 --log-dir "$work/logs"  # was: SIGSEGV
 expect 2 "--model" "$TRAIN" --model resnet9000
 expect 1 "no checkpoint at $missing" "$TRAIN" --data "$data" "${small[@]}" --resume "$missing" --log-dir "$work/logs"
 
