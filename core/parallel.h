@@ -10,8 +10,8 @@ void set_num_threads(int n);
 
 // libgomp starts a team with a stack allocation per thread, so a team of
 // ~100,000 threads overflows the main thread's stack (SIGSEGV in
-// GOMP_parallel); far fewer already only cost time. 1024 is more threads than
-// the largest CPUs have hardware threads.
+// GOMP_parallel); far fewer already only cost time. 1024 is more hardware
+// threads than nearly any single machine has.
 constexpr int kMaxThreads = 1024;
 
 // Applies MINIDL_NUM_THREADS once; called by the first kernel lookup.
