@@ -42,12 +42,12 @@ double best_ms(const std::function<void()>& f, int reps, int threads) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   bench::Options o;
   o.threads = 1, o.reps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--threads") o.threads = std::max(1, std::atoi(argv[i + 1]));
-    if (std::string(argv[i]) == "--reps") o.reps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--threads") o.threads = std::max<int>(1, examples::parse_int_arg(argv[i + 1], argv[i]));
+    if (std::string(argv[i]) == "--reps") o.reps = std::max<int>(1, examples::parse_int_arg(argv[i + 1], argv[i]));
   }
   omp_set_num_threads(o.threads);
   struct Shape {
@@ -91,4 +91,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_conv_algos", "bench_conv_algos [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

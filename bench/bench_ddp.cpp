@@ -19,12 +19,12 @@
 
 using namespace minidl;
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   const auto options = bench::parse_options(argc, argv);
   int64_t batch = 128;
   std::string norm = "batchnorm";
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--batch") == 0) batch = examples::parse_int_arg(argv[i + 1], argv[i]);
     if (std::strcmp(argv[i], "--norm") == 0) norm = argv[i + 1];
   }
   const bool distributed = std::getenv("RANK") && std::getenv("WORLD_SIZE");
@@ -61,4 +61,9 @@ int main(int argc, char** argv) {
   ddp.reset();
   if (distributed) dist::destroy_process_group();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_ddp", "bench_ddp [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

@@ -11,7 +11,7 @@
 
 using namespace minidl;
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   auto options = bench::parse_options(argc, argv);
   dist::init_process_group("gloo", "env://", -1, -1, std::chrono::minutes(2));
   const int world = dist::get_world_size();
@@ -41,4 +41,9 @@ int main(int argc, char** argv) {
   }
   dist::destroy_process_group();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_dist", "bench_dist [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

@@ -56,7 +56,7 @@ void bench_case(const std::string& name, const Tensor& x, const Tensor& dy, cons
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
   manual_seed(0);
   const int64_t N = 128, C = 64, H = 32, W = 32;
@@ -71,4 +71,9 @@ int main(int argc, char** argv) {
   bench_case("layer_norm", x, dy, {lw, lb}, [&] { return layer_norm(x, {C, H, W}, lw, lb, 1e-5); });
   bench_case("instance_norm", x, dy, {}, [&] { return instance_norm(x); });
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_norm", "bench_norm [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

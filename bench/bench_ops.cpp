@@ -74,7 +74,7 @@ void bench_conv(const ConvCase& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
   bench_matmul(1024);
   bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
@@ -90,4 +90,9 @@ int main(int argc, char** argv) {
     bench_conv({64, c, 2 * c, hw, hw, 1, 2, 0});
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_ops", "bench_ops [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

@@ -107,15 +107,15 @@ void profile_resnet18_convs(int64_t n, int reps) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   const bench::Options options = bench::parse_options(argc, argv);
   std::string model_name = "smallnet";
   int64_t batch = 0;  // 0: the model's default (64 for resnet18, 128 otherwise)
   bool profile = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--model") == 0) model_name = argv[i + 1];
-    if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoll(argv[i + 1]);
-    if (std::strcmp(argv[i], "--profile") == 0) profile = std::atoi(argv[i + 1]) != 0;
+    if (std::strcmp(argv[i], "--batch") == 0) batch = examples::parse_int_arg(argv[i + 1], argv[i]);
+    if (std::strcmp(argv[i], "--profile") == 0) profile = examples::parse_int_arg(argv[i + 1], argv[i]) != 0;
   }
   if (batch <= 0) batch = model_name == "resnet18" ? 64 : 128;
 
@@ -167,4 +167,9 @@ int main(int argc, char** argv) {
     if (model_name == "resnet18") profile_resnet18_convs(batch, options.reps);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_with_usage("bench_train", "bench_train [--threads N] [--reps N] [options]",
+                                               [&] { return program(argc, argv); });
 }

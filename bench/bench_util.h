@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/main_guard.h"
+
 namespace minidl::bench {
 
 struct Options {
@@ -20,12 +22,12 @@ struct Options {
   int threads = 2;
 };
 
-// Reads --threads N and --reps N, and sets the thread count.
+// Reads --threads N and --reps N (a bad number throws examples::UsageError), and sets the thread count.
 inline Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--threads") == 0) o.threads = std::max(1, std::atoi(argv[i + 1]));
-    if (std::strcmp(argv[i], "--reps") == 0) o.reps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--threads") == 0) o.threads = std::max<int>(1, examples::parse_int_arg(argv[i + 1], "--threads"));
+    if (std::strcmp(argv[i], "--reps") == 0) o.reps = std::max<int>(1, examples::parse_int_arg(argv[i + 1], "--reps"));
   }
   omp_set_num_threads(o.threads);
   return o;

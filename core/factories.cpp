@@ -31,21 +31,26 @@ Tensor host_tensor(const Shape& shape, const TensorOptions& options, F&& f) {
   return finish(t, options);
 }
 
-void check_shape(const Shape& shape, const char* op) {
+// PyTorch's two refusals of a size, in its words; every factory comes
+// through here (via empty), so no tensor exists whose numel or byte count
+// wrapped around.
+void check_shape(const Shape& shape, const char* op, DType dtype = kUInt8) {
   for (int64_t s : shape)
     MINIDL_CHECK(s >= 0, op, ": Trying to create tensor with negative dimension ", s, ": ",
                  shape_str(shape));
+  MINIDL_CHECK(checked_nbytes(shape, element_size(dtype)).has_value(), op,
+               ": Storage size calculation overflowed with sizes=", shape_str(shape));
 }
 
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  check_shape(shape, "empty");
+  check_shape(shape, "empty", options.dtype_);
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;
-  const size_t nbytes = static_cast<size_t>(numel_of(shape)) * element_size(options.dtype_);
+  const auto nbytes = static_cast<size_t>(*checked_nbytes(shape, element_size(options.dtype_)));
   MINIDL_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: only CPU tensors can be pinned, got ",
                options.device_.str());
   Allocator* pinned = options.pinned_memory_ ? pinned_host_allocator() : nullptr;
@@ -84,8 +89,13 @@ Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, 
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
   MINIDL_CHECK(step != 0.0, "arange: step must be nonzero");
+  MINIDL_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ", end);
   MINIDL_CHECK((end - start) / step >= 0, "arange: upper bound and larger bound inconsistent with step sign");
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  // Casting a count beyond int64 to int64 is undefined: refuse it first (PyTorch's words).
+  MINIDL_CHECK(count < 9.2e18, "arange: invalid size, possible overflow? (", count, " elements from ", start,
+               " to ", end, " by ", step, ")");
+  const auto n = static_cast<int64_t>(count);
   return host_tensor({n}, options, [=](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
@@ -110,12 +120,15 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 }
 
 Tensor randperm(int64_t n, TensorOptions options) {
-  MINIDL_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
-  std::vector<int64_t> p(static_cast<size_t>(n));
+  check_shape({n}, "randperm", kInt64);
+  // The index buffer is a tensor, so a too-large n fails in the allocator
+  // with minidl::Error (a std::vector would throw std::bad_alloc).
+  Tensor perm = empty({n}, TensorOptions(kInt64));
+  int64_t* p = perm.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   Generator& g = default_generator();
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.randint(0, i + 1)]);  // Fisher-Yates
-  return host_tensor({n}, options, [&p](int64_t i) { return static_cast<double>(p[i]); });
+  return host_tensor({n}, options, [p](int64_t i) { return static_cast<double>(p[i]); });
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }

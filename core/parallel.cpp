@@ -12,7 +12,7 @@ namespace minidl {
 int get_num_threads() { return omp_get_max_threads(); }
 
 void set_num_threads(int n) {
-  MINIDL_CHECK(n > 0, "set_num_threads: expected a positive number of threads, got ", n);
+  MINIDL_CHECK(n > 0 && n <= kMaxThreads, "set_num_threads: expected 1 to ", kMaxThreads, " threads, got ", n);
   omp_set_num_threads(n);
 }
 
@@ -24,7 +24,8 @@ void init_num_threads_from_env() {
     n = std::stoi(env);
   } catch (const std::exception&) {
   }
-  MINIDL_CHECK(n > 0, "MINIDL_NUM_THREADS must be a positive integer, got '", env, "'");
+  MINIDL_CHECK(n > 0 && n <= kMaxThreads, "MINIDL_NUM_THREADS must be an integer in 1..", kMaxThreads, ", got '", env,
+               "'");
   omp_set_num_threads(n);
 }
 

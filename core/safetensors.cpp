@@ -3,8 +3,7 @@
 // since a corrupt checkpoint is usually found long after it was written.
 #include "minidl/core/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include "minidl/core/atomic_file.h"
 
 #include <algorithm>
 #include <bit>
@@ -39,32 +38,6 @@ bool parse_dtype(const std::string& s, DType* out) {
     }
   }
   return false;
-}
-
-// ---- writing -------------------------------------------------------------
-
-// Writes all of `bytes` to `fd`, retrying short writes.
-bool write_all(int fd, const char* bytes, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, bytes, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    bytes += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-// Makes the rename durable too; a failure here only weakens durability, so it is ignored.
-void fsync_parent_dir(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 // ---- reading -------------------------------------------------------------
@@ -168,39 +141,18 @@ void save_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_len = text.size();
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MINIDL_CHECK(fd >= 0, "save_safetensors: ", path, ": cannot create temporary file ", tmp, ": ",
-               std::strerror(errno));
-  auto give_up = [&](const char* what) {
-    const std::string reason = std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    MINIDL_FAIL("save_safetensors: ", path, ": ", what, " ", tmp, " failed: ", reason);
-  };
   char len_bytes[8];
   std::memcpy(len_bytes, &header_len, 8);
-  if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) give_up("writing");
-  for (const auto& [name, t] : cpu)
-    if (!write_all(fd, static_cast<const char*>(t.raw_data()), t.nbytes())) give_up("writing");
-  if (::fsync(fd) != 0) give_up("fsync of");
-  if (::close(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    MINIDL_FAIL("save_safetensors: ", path, ": closing ", tmp, " failed: ", reason);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    MINIDL_FAIL("save_safetensors: ", path, ": renaming ", tmp, " into place failed: ", reason);
-  }
-  fsync_parent_dir(path);
+  std::vector<std::string_view> pieces{{len_bytes, 8}, text};
+  for (const auto& [name, t] : cpu) pieces.emplace_back(static_cast<const char*>(t.raw_data()), t.nbytes());
+  write_file_atomically(path, pieces, "save_safetensors");
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
   Reader r{path, std::ifstream(path, std::ios::binary), 0};
   std::error_code ec;
-  if (!r.in || std::filesystem::is_directory(path, ec)) {
+  if (std::filesystem::is_directory(path, ec)) r.fail("is a directory, not a safetensors file");
+  if (!r.in) {
     r.fail("cannot open for reading: ",
            std::filesystem::exists(path, ec) ? std::strerror(errno) : "no such file");
   }
@@ -265,6 +217,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
         bad("shape ", shape.dump(), " is too large");
       e.shape.push_back(static_cast<int64_t>(size));
     }
+    // As empty() counts it (the running product, so a 0 dim after huge ones
+    // does not help): refused here, where the error can name the file.
+    if (!checked_nbytes(e.shape, element_size(e.dtype)))
+      bad("shape ", shape.dump(), " is too large (Storage size calculation overflowed)");
     const json& offs = value["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() ||
         !offs[1].is_number_unsigned())

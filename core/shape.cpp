@@ -6,10 +6,25 @@
 
 namespace minidl {
 
-int64_t numel_of(const Shape& shape) {
+std::optional<int64_t> checked_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
   return n;
+}
+
+std::optional<int64_t> checked_nbytes(const Shape& shape, size_t element_size) {
+  int64_t n = static_cast<int64_t>(element_size);
+  for (int64_t s : shape)
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  return n;
+}
+
+int64_t numel_of(const Shape& shape) {
+  if (auto n = checked_numel(shape)) return *n;
+  for (int64_t s : shape)
+    MINIDL_CHECK(s >= 0, "numel: negative dimension ", s, " in sizes ", shape_str(shape));
+  MINIDL_FAIL("numel: integer multiplication overflow for sizes ", shape_str(shape));
 }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,15 @@ namespace minidl {
 
 using Shape = std::vector<int64_t>;
 
+// The element count. Throws minidl::Error on a negative dim or when the
+// product overflows int64 (PyTorch: "numel: integer multiplication overflow").
 int64_t numel_of(const Shape& shape);
+// The element count, or nothing when a dim is negative or the running product
+// overflows int64 (counted as PyTorch does: [2^40, 2^40, 0] overflows too).
+std::optional<int64_t> checked_numel(const Shape& shape);
+// The bytes of a contiguous `shape` of `element_size`-byte elements, or
+// nothing when that does not fit int64 (or the shape is invalid).
+std::optional<int64_t> checked_nbytes(const Shape& shape, size_t element_size);
 Shape contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[3, 4]"
 

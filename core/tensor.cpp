@@ -98,6 +98,10 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   MINIDL_CHECK(base.defined(), "make_view: the base tensor is undefined");
+  // Every view (view, reshape, expand, permute, narrow...) comes through here:
+  // refuse a geometry whose element count is negative or wraps around.
+  MINIDL_CHECK(checked_numel(shape).has_value(), "numel: integer multiplication overflow (or a negative size) ",
+               "for sizes ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->set_view(*base.impl(), std::move(shape), std::move(strides), offset);
   return Tensor(std::move(impl));

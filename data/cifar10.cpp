@@ -17,6 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<uint8_t> read_file(const std::string& path) {
+  // An ifstream opens a directory fine and then fails to read: say what it is.
+  std::error_code ec;
+  MINIDL_CHECK(!fs::is_directory(path, ec), "CIFAR10: ", path, " is a directory, expected a CIFAR-10 binary file");
   std::ifstream in(path, std::ios::binary);
   MINIDL_CHECK(in.good(), "CIFAR10: cannot open ", path, ": ", std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -17,6 +17,9 @@ namespace minidl::data {
 namespace {
 
 std::vector<uint8_t> read_gz(const std::string& path) {
+  std::error_code ec;
+  MINIDL_CHECK(!std::filesystem::is_directory(path, ec), "FashionMNIST: ", path,
+               " is a directory, expected an IDX file (.gz)");
   gzFile file = gzopen(path.c_str(), "rb");
   MINIDL_CHECK(file != nullptr, "FashionMNIST: cannot open ", path, ": ", std::strerror(errno));
   std::vector<uint8_t> bytes;

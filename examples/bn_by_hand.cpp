@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 #include "minidl/nn/modules/batch_norm.h"
 
@@ -131,7 +132,7 @@ bool check(const char* what, const std::vector<double>& got, const std::vector<d
 
 }  // namespace
 
-int main() {
+static int program() {
   std::printf("BatchNorm2d(2, eps=1e-05, momentum=0.1), train mode, running_mean = [2, 2], running_var = [1, 1]\n");
   std::printf("x (1, 2, 2, 2) = %s (full float32 values: %s)\n\n", list(as_double(kInput)).c_str(),
               list(as_double(kInput), 8).c_str());
@@ -168,3 +169,5 @@ int main() {
                            : "MISMATCH: see above");
   return ok ? 0 : 1;
 }
+
+int main() { return minidl::examples::run_main("bn_by_hand", program); }

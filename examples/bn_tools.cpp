@@ -5,10 +5,12 @@
 //
 //   build/examples/bn_tools [path/to/cifar10-subset/data_batch_1.bin]
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <vector>
 
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -17,7 +19,8 @@ using namespace minidl;
 // [0, 1], read by hand so this example needs only nn/.
 Tensor read_cifar_images(const std::string& path, int64_t n) {
   std::ifstream f(path, std::ios::binary);
-  MINIDL_CHECK(f.good(), "bn_tools: cannot open ", path);
+  MINIDL_CHECK(f.good() && !std::filesystem::is_directory(path), "bn_tools: cannot open ", path,
+               std::filesystem::exists(path) ? (std::filesystem::is_directory(path) ? ": is a directory" : "") : ": no such file");
   std::vector<uint8_t> record(3073);
   std::vector<float> pixels;
   for (int64_t i = 0; i < n && f.read(reinterpret_cast<char*>(record.data()), 3073); ++i)
@@ -27,7 +30,8 @@ Tensor read_cifar_images(const std::string& path, int64_t n) {
   return tensor(pixels, {n, 3, 32, 32});
 }
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
+  if (argc > 2) throw examples::UsageError("expected at most one argument, got " + std::to_string(argc - 1));
   const std::string path = argc > 1 ? argv[1] : "../shared/data/cifar10-subset/data_batch_1.bin";
   manual_seed(0);
   Tensor images = read_cifar_images(path, 256);
@@ -77,4 +81,9 @@ int main(int argc, char** argv) {
 
   std::printf("%s\n", ok ? "all four tools behaved as documented" : "a tool did NOT behave as documented");
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return examples::run_main_with_usage("bn_tools", "bn_tools [path/to/data_batch_1.bin]",
+                                       [&] { return program(argc, argv); });
 }

@@ -35,6 +35,7 @@
 
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
+#include "examples/common/main_guard.h"
 #include "examples/common/svg_plot.h"
 #include "minidl/minidl.h"
 
@@ -641,13 +642,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_flag("--smoke", a.smoke, "seconds: 500 training images, 1 epoch, width 0.125, 256 test images (make test)");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
   if (a.data.empty()) a.data = examples::shared_cifar10_subset_dir();
   if (a.smoke) a.epochs = 1, a.width = 0.125, a.limit_train = 500, a.limit_test = 256;
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return examples::run_main("bn_train_eval", [&] { return run(a); });
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -36,7 +37,7 @@ Tensor target(const Tensor& x) {
   return tensor(v, x.shape());
 }
 
-int main() {
+static int program() {
   manual_seed(0);
   const int64_t n = 256, hidden = 32;
   Tensor x = arange(-1.0, 1.0, 2.0 / n).reshape({n, 1});
@@ -71,3 +72,5 @@ int main() {
   std::printf("%s: loss %.5f -> %.5f\n", learned ? "learned" : "did NOT learn", first_loss, last_loss);
   return learned ? 0 : 1;
 }
+
+int main() { return minidl::examples::run_main("custom_function", program); }

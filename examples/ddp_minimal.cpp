@@ -9,13 +9,16 @@
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 
 using namespace minidl;
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
+  if (argc > 3) throw examples::UsageError("expected at most two arguments, got " + std::to_string(argc - 1));
   const std::string root = argc > 1 ? argv[1] : "../shared/data/cifar10-subset";
-  const int64_t epochs = argc > 2 ? std::atoll(argv[2]) : 2;
+  const int64_t epochs = argc > 2 ? examples::parse_int_arg(argv[2], "EPOCHS") : 2;
+  if (epochs < 1) throw examples::UsageError("EPOCHS: expected a positive number, got " + std::to_string(epochs));
   auto train = std::make_shared<data::CIFAR10>(root, /*train=*/true);
 
   dist::init_process_group("gloo");  // env:// from minidl-launch; or "tcp://host:port", "file:///path"
@@ -41,4 +44,10 @@ int main(int argc, char** argv) {
   }
   if (dist::get_rank() == 0) nn::save_state_dict(*model, "ddp_minimal.safetensors");  // no "module." prefix
   dist::destroy_process_group();
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return examples::run_main_with_usage("ddp_minimal", "ddp_minimal [CIFAR_DIR] [EPOCHS] (under minidl-launch)",
+                                       [&] { return program(argc, argv); });
 }

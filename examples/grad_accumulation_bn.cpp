@@ -37,6 +37,7 @@
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/example_data.h"
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 
 namespace fs = std::filesystem;
@@ -272,12 +273,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Gradient accumulation vs BatchNorm vs SyncBatchNorm, on one gradient (float64)"};
   app.add_option("--data", data_file, "a CIFAR-10 binary file (default: the shared subset's data_batch_1.bin)");
   app.add_flag("--smoke", smoke, "exit non-zero unless all three parts ran and every claim held");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
   if (data_file.empty()) data_file = examples::shared_cifar10_subset_dir() + "/data_batch_1.bin";
-  try {
-    return run(data_file, smoke);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return examples::run_main("grad_accumulation_bn", [&] { return run(data_file, smoke); });
 }

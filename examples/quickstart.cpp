@@ -1,10 +1,11 @@
 // The README's 15-line example: a tiny conv net built from ops, one backward.
 #include <iostream>
 
+#include "examples/common/main_guard.h"
 #include "minidl/minidl.h"
 using namespace minidl;
 
-int main() {
+static int program() {
   manual_seed(0);
   Tensor x = randn({8, 3, 16, 16});                          // a batch of images, NCHW
   Tensor w = (randn({4, 3, 3, 3}) * 0.1).requires_grad_();    // conv weight
@@ -16,4 +17,7 @@ int main() {
   Tensor loss = cross_entropy(logits, labels);
   loss.backward();
   std::cout << loss << "\n" << w.grad()[0][0] << "\n";       // PyTorch-style printing
+  return 0;
 }
+
+int main() { return minidl::examples::run_main("quickstart", program); }

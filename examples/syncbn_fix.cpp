@@ -52,6 +52,7 @@
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
+#include "examples/common/main_guard.h"
 #include "examples/common/svg_plot.h"
 #include "minidl/minidl.h"
 
@@ -478,8 +479,8 @@ int main(int argc, char** argv) {
   app.add_option("--precise-images", a.precise_images, "training images PreciseBN uses, all ranks together")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--precise-batch", a.precise_batch, "PreciseBN batch size per rank")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)");
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", a.threads, "compute threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--variants", a.variants, "which variants, in order")
@@ -487,7 +488,7 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag("--smoke", a.smoke, "a few steps on a few images; checks the cross-rank claims");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
   if (a.smoke) {
     a.steps = 8;
     a.eval_every = 4;
@@ -499,10 +500,5 @@ int main(int argc, char** argv) {
     a.last_k = 2;
   }
   if (a.data.empty()) a.data = examples::default_data_dir();
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return examples::run_main("syncbn_fix", [&] { return run(a); });
 }

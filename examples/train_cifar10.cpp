@@ -34,12 +34,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "minidl/core/atomic_file.h"
 #include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
+#include "examples/common/main_guard.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
@@ -236,18 +238,6 @@ double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool dis
 
 // ---- checkpoints ----------------------------------------------------------
 
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MINIDL_CHECK(out.good(), "train_cifar10: cannot write ", tmp.string());
-    out << text;
-    out.flush();
-    MINIDL_CHECK(out.good(), "train_cifar10: error writing ", tmp.string());
-  }
-  fs::rename(tmp, path);
-}
-
 void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Module& model, const optim::Optimizer& opt,
                      const optim::LRScheduler& sched, const std::vector<EpochMetrics>& history) {
   fs::create_directories(dir);
@@ -280,7 +270,8 @@ void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Modu
     } catch (const std::exception&) {
     }
   }
-  write_text_atomically(committed, j.dump(2));
+  // The commit point: until this rename the previous checkpoint.json (and its files) stands.
+  write_file_atomically(committed.string(), {j.dump(2)}, "train_cifar10");
   // The previous epoch's files are no longer referenced.
   for (const std::string& f : {previous_model, previous_optim})
     if (!f.empty() && f != model_file && f != optim_file) fs::remove(dir / f);
@@ -291,10 +282,23 @@ struct Resumed {
   std::vector<EpochMetrics> history;
 };
 
+Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
+                             optim::LRScheduler& sched);
+
 Resumed load_checkpoint(const std::string& path, const Args& a, nn::Module& model, optim::Optimizer& opt,
                         optim::LRScheduler& sched) {
   fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
   MINIDL_CHECK(fs::exists(file), "train_cifar10: no checkpoint at ", file.string());
+  try {  // every error (bad JSON, a missing key, another model's tensors) names the file
+    return load_checkpoint_file(file, a, model, opt, sched);
+  } catch (const std::exception& e) {
+    MINIDL_FAIL("train_cifar10: cannot resume from ", file.string(), ": ", e.what());
+  }
+}
+
+Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
+                             optim::LRScheduler& sched) {
+  MINIDL_CHECK(!fs::is_directory(file), "is a directory");
   json j = json::parse(std::ifstream(file));
   const json& cfg = j.at("config");
   for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule"}) {
@@ -570,15 +574,16 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", a.dataset)->check(CLI::IsMember({"cifar10", "fashion-mnist"}))->capture_default_str();
   app.add_option("--train-files", a.train_files, "CIFAR-10 training files (names in --data, or paths)");
   app.add_option("--test-files", a.test_files, "CIFAR-10 test files (default test_batch.bin, else data_batch_5.bin)");
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)");
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)");
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--model", a.model)->check(CLI::IsMember(models::model_names()))->capture_default_str();
   app.add_option("--norm", a.norm, "normalization layers (default: batchnorm; none for the mlp)")
       ->check(CLI::IsMember({"batchnorm", "syncbatchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
   app.add_option("--width", a.width, "width multiplier of every layer")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--stop-after", a.stop_after,
-                 "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests");
+                 "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", a.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", a.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -587,7 +592,8 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", a.schedule, "per-iteration lr schedule")
       ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}))
       ->capture_default_str();
-  app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)");
+  app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-epochs", a.warmup_epochs, "linear warm-up (not with onecycle, which has its own)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -611,16 +617,11 @@ int main(int argc, char** argv) {
   app.add_option("--save-final", a.save_final, "write the final model state dict (safetensors) here");
   app.add_option("--expect-train-acc", a.expect_train_acc, "exit 3 unless the last epoch's train accuracy is >= this");
   app.add_option("--expect-test-acc", a.expect_test_acc, "exit 3 unless the last test accuracy is >= this");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
   if (a.schedule == "onecycle" && a.warmup_epochs > 0) {
     std::cerr << "--warmup-epochs does not combine with --schedule onecycle (which warms up itself)\n";
     return 2;
   }
   if (a.data.empty()) a.data = examples::default_data_dir(a.dataset);
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return examples::run_main("train_cifar10", [&] { return run(a); });
 }

@@ -10,8 +10,12 @@ void save_state_dict(const Module& module, const std::string& path) {
 }
 
 LoadStateDictResult load_state_dict_file(Module& module, const std::string& path, bool strict) {
-  SafetensorsFile file = load_safetensors(path);
-  return module.load_state_dict(file.tensors, strict);
+  SafetensorsFile file = load_safetensors(path);  // its errors name the file already
+  try {
+    return module.load_state_dict(file.tensors, strict);
+  } catch (const Error& e) {  // e.g. a checkpoint of another network: say which file
+    MINIDL_FAIL("load_state_dict_file: ", path, ": ", e.what());
+  }
 }
 
 }  // namespace minidl::nn

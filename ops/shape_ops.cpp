@@ -31,11 +31,15 @@ Shape infer_shape(const Shape& shape, int64_t numel) {
       MINIDL_CHECK(!infer, "only one dimension can be inferred");
       infer = i;
     } else {
-      MINIDL_CHECK(out[i] >= 0, "invalid shape dimension ", out[i]);
-      known *= out[i];
+      MINIDL_CHECK(out[i] >= 0, "invalid shape dimension ", out[i], " at index ", i, " of shape ",
+                   shape_str(shape));
+      MINIDL_CHECK(!__builtin_mul_overflow(known, out[i], &known),
+                   "numel: integer multiplication overflow for shape ", shape_str(shape));
     }
   }
   if (infer) {
+    MINIDL_CHECK(known != 0 || numel != 0, "cannot reshape tensor of 0 elements into shape ", shape_str(shape),
+                 " because the unspecified dimension size -1 can be any value and is ambiguous");
     MINIDL_CHECK(known != 0 && numel % known == 0, "shape '", shape_str(shape),
                  "' is invalid for input of size ", numel);
     out[*infer] = numel / known;
@@ -163,6 +167,8 @@ struct Expand : autograd::Function<Expand> {
       const int64_t have = src >= 0 ? x.shape()[src] : 1;
       const int64_t want = shape[i] == -1 ? have : shape[i];
       MINIDL_CHECK(src >= 0 || shape[i] != -1, "expand: -1 is not allowed in a leading, non-existing dimension");
+      MINIDL_CHECK(want >= 0, "expand: the expanded size of the tensor (", want, ") must be non-negative (only -1 "
+                   "means keep the size); target sizes: ", shape_str(shape));
       MINIDL_CHECK(have == want || have == 1, "The expanded size of the tensor (", want,
                    ") must match the existing size (", have, ") at non-singleton dimension ", i,
                    ".  Target sizes: ", shape_str(shape), ".  Tensor sizes: ", shape_str(x.shape()));

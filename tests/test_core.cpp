@@ -116,3 +116,15 @@ TEST_CASE("dtype names follow PyTorch") {
   CHECK(element_size(kFloat16) == 2);
   CHECK_THROWS_CONTAINS(MINIDL_DISPATCH_FLOATING(kInt64, "softmax", [] {}), "softmax: expected a float32 or float64");
 }
+
+// A huge thread count used to crash libgomp (SIGSEGV in GOMP_parallel: it
+// starts a team with a stack allocation per thread).
+TEST_CASE("set_num_threads refuses 0 and more than kMaxThreads") {
+  const int saved = get_num_threads();
+  CHECK_THROWS_CONTAINS(set_num_threads(0), "set_num_threads: expected 1 to 1024 threads, got 0");
+  CHECK_THROWS_CONTAINS(set_num_threads(100000), "set_num_threads: expected 1 to 1024 threads, got 100000");
+  CHECK(get_num_threads() == saved);
+  set_num_threads(kMaxThreads);
+  CHECK(get_num_threads() == kMaxThreads);
+  set_num_threads(saved);
+}

@@ -365,16 +365,37 @@ TEST_CASE("launch: bad arguments exit 2 with a clear message") {
   }
 }
 
-TEST_CASE("launch: a program that cannot be executed is reported by name, exit 127") {
-  for (const std::string program : {"/nonexistent/minidl_no_such_program",
-                                    "minidl_no_such_program_on_path"}) {
-    CAPTURE(program);
-    Result r = run_launcher({"--nproc-per-node", "2", program, "arg"});
-    CHECK(r.exit_code == 127);
-    CHECK(contains(r.err, "minidl-launch: cannot execute '" + program +
-                              "': No such file or directory"));
-    CHECK(contains(r.err, "failed with exit code 127"));
+// The launcher's own codes stay in 1..125: 126/127 are the shell's about
+// minidl-launch itself, and a rank's 127 must not look like "not found".
+TEST_CASE("launch: a program that cannot be started is reported by name, exit 125") {
+  const fs::path dir = fs::temp_directory_path() / ("minidl_launch_noexec_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path not_executable = dir / "script.sh";
+  std::ofstream(not_executable) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(not_executable, fs::perms::owner_read | fs::perms::owner_write);
+  struct Case {
+    std::string program, reason;
+  };
+  const std::vector<Case> cases{
+      {"/nonexistent/minidl_no_such_program", "No such file or directory"},
+      {"minidl_no_such_program_on_path", "No such file or directory"},
+      {not_executable.string(), "Permission denied"},
+      {dir.string(), "Permission denied (it is a directory)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.program);
+    Result r = run_launcher({"--nproc-per-node", "2", c.program, "arg"});
+    CHECK(r.exit_code == 125);
+    CHECK(contains(r.err, "minidl-launch: cannot execute '" + c.program + "': " + c.reason));
+    CHECK(!contains(r.err, "exit code 127"));  // the exec'ing child's code is not reported as a rank's
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("launch: a rank's own exit code 127 passes through unchanged") {
+  Result r = run_launcher({"--nproc-per-node", "1", "sh", "-c", "exit 127"});
+  CHECK(r.exit_code == 127);
+  CHECK(contains(r.err, "failed with exit code 127"));
 }
 
 TEST_CASE("launch: long lines from concurrent ranks are never interleaved") {

@@ -33,7 +33,12 @@
 // (a second one kills them at once), with the same cleanup; the launcher then
 // dies from that signal itself. Children get PR_SET_PDEATHSIG(SIGKILL), so
 // they never outlive a launcher that is killed outright.
-// Exit codes: 0 all ranks succeeded, 2 bad usage, else the failed rank's code.
+// Exit codes: 0 all ranks succeeded, 2 bad usage, 125 PROGRAM could not be
+// started (not found, not executable, fork failed) or the launcher itself
+// failed, else the failed rank's code (1 for a signal). Its own codes stay in
+// 1..125 (as docker run and timeout(1) use 125 for the wrapper's own
+// failure): 126 and 127 are what a shell reports about minidl-launch itself.
+// torchrun exits 1 for every failure, its own included.
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -51,6 +56,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,7 +65,8 @@
 namespace {
 
 constexpr int kUsageError = 2;
-constexpr int kExecFailed = 127;
+constexpr int kCannotStart = 125;  // PROGRAM not found / not executable, fork failed
+constexpr int kExecFailed = 127;   // only the exec'ing child's code; never the launcher's
 // A "line" longer than this without '\n' is printed in pieces so that a child
 // writing a huge unterminated blob cannot grow the launcher's memory forever.
 constexpr size_t kMaxLine = 1 << 16;
@@ -255,7 +263,7 @@ struct Child {
 
 // Forks and execs one rank with its environment and its stdout/stderr on
 // fresh pipes. Returns 0, or the errno of a failed fork/exec (the child then
-// exits 127 and is reaped like any other failed rank).
+// exits 127 and is reaped; the launcher, already stopping, does not report it).
 int start_child(Child& c, const Options& o, const sigset_t& child_sigmask) {
   const int world_size = o.nnodes * o.nproc_per_node;
   setenv("RANK", std::to_string(c.rank).c_str(), 1);
@@ -337,7 +345,7 @@ class Launcher {
     signal_fd_ = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
     if (signal_fd_ < 0) {
       std::fprintf(stderr, "minidl-launch: signalfd: %s\n", std::strerror(errno));
-      return 1;
+      return kCannotStart;
     }
     signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher
 
@@ -347,15 +355,17 @@ class Launcher {
       c.local_rank = local;
       c.rank = o_.node_rank * o_.nproc_per_node + local;
       if (int e = start_child(c, o_, original); e != 0) {
-        if (c.pid > 0) {  // exec failed: the child exits 127 and is reported when reaped
-          std::fprintf(stderr, "minidl-launch: cannot execute '%s': %s\n", o_.command[0].c_str(),
-                       std::strerror(e));
+        if (c.pid > 0) {  // exec failed: the child exits at once, not reported as a rank's failure
+          std::error_code ec;
+          const bool dir = std::filesystem::is_directory(o_.command[0], ec);
+          std::fprintf(stderr, "minidl-launch: cannot execute '%s': %s%s\n", o_.command[0].c_str(),
+                       std::strerror(e), dir ? " (it is a directory)" : "");
         } else {
           std::fprintf(stderr, "minidl-launch: cannot start rank %d: %s\n", c.rank,
                        std::strerror(e));
-          failure_code_ = 1;
-          begin_stop(SIGTERM);
         }
+        failure_code_ = kCannotStart;
+        begin_stop(SIGTERM);
         break;  // the same program would fail for every rank
       }
     }
@@ -495,7 +505,12 @@ int main(int argc, char** argv) {
   // With 0, 1 or 2 closed, a pipe could land there and be lost at exec.
   for (int fd = 0; fd <= 2; ++fd)
     if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);
-  Options options = parse_options(argc, argv);
-  if (options.master_port == 0) options.master_port = find_free_port(options.master_addr);
-  return Launcher(std::move(options)).run();
+  try {
+    Options options = parse_options(argc, argv);
+    if (options.master_port == 0) options.master_port = find_free_port(options.master_addr);
+    return Launcher(std::move(options)).run();
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc: a message and 125, never an abort
+    std::fprintf(stderr, "minidl-launch: error: %s\n", e.what());
+    return kCannotStart;
+  }
 }

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Every bundled program, given what a new user gives it by mistake: a missing
+# file, a short file, a directory where a file belongs, a broken or foreign
+# checkpoint, a bad flag or number. Each must exit 1 (a runtime error) or 2 (a
+# usage error), never 0 and never die from a signal (134 = abort, an exception
+# that escaped main), and its message must name the problem (the file, the flag).
+# usage: hostile_programs.sh WORK_DIR DATA_DIR, with the programs' paths in
+# TRAIN, BN_TOOLS, DDP_MINIMAL, GRAD_ACC, SYNCBN_FIX, BN_TRAIN_EVAL, LAUNCH,
+# BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV.
+set -uo pipefail
+work=$1 data=$2
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+
+# expect CODE "SUBSTRING" PROGRAM ARGS...: runs it (60 s at most) and checks the exit code and stderr.
+expect() {
+  local code=$1 want=$2
+  shift 2
+  local out rc
+  out=$(timeout 60 "$@" 2>&1 >/dev/null)
+  rc=$?
+  local name
+  name=$(basename "$1")
+  if [ "$rc" -ne "$code" ]; then
+    echo "FAIL: $name ${*:2}: exit $rc, expected $code; stderr: $out"
+    failures=$((failures + 1))
+  elif [[ "$out" != *"$want"* ]]; then
+    echo "FAIL: $name ${*:2}: exit $rc as expected, but stderr lacks '$want': $out"
+    failures=$((failures + 1))
+  else
+    echo "ok:   $name ${*:2} -> $rc: $(echo "$out" | tail -1 | cut -c1-160)"
+  fi
+}
+
+# Hostile data: a missing folder, a short file, a directory named like a file.
+missing=$work/no_such_dir
+short=$work/short && mkdir -p "$short"
+for i in 1 2 3 4 5; do cp "$data/data_batch_$i.bin" "$short/"; done
+head -c 10000 "$data/data_batch_1.bin" > "$short/data_batch_1.bin"  # 3 records and 781 bytes
+cp "$data/data_batch_1.bin" "$short/test_batch.bin"
+dirs=$work/dirs && mkdir -p "$dirs/data_batch_1.bin"
+base=(--limit-train 64 --limit-test 32 --batch-size 32 --epochs 1 --threads 1)
+small=("${base[@]}" --width 0.125 --workers 0)
+
+echo "--- train_cifar10"
+expect 1 "$missing/data_batch_1.bin" "$TRAIN" --data "$missing" "${small[@]}" --log-dir "$work/logs"
+expect 1 "$short/data_batch_1.bin: size 10000 is not a whole number of 3073-byte records" \
+  "$TRAIN" --data "$short" "${small[@]}" --log-dir "$work/logs"
+expect 1 "$dirs/data_batch_1.bin is a directory" \
+  "$TRAIN" --data "$dirs" --train-files data_batch_1.bin --test-files data_batch_1.bin "${small[@]}" --log-dir "$work/logs"
+expect 1 "$short/data_batch_1.bin" "$TRAIN" --data "$short" "${base[@]}" --width 0.125 --workers 2 --log-dir "$work/logs"
+expect 2 "--epochs" "$TRAIN" --epochs abc
+expect 2 "--epochs" "$TRAIN" --epochs -3
+expect 1 "Invalid learning rate: nan" "$TRAIN" --data "$data" "${small[@]}" --lr nan --log-dir "$work/logs"
+expect 2 "--bogus" "$TRAIN" --bogus
+expect 2 "--limit-train" "$TRAIN" --limit-train -5   # was: silently all images
+expect 2 "--stop-after" "$TRAIN" --stop-after -1
+expect 1 "set_num_threads: expected 1 to 1024 threads, got 100000" \
+  "$TRAIN" --data "$data" --limit-train 64 --epochs 1 --width 0.125 --threads 100000 --log-dir "$work/logs"  # was: SIGSEGV
+expect 2 "--model" "$TRAIN" --model resnet9000
+expect 1 "no checkpoint at $missing" "$TRAIN" --data "$data" "${small[@]}" --resume "$missing" --log-dir "$work/logs"
+
+# Checkpoints: a real one, then broken and foreign ones.
+ckpt=$work/ckpt wide=$work/ckpt_wide
+if ! timeout 120 "$TRAIN" --data "$data" "${small[@]}" --checkpoint-dir "$ckpt" --log-dir "$work/logs" >/dev/null 2>&1 ||
+   ! timeout 120 "$TRAIN" --data "$data" "${base[@]}" --width 0.25 --workers 0 --checkpoint-dir "$wide" --log-dir "$work/logs" >/dev/null 2>&1; then
+  echo "FAIL: could not make the checkpoints the next cases need"
+  exit 1
+fi
+expect 1 "cannot resume from $ckpt/checkpoint.json: train_cifar10: the checkpoint was made with --width 0.125" \
+  "$TRAIN" --data "$data" "${base[@]}" --width 0.25 --workers 0 --resume "$ckpt" --log-dir "$work/logs"
+foreign=$work/foreign && cp -r "$ckpt" "$foreign"
+cp "$wide/model_epoch1.safetensors" "$foreign/model_epoch1.safetensors"  # another network's weights
+expect 1 "$foreign/model_epoch1.safetensors: Error(s) in loading state_dict" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
+expect 1 "size mismatch for conv1.weight: copying a param with shape [16, 3, 3, 3] from checkpoint, the shape in current model is [8, 3, 3, 3]" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
+broken=$work/broken && cp -r "$ckpt" "$broken"
+head -c 40 "$ckpt/checkpoint.json" > "$broken/checkpoint.json"
+expect 1 "cannot resume from $broken/checkpoint.json: [json.exception.parse_error" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$broken" --log-dir "$work/logs"
+truncated=$work/truncated && cp -r "$ckpt" "$truncated"
+head -c 100 "$ckpt/model_epoch1.safetensors" > "$truncated/model_epoch1.safetensors"
+expect 1 "load_safetensors: $truncated/model_epoch1.safetensors: header length" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$truncated" --log-dir "$work/logs"
+dirckpt=$work/dirckpt && mkdir -p "$dirckpt/checkpoint.json"
+expect 1 "cannot resume from $dirckpt/checkpoint.json: is a directory" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt" --log-dir "$work/logs"
+
+echo "--- bn_tools"
+expect 1 "cannot open $missing/data_batch_1.bin: no such file" "$BN_TOOLS" "$missing/data_batch_1.bin"
+expect 1 "$short/data_batch_1.bin holds fewer than 256 images" "$BN_TOOLS" "$short/data_batch_1.bin"
+expect 1 "cannot open $dirs/data_batch_1.bin: is a directory" "$BN_TOOLS" "$dirs/data_batch_1.bin"
+expect 2 "expected at most one argument" "$BN_TOOLS" a b
+
+echo "--- ddp_minimal"
+expect 1 "$missing/data_batch_1.bin" "$DDP_MINIMAL" "$missing"
+expect 1 "$short/data_batch_1.bin: size 10000" "$DDP_MINIMAL" "$short"
+expect 2 "EPOCHS: expected an integer, got 'two'" "$DDP_MINIMAL" "$data" two
+expect 2 "EPOCHS: expected a positive number, got 0" "$DDP_MINIMAL" "$data" 0
+
+echo "--- grad_accumulation_bn, syncbn_fix, bn_train_eval"
+expect 1 "$missing/data_batch_1.bin" "$GRAD_ACC" --data "$missing/data_batch_1.bin"
+expect 1 "$dirs/data_batch_1.bin is a directory" "$GRAD_ACC" --data "$dirs/data_batch_1.bin"
+expect 2 "--bogus" "$GRAD_ACC" --bogus
+expect 1 "syncbn_fix runs under the launcher" "$SYNCBN_FIX" --smoke
+expect 2 "--steps" "$SYNCBN_FIX" --steps abc
+expect 1 "$missing/data_batch_1.bin" "$BN_TRAIN_EVAL" --smoke --data "$missing" --out "$work/bte"
+expect 1 "$short/data_batch_1.bin: size 10000" "$BN_TRAIN_EVAL" --smoke --data "$short" --out "$work/bte"
+expect 2 "--epochs" "$BN_TRAIN_EVAL" --epochs 1.5
+
+echo "--- minidl-launch with a program that fails on bad data"
+expect 1 "ddp_minimal: error: CIFAR10: cannot open $missing/data_batch_1.bin" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"
+expect 125 "minidl-launch: cannot execute '$missing/prog': No such file or directory" "$LAUNCH" "$missing/prog"
+
+echo "--- benchmarks"
+expect 2 "--batch: expected an integer, got 'big'" "$BENCH_TRAIN" --batch big
+expect 2 "--threads: expected an integer, got 'x'" "$BENCH_OPS" --threads x
+expect 2 "--reps: expected an integer, got '3x'" "$BENCH_DDP" --reps 3x
+expect 2 "--threads: expected an integer, got ''" "$BENCH_CONV" --threads ""
+expect 1 "unknown model" "$BENCH_TRAIN" --model nosuchnet --batch 2 --reps 1
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "all cases behaved"
