@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "minidl/core/atomic_file.h"
 #include "minidl/core/check.h"
 
 namespace minidl::data {
@@ -341,29 +342,7 @@ std::string format_npy(const NpyArray& array) {
 }
 
 void save_npy(const std::string& path, const NpyArray& array) {
-  const std::string bytes = format_npy(array);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MINIDL_CHECK(fd >= 0, "save_npy: ", path, ": cannot create temporary file ", tmp, ": ", std::strerror(errno));
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      MINIDL_FAIL("save_npy: ", path, ": writing ", tmp, " failed: ", reason);
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    MINIDL_FAIL("save_npy: ", path, ": closing or renaming ", tmp, " into place failed: ", reason);
-  }
+  write_file_atomically(path, {format_npy(array)}, "save_npy");
 }
 
 void save_npy(const std::string& path, const Tensor& tensor) { save_npy(path, tensor_to_npy(tensor)); }

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "minidl/core/atomic_file.h"
 #include "minidl/core/check.h"
 
 namespace minidl::examples {
@@ -314,24 +315,10 @@ void write_svg_plot(const std::string& path, const std::vector<Panel>& panels,
     draw_panel(os, panels[i], kPanelW * static_cast<double>(i), top);
   os << "</svg>\n";
 
-  // Atomic replace: write a temp file next to the target, then rename.
   std::filesystem::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  std::string tmp = path + ".tmp." + std::to_string(static_cast<long long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MINIDL_CHECK(out.is_open(), "write_svg_plot: cannot open '", tmp, "' for writing");
-    const std::string text = os.str();
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    MINIDL_CHECK(out.good(), "write_svg_plot: write to '", tmp, "' failed");
-  }
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    MINIDL_FAIL("write_svg_plot: cannot rename '", tmp, "' to '", path, "': ", ec.message());
-  }
+  write_file_atomically(path, {os.str()}, "write_svg_plot");
 }
 
 }  // namespace minidl::examples
