@@ -16,5 +16,6 @@
 #include "minidl/nn/modules/layer_norm.h"
 #include "minidl/nn/modules/linear.h"
 #include "minidl/nn/modules/pooling.h"
+#include "minidl/nn/modules/upsampling.h"
 #include "minidl/nn/norm_utils.h"
 #include "minidl/nn/serialize.h"
