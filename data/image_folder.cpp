@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "minidl/core/check.h"
@@ -59,20 +62,39 @@ ImageFolder::ImageFolder(const std::string& root, int channels) : channels_(chan
   MINIDL_CHECK(!paths_.empty(), "ImageFolder: no images (.png, .jpg, .jpeg, .bmp, .tga, .gif) found under ", root);
 }
 
-Example ImageFolder::get(int64_t index) const {
-  detail::check_index("ImageFolder", index, size());
-  const std::string& path = paths_[static_cast<size_t>(index)];
+Tensor decode_image(std::string_view bytes, int channels, const std::string& name) {
+  MINIDL_CHECK(channels == 1 || channels == 3 || channels == 4,
+               "decode_image: channels must be 1, 3 or 4, got ", channels);
+  MINIDL_CHECK(bytes.size() <= INT_MAX, "ImageFolder: ", name, " is too large (", bytes.size(), " bytes)");
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int len = static_cast<int>(bytes.size());
   int w = 0, h = 0, n = 0;
-  std::unique_ptr<uint8_t, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &n, channels_), stbi_image_free);
-  MINIDL_CHECK(pixels != nullptr, "ImageFolder: cannot decode image ", path, ": ", stbi_failure_reason());
-  MINIDL_CHECK(h == height_ && w == width_, "ImageFolder: ", path, " is now ", h, "x", w, ", expected ",
-               height_, "x", width_);
+  MINIDL_CHECK(stbi_info_from_memory(data, len, &w, &h, &n), "ImageFolder: cannot read image ", name, ": ",
+               stbi_failure_reason());
+  MINIDL_CHECK(w > 0 && h > 0 && int64_t(w) * h * channels <= kMaxImageBytes, "ImageFolder: ", name, " is ", h,
+               "x", w, " (HxW); images of more than ", kMaxImageBytes, " bytes decoded are refused");
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(stbi_load_from_memory(data, len, &w, &h, &n, channels),
+                                                   stbi_image_free);
+  MINIDL_CHECK(pixels != nullptr, "ImageFolder: cannot decode image ", name, ": ", stbi_failure_reason());
   // stb gives HWC; the framework uses CHW.
-  Tensor out = empty({channels_, h, w}, kUInt8);
+  Tensor out = empty({channels, h, w}, kUInt8);
   uint8_t* dst = out.data_ptr<uint8_t>();
   const int64_t plane = int64_t(h) * w;
   for (int64_t p = 0; p < plane; ++p)
-    for (int c = 0; c < channels_; ++c) dst[c * plane + p] = pixels.get()[p * channels_ + c];
+    for (int c = 0; c < channels; ++c) dst[c * plane + p] = pixels.get()[p * channels + c];
+  return out;
+}
+
+Example ImageFolder::get(int64_t index) const {
+  detail::check_index("ImageFolder", index, size());
+  const std::string& path = paths_[static_cast<size_t>(index)];
+  std::ifstream in(path, std::ios::binary);
+  MINIDL_CHECK(in.good(), "ImageFolder: cannot open image ", path, ": ", std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MINIDL_CHECK(!in.bad(), "ImageFolder: error reading image ", path);
+  Tensor out = decode_image(bytes, channels_, path);
+  MINIDL_CHECK(out.size(1) == height_ && out.size(2) == width_, "ImageFolder: ", path, " is now ", out.size(1),
+               "x", out.size(2), ", expected ", height_, "x", width_);
   return {out, labels_[static_cast<size_t>(index)]};
 }
 
