@@ -4,6 +4,8 @@
 // need sockets, are in test_store_hostile.cpp.
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "minidl/core/safetensors.h"
@@ -22,6 +24,19 @@ namespace {
 std::string safetensors_bytes(const std::string& header, size_t data_bytes = 0) {
   const uint64_t n = header.size();
   return std::string(reinterpret_cast<const char*>(&n), 8) + header + std::string(data_bytes, '\0');
+}
+
+// A crashing input that libFuzzer wrote, kept in tests/goldens/fuzz/.
+std::string fuzz_input(const std::string& name) {
+  std::ifstream in(std::string(MINIDL_GOLDENS_DIR) + "/fuzz/" + name, std::ios::binary);
+  REQUIRE(in.good());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// fuzz_image's input: a byte picking 1, 3 or 4 channels, then the file.
+void decode_fuzz_image(const std::string& input) {
+  const int channels[] = {1, 3, 4};
+  data::decode_image(std::string_view(input).substr(1), channels[static_cast<uint8_t>(input[0]) % 3], "fuzz.png");
 }
 
 std::string be32(uint32_t v) {
@@ -78,7 +93,27 @@ TEST_CASE("decode_image: refuses garbage and images too large to decode") {
   info[12] = 1;   // planes
   info[14] = 24;  // bits per pixel
   bmp += info;
-  CHECK_THROWS_CONTAINS(data::decode_image(bmp, 4, "huge.bmp"), "huge.bmp is 30000x30000");
+  CHECK_THROWS_CONTAINS(data::decode_image(bmp, 4, "huge.bmp"), "huge.bmp is 30000x30000 (HxW); images of more than 67108864 pixels");
+}
+
+// stb_image 2.27 (Debian's) writes past stbi__build_huffman's arrays for a
+// JPEG Huffman table of more than 256 codes, also when the table is cut off
+// by the end of the file (stb reads zeros there); found by fuzz_image.
+TEST_CASE("decode_image: JPEG Huffman tables of more than 256 codes are refused before stb") {
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-jpeg-huffman-overflow")), "Huffman table at byte offset");
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-jpeg-huffman-truncated")), "Huffman table at byte offset");
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-jpeg-huffman-truncated")), "fuzz.png: corrupt JPEG");
+}
+
+// stb allocates a PNG IDAT chunk's claimed length (here 1.8 GB) before
+// finding that the 84-byte file does not have it; found by fuzz_image.
+TEST_CASE("decode_image: a PNG chunk longer than the file is refused before stb allocates it") {
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-png-idat-2gib")), "corrupt PNG: the chunk at byte offset");
+}
+
+TEST_CASE("decode_image: formats stb reads but ImageFolder does not are refused") {
+  CHECK_THROWS_CONTAINS(data::decode_image("8BPS\x00\x01", 3, "a.png"), "a.png: not a PNG, JPEG, BMP, GIF or TGA");
+  CHECK_THROWS_CONTAINS(data::decode_image("P6\n1 1\n255\n\x01\x02\x03", 3, "b.jpg"), "b.jpg: not a PNG");
 }
 
 TEST_CASE("Optimizer::load_state_dict: a 20-digit parameter index is refused") {
