@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build build-cuda test test-install test-sanitize bench clean train
+.PHONY: deps build build-cuda test test-install test-sanitize fuzz bench clean train
 
 deps:
 	@bash scripts/install-deps.sh
@@ -64,6 +64,19 @@ test-sanitize: deps
 	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer targets (fuzz/fuzz_*.cpp) for every parser of outside bytes,
+# built with clang (ASan + UBSan) in build-fuzz: only the library and the
+# targets. Each runs FUZZ_SECONDS over a copy of its seed corpus
+# (fuzz/corpus/<target>/); any crash fails and leaves the input in
+# build-fuzz/fuzz-artifacts/.
+FUZZ_SECONDS ?= 10
+fuzz: deps
+	@bash scripts/install-deps.sh --fuzz
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" \
+	  -DMINIDL_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS)
+	bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 # Side-by-side benchmark with PyTorch (needs `python3 -m pip install torch`).
 bench: build
 	python3 bench/run_bench.py --build $(BUILD) --suites ops,norm,train
@@ -71,4 +84,4 @@ bench: build
 	python3 bench/run_bench_ddp.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-sanitize build-cuda build-subproject
+	rm -rf $(BUILD) build-sanitize build-cuda build-subproject build-fuzz

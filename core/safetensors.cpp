@@ -15,6 +15,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
 namespace minidl {
 
@@ -42,9 +43,12 @@ bool parse_dtype(const std::string& s, DType* out) {
 
 // ---- reading -------------------------------------------------------------
 
+// Reads byte ranges of a file, or of bytes already in memory (the fuzz
+// target, tests); either way the errors name `path`.
 struct Reader {
   std::string path;
   std::ifstream in;
+  std::string_view memory;  // used when `in` is not open
   uint64_t file_size = 0;
 
   template <class... Parts>
@@ -53,12 +57,20 @@ struct Reader {
   }
 
   void read_at(uint64_t offset, char* dst, uint64_t n) {
+    if (!in.is_open()) {
+      if (offset > memory.size() || n > memory.size() - offset)
+        fail("read of ", n, " bytes at byte offset ", offset, " failed (file size ", file_size, ")");
+      if (n > 0) std::memcpy(dst, memory.data() + offset, n);
+      return;
+    }
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(dst, static_cast<std::streamsize>(n));
     if (!in || static_cast<uint64_t>(in.gcount()) != n)
       fail("read of ", n, " bytes at byte offset ", offset, " failed (file size ", file_size, ")");
   }
 };
+
+SafetensorsFile parse(Reader& r);
 
 // Where the header mentions `"name":`, for pointing errors at a tensor's entry.
 uint64_t key_offset_in_header(const std::string& header, const std::string& name) {
@@ -149,7 +161,7 @@ void save_safetensors(const std::string& path,
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Reader r{path, std::ifstream(path, std::ios::binary), 0};
+  Reader r{path, std::ifstream(path, std::ios::binary), {}, 0};
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) r.fail("is a directory, not a safetensors file");
   if (!r.in) {
@@ -158,7 +170,17 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   r.file_size = std::filesystem::file_size(path, ec);
   if (ec) r.fail("cannot get the file size: ", ec.message());
+  return parse(r);
+}
 
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {
+  Reader r{name, std::ifstream(), bytes, bytes.size()};
+  return parse(r);
+}
+
+namespace {
+
+SafetensorsFile parse(Reader& r) {
   if (r.file_size < 8)
     r.fail("file size ", r.file_size, " is too small for the 8-byte header length (byte offset 0)");
   uint64_t header_len = 0;
@@ -196,24 +218,27 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
+    const std::string& tensor = name;  // clang 14 cannot capture structured bindings
     auto bad = [&](const auto&... what) {
-      r.fail("tensor '", name, "' at byte offset ", at, ": ", what...);
+      r.fail("tensor '", tensor, "' at byte offset ", at, ": ", what...);
     };
     if (!value.is_object()) bad("expected an object with dtype, shape and data_offsets, got ", value.dump());
     for (const char* field : {"dtype", "shape", "data_offsets"})
       if (!value.contains(field)) bad("missing \"", field, "\"");
-    Entry e{name, kFloat32, {}, 0, 0};
+    Entry e{tensor, kFloat32, {}, 0, 0};
     const json& dtype = value["dtype"];
     if (!dtype.is_string() || !parse_dtype(dtype.get<std::string>(), &e.dtype))
       bad("unknown dtype ", dtype.dump(), " (minidl reads F32, F64, I64, U8, F16, BF16)");
     const json& shape = value["shape"];
     if (!shape.is_array()) bad("shape is not an array: ", shape.dump());
     uint64_t nbytes = element_size(e.dtype);
+    int64_t extent = 1;  // product of the non-zero sizes: the strides must fit in int64 too
     for (const json& d : shape) {
       if (!d.is_number_unsigned()) bad("shape ", shape.dump(), " holds ", d.dump(), ", not a size");
       const uint64_t size = d.get<uint64_t>();
       if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          __builtin_mul_overflow(nbytes, size, &nbytes))
+          __builtin_mul_overflow(nbytes, size, &nbytes) ||
+          __builtin_mul_overflow(extent, std::max<int64_t>(1, static_cast<int64_t>(size)), &extent))
         bad("shape ", shape.dump(), " is too large");
       e.shape.push_back(static_cast<int64_t>(size));
     }
@@ -256,5 +281,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   return file;
 }
+
+}  // namespace
 
 }  // namespace minidl

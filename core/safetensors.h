@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,10 @@ void save_safetensors(const std::string& path,
 // dtype, a shape that does not match its data_offsets, and overlapping or
 // out-of-range data.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The same from a file's bytes already in memory; `name` stands for the
+// path in error messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name);
 
 // "F32", "F64", "I64", "U8", "F16", "BF16".
 const char* safetensors_dtype_name(DType dtype);

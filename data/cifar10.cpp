@@ -57,14 +57,34 @@ CIFAR10 CIFAR10::from_files(const std::vector<std::string>& files, const std::st
   return dataset;
 }
 
+CIFAR10 CIFAR10::from_bytes(std::string_view bytes, const std::string& name) {
+  CIFAR10 dataset;
+  dataset.decode({name}, {bytes});
+  return dataset;
+}
+
 void CIFAR10::load(const std::vector<std::string>& files, const std::string& meta_file) {
   MINIDL_CHECK(!files.empty(), "CIFAR10: no files given");
-  constexpr int64_t kImageBytes = kRecordBytes - 1;
   std::vector<std::vector<uint8_t>> contents;
+  std::vector<std::string_view> views;
+  for (const auto& path : files) contents.push_back(read_file(path));
+  for (const auto& c : contents) views.emplace_back(reinterpret_cast<const char*>(c.data()), c.size());
+  decode(files, views);
+  std::string meta = meta_file;
+  if (meta.empty()) {
+    const fs::path beside = fs::path(files.front()).parent_path() / "batches.meta.txt";
+    if (fs::exists(beside)) meta = beside.string();
+  }
+  if (!meta.empty()) classes_ = read_class_names(meta);
+}
+
+// Checks every file (whole records, labels 0-9), then copies the images.
+void CIFAR10::decode(const std::vector<std::string>& names, const std::vector<std::string_view>& contents) {
+  constexpr int64_t kImageBytes = kRecordBytes - 1;
   int64_t total = 0;
-  for (const auto& path : files) {
-    contents.push_back(read_file(path));
-    const auto size = static_cast<int64_t>(contents.back().size());
+  for (size_t f = 0; f < names.size(); ++f) {
+    const std::string& path = names[f];
+    const auto size = static_cast<int64_t>(contents[f].size());
     MINIDL_CHECK(size > 0, "CIFAR10: ", path, " is empty");
     MINIDL_CHECK(size % kRecordBytes == 0, "CIFAR10: ", path, ": size ", size,
                  " is not a whole number of ", kRecordBytes, "-byte records (a partial record of ",
@@ -76,24 +96,17 @@ void CIFAR10::load(const std::vector<std::string>& files, const std::string& met
   auto* out = images_.data_ptr<uint8_t>();
   labels_.resize(static_cast<size_t>(total));
   int64_t n = 0;
-  for (size_t f = 0; f < files.size(); ++f) {
-    const auto& bytes = contents[f];
-    const auto records = static_cast<int64_t>(bytes.size()) / kRecordBytes;
+  for (size_t f = 0; f < names.size(); ++f) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(contents[f].data());
+    const auto records = static_cast<int64_t>(contents[f].size()) / kRecordBytes;
     for (int64_t r = 0; r < records; ++r, ++n) {
-      const uint8_t* record = bytes.data() + r * kRecordBytes;
-      MINIDL_CHECK(record[0] <= 9, "CIFAR10: ", files[f], ": label ", int(record[0]),
+      const uint8_t* record = bytes + r * kRecordBytes;
+      MINIDL_CHECK(record[0] <= 9, "CIFAR10: ", names[f], ": label ", int(record[0]),
                    " at byte offset ", r * kRecordBytes, " (record ", r, ") is not a class index 0-9");
       labels_[static_cast<size_t>(n)] = record[0];
       std::memcpy(out + n * kImageBytes, record + 1, kImageBytes);
     }
   }
-
-  std::string meta = meta_file;
-  if (meta.empty()) {
-    const fs::path beside = fs::path(files.front()).parent_path() / "batches.meta.txt";
-    if (fs::exists(beside)) meta = beside.string();
-  }
-  if (!meta.empty()) classes_ = read_class_names(meta);
 }
 
 }  // namespace minidl::data

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "minidl/data/dataset.h"
@@ -26,9 +27,14 @@ class CIFAR10 : public InMemoryImageDataset {
   // exists, or from meta_file when given.
   static CIFAR10 from_files(const std::vector<std::string>& files, const std::string& meta_file = "");
 
+  // One batch file's bytes already in memory; `name` stands for the file in
+  // error messages. No class names.
+  static CIFAR10 from_bytes(std::string_view bytes, const std::string& name);
+
  private:
   CIFAR10() = default;
   void load(const std::vector<std::string>& files, const std::string& meta_file);
+  void decode(const std::vector<std::string>& names, const std::vector<std::string_view>& contents);
 };
 
 }  // namespace minidl::data

@@ -6,9 +6,12 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "minidl/core/check.h"
 
@@ -16,27 +19,49 @@ namespace minidl::data {
 
 namespace {
 
-std::vector<uint8_t> read_gz(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::error_code ec;
   MINIDL_CHECK(!std::filesystem::is_directory(path, ec), "FashionMNIST: ", path,
                " is a directory, expected an IDX file (.gz)");
-  gzFile file = gzopen(path.c_str(), "rb");
-  MINIDL_CHECK(file != nullptr, "FashionMNIST: cannot open ", path, ": ", std::strerror(errno));
-  std::vector<uint8_t> bytes;
+  std::ifstream in(path, std::ios::binary);
+  MINIDL_CHECK(in.good(), "FashionMNIST: cannot open ", path, ": ", std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MINIDL_CHECK(!in.bad(), "FashionMNIST: error reading ", path);
+  return bytes;
+}
+
+bool is_gzip(std::string_view b) { return b.size() >= 2 && uint8_t(b[0]) == 0x1f && uint8_t(b[1]) == 0x8b; }
+
+// The decompressed bytes of a gzip file (all its members, as gzread reads
+// them), or the bytes themselves when they are not gzipped.
+std::vector<uint8_t> gunzip(std::string_view in, const std::string& path) {
+  if (!is_gzip(in)) return {in.begin(), in.end()};
+  std::vector<uint8_t> out;
+  z_stream zs{};
+  MINIDL_CHECK(inflateInit2(&zs, 15 + 16) == Z_OK, "FashionMNIST: ", path, ": zlib init failed");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), UINT32_MAX));
   uint8_t chunk[1 << 16];
   for (;;) {
-    const int got = gzread(file, chunk, sizeof(chunk));
-    if (got < 0) {
-      int code = 0;
-      const std::string reason = gzerror(file, &code);
-      gzclose(file);
-      MINIDL_FAIL("FashionMNIST: ", path, ": cannot decompress after byte offset ", bytes.size(), ": ", reason);
+    zs.next_out = chunk;
+    zs.avail_out = sizeof(chunk);
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    out.insert(out.end(), chunk, chunk + (sizeof(chunk) - zs.avail_out));
+    if (rc == Z_STREAM_END) {
+      // Another gzip member may follow; anything else after a member is ignored, as gzread does.
+      const std::string_view rest(reinterpret_cast<const char*>(zs.next_in), zs.avail_in);
+      if (!is_gzip(rest)) break;
+      inflateReset(&zs);
+      continue;
     }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
+    if (rc != Z_OK) {
+      const std::string reason = rc == Z_BUF_ERROR ? "unexpected end of file" : zs.msg ? zs.msg : "corrupt data";
+      inflateEnd(&zs);
+      MINIDL_FAIL("FashionMNIST: ", path, ": cannot decompress after byte offset ", out.size(), ": ", reason);
+    }
   }
-  gzclose(file);
-  return bytes;
+  inflateEnd(&zs);
+  return out;
 }
 
 uint32_t be32(const std::vector<uint8_t>& b, size_t offset) {
@@ -53,11 +78,12 @@ std::vector<int64_t> read_header(const std::vector<uint8_t>& b, const std::strin
   MINIDL_CHECK(be32(b, 0) == magic, "FashionMNIST: ", path, ": bad magic number ", be32(b, 0),
                " at byte offset 0 (expected ", magic, " for an IDX ", kind, " file)");
   std::vector<int64_t> sizes;
-  int64_t payload = 1;
+  int64_t payload = 1, extent = 1;  // extent: the product of the non-zero sizes (the strides)
   for (size_t d = 0; d < dims; ++d) {
     sizes.push_back(be32(b, 4 * (1 + d)));
-    MINIDL_CHECK(!__builtin_mul_overflow(payload, sizes.back(), &payload), "FashionMNIST: ", path,
-                 ": the header sizes at byte offset 4 overflow");
+    MINIDL_CHECK(!__builtin_mul_overflow(payload, sizes.back(), &payload) &&
+                     !__builtin_mul_overflow(extent, std::max<int64_t>(1, sizes.back()), &extent),
+                 "FashionMNIST: ", path, ": the header sizes at byte offset 4 overflow");
   }
   const auto expected = static_cast<int64_t>(header) + payload;
   MINIDL_CHECK(static_cast<int64_t>(b.size()) == expected, "FashionMNIST: ", path, ": the header promises ",
@@ -73,9 +99,23 @@ FashionMNIST::FashionMNIST(const std::string& root, bool train)
                    (std::filesystem::path(root) / (train ? "train-labels-idx1-ubyte.gz" : "t10k-labels-idx1-ubyte.gz")).string()) {}
 
 FashionMNIST::FashionMNIST(const std::string& images_file, const std::string& labels_file) {
-  const auto images = read_gz(images_file);
+  const std::string images = read_file(images_file);
+  const std::string labels = read_file(labels_file);
+  decode(images, images_file, labels, labels_file);
+}
+
+FashionMNIST FashionMNIST::from_bytes(std::string_view images, const std::string& images_name,
+                                      std::string_view labels, const std::string& labels_name) {
+  FashionMNIST dataset;
+  dataset.decode(images, images_name, labels, labels_name);
+  return dataset;
+}
+
+void FashionMNIST::decode(std::string_view images_bytes, const std::string& images_file,
+                          std::string_view labels_bytes, const std::string& labels_file) {
+  const auto images = gunzip(images_bytes, images_file);
   const auto isz = read_header(images, images_file, kImagesMagic, 3, "image");
-  const auto labels = read_gz(labels_file);
+  const auto labels = gunzip(labels_bytes, labels_file);
   const auto lsz = read_header(labels, labels_file, kLabelsMagic, 1, "label");
   MINIDL_CHECK(isz[0] == lsz[0], "FashionMNIST: ", images_file, " holds ", isz[0], " images but ", labels_file,
                " holds ", lsz[0], " labels");

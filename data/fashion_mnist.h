@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "minidl/data/dataset.h"
 
@@ -21,6 +22,16 @@ class FashionMNIST : public InMemoryImageDataset {
   explicit FashionMNIST(const std::string& root, bool train = true);
   // An explicit pair of IDX files.
   FashionMNIST(const std::string& images_file, const std::string& labels_file);
+
+  // The two files' bytes (gzipped or not) already in memory; the names stand
+  // for the files in error messages.
+  static FashionMNIST from_bytes(std::string_view images, const std::string& images_name, std::string_view labels,
+                                 const std::string& labels_name);
+
+ private:
+  FashionMNIST() = default;
+  void decode(std::string_view images, const std::string& images_name, std::string_view labels,
+              const std::string& labels_name);
 };
 
 }  // namespace minidl::data

@@ -10,11 +10,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "minidl/data/dataset.h"
 
 namespace minidl::data {
+
+// Decodes one image file's bytes (PNG, JPEG, BMP, TGA, GIF: stb_image) into
+// uint8 (channels, H, W); `name` stands for the file in error messages.
+// Images of more than kMaxImageBytes / 4 pixels (64 Mpx, e.g. 8192 x 8192)
+// are refused before decoding.
+inline constexpr int64_t kMaxImageBytes = int64_t(256) << 20;
+Tensor decode_image(std::string_view bytes, int channels, const std::string& name);
 
 class ImageFolder : public Dataset {
  public:

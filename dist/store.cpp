@@ -1,39 +1,38 @@
-// Stores: Store::wait, TCPStore (client + the master's server thread),
-// FileStore and PrefixStore. Values are byte strings.
+// Stores: Store::wait, the TCPStore client (its server is store_server.cpp,
+// its wire format store_protocol.h), FileStore and PrefixStore. Values are
+// byte strings.
 //
-// TCPStore wire format, one request then one reply per round trip:
-//   request  u8 command, u32 key length, key, u32 value length, value
-//   reply    u8 status (0 ok, 1 missing), u32 length, payload
-// get() polls the server (with backoff) until the key exists or the timeout
-// passes; rendezvous traffic is small, so polling keeps the server simple.
+// TCPStore: one request then one reply per round trip. get() polls the server
+// (with backoff) until the key exists or the timeout passes; rendezvous
+// traffic is small, so polling keeps the server simple.
 #include "minidl/dist/store.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "minidl/core/check.h"
+#include "minidl/dist/store_protocol.h"
+#include "minidl/dist/store_server.h"
 
 namespace minidl::dist {
 
 namespace {
 
+namespace sp = store_protocol;
 using Clock = std::chrono::steady_clock;
 
 std::string join_keys(const std::vector<std::string>& keys) {
@@ -77,25 +76,23 @@ bool read_all(int fd, void* data, size_t n) {
 
 void append_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
-bool read_string(int fd, std::string& s) {
-  uint32_t n = 0;
-  if (!read_all(fd, &n, 4)) return false;
-  if (n > (1u << 30)) return false;  // not a store message
-  s.resize(n);
-  return n == 0 || read_all(fd, s.data(), n);
+int64_t parse_int(const std::string& s, const std::string& key) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  MINIDL_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), "Store::add: the value of key '",
+               key, "' is not an integer: '", s, "'");
+  return v;
 }
 
-enum Command : uint8_t { kSet = 1, kGet, kAdd, kCheck, kDelete, kNumKeys };
-enum Status : uint8_t { kOk = 0, kMissing = 1 };
-
-int64_t parse_int(const std::string& s, const std::string& key) {
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
+const char* command_name(uint8_t command) {
+  switch (command) {
+    case sp::kSet: return "set";
+    case sp::kGet: return "get";
+    case sp::kAdd: return "add";
+    case sp::kCheck: return "check";
+    case sp::kDelete: return "delete_key";
+    default: return "num_keys";
   }
-  MINIDL_FAIL("Store::add: the value of key '", key, "' is not an integer: '", s, "'");
 }
 
 }  // namespace
@@ -111,117 +108,6 @@ void Store::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
 }
 
 // ---- TCPStore --------------------------------------------------------------
-
-// The master's key-value map, served to every client by one thread.
-class TCPStore::Server {
- public:
-  explicit Server(int port) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    MINIDL_CHECK(listen_fd_ >= 0, "TCPStore: socket() failed: ", std::strerror(errno));
-    int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 128) != 0) {
-      int err = errno;
-      ::close(listen_fd_);
-      MINIDL_FAIL("TCPStore: cannot listen on port ", port, ": ", std::strerror(err),
-                  err == EADDRINUSE ? " (is another job using MASTER_PORT?)" : "");
-    }
-    socklen_t len = sizeof(addr);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    MINIDL_CHECK(::pipe(wake_) == 0, "TCPStore: pipe() failed");
-    thread_ = std::thread([this] { serve(); });
-  }
-
-  ~Server() {
-    char c = 0;
-    (void)!::write(wake_[1], &c, 1);
-    thread_.join();
-    for (int fd : clients_) ::close(fd);
-    ::close(listen_fd_);
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
-
-  int port() const { return port_; }
-
- private:
-  void serve() {
-    for (;;) {
-      std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-      for (int fd : clients_) fds.push_back({fd, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      if (fds[0].revents) return;
-      if (fds[1].revents & POLLIN) {
-        int fd = ::accept(listen_fd_, nullptr, nullptr);
-        if (fd >= 0) {
-          int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-          clients_.push_back(fd);
-        }
-      }
-      std::vector<int> closed;
-      for (size_t i = 2; i < fds.size(); ++i)
-        if (fds[i].revents && !handle(fds[i].fd)) closed.push_back(fds[i].fd);
-      for (int fd : closed) {
-        ::close(fd);
-        clients_.erase(std::find(clients_.begin(), clients_.end(), fd));
-      }
-    }
-  }
-
-  // One request from `fd`; false when the client is gone or misbehaves.
-  bool handle(int fd) {
-    uint8_t command = 0;
-    std::string key, value;
-    if (!read_all(fd, &command, 1) || !read_string(fd, key) || !read_string(fd, value)) return false;
-    Status status = kOk;
-    std::string reply;
-    switch (command) {
-      case kSet: data_[key] = value; break;
-      case kGet: {
-        auto it = data_.find(key);
-        if (it == data_.end()) status = kMissing;
-        else reply = it->second;
-        break;
-      }
-      case kAdd: {
-        auto it = data_.find(key);
-        int64_t current = 0, delta = 0;
-        try {
-          if (it != data_.end()) current = std::stoll(it->second);
-          delta = std::stoll(value);
-        } catch (const std::exception&) {
-          status = kMissing;  // reported to the client as "not an integer"
-          break;
-        }
-        reply = data_[key] = std::to_string(current + delta);
-        break;
-      }
-      case kCheck: status = data_.count(key) ? kOk : kMissing; break;
-      case kDelete: status = data_.erase(key) ? kOk : kMissing; break;
-      case kNumKeys: reply = std::to_string(data_.size()); break;
-      default: return false;
-    }
-    std::string out(1, static_cast<char>(status));
-    append_u32(out, static_cast<uint32_t>(reply.size()));
-    out += reply;
-    return write_all(fd, out.data(), out.size());
-  }
-
-  int listen_fd_ = -1, port_ = 0;
-  int wake_[2] = {-1, -1};
-  std::vector<int> clients_;
-  std::map<std::string, std::string> data_;
-  std::thread thread_;
-};
 
 namespace {
 
@@ -240,7 +126,7 @@ int connect_with_retry(const std::string& host, int port, Milliseconds timeout) 
       last_error = gai_strerror(rc);
     } else {
       for (addrinfo* a = res; a; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) continue;
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           ::freeaddrinfo(res);
@@ -266,10 +152,11 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_master, Millisecon
   MINIDL_CHECK(port >= 0 && port <= 65535, "TCPStore: port must be in [0, 65535], got ", port);
   MINIDL_CHECK(is_master || port > 0, "TCPStore: a client needs the master's port, got 0");
   if (is_master) {
-    server_ = std::make_unique<Server>(port);
+    // Only on `host`, the address the other ranks connect to (MASTER_ADDR).
+    server_ = std::make_unique<detail::TCPStoreServer>(host, port);
     port_ = server_->port();
   }
-  socket_ = connect_with_retry(is_master ? "127.0.0.1" : host, port_, timeout);
+  socket_ = connect_with_retry(host, port_, timeout);
 }
 
 TCPStore::~TCPStore() {
@@ -278,28 +165,36 @@ TCPStore::~TCPStore() {
 }
 
 std::optional<std::string> TCPStore::request(uint8_t command, const std::string& key, const std::string& value) {
-  std::string out(1, static_cast<char>(command));
-  append_u32(out, static_cast<uint32_t>(key.size()));
-  out += key;
-  append_u32(out, static_cast<uint32_t>(value.size()));
-  out += value;
+  const char* op = command_name(command);
+  MINIDL_CHECK(key.size() <= sp::kMaxKeyBytes, "TCPStore::", op, ": the key is ", key.size(),
+               " bytes long; the store takes keys of up to ", sp::kMaxKeyBytes, " bytes");
+  MINIDL_CHECK(value.size() <= sp::kMaxValueBytes, "TCPStore::", op, "('", key, "'): the value is ", value.size(),
+               " bytes long; the store takes values of up to ", sp::kMaxValueBytes, " bytes");
+  const std::string out = sp::encode_request(command, key, value);
   std::lock_guard<std::mutex> lock(mutex_);
   uint8_t status = 0;
+  uint32_t n = 0;
   std::string reply;
-  bool ok = write_all(socket_, out.data(), out.size()) && read_all(socket_, &status, 1) && read_string(socket_, reply);
+  bool ok = write_all(socket_, out.data(), out.size()) && read_all(socket_, &status, 1) && read_all(socket_, &n, 4) &&
+            n <= sp::kMaxValueBytes;
+  if (ok) {
+    reply.resize(n);
+    ok = n == 0 || read_all(socket_, reply.data(), n);
+  }
   MINIDL_CHECK(ok, "TCPStore: lost the connection to the store at ", host_, ":", port_,
                " (did rank 0 exit or crash?)");
-  if (status == kMissing) return std::nullopt;
+  MINIDL_CHECK(status != sp::kError, "TCPStore::", op, "('", key, "'): ", reply);
+  if (status == sp::kMissing) return std::nullopt;
   return reply;
 }
 
-void TCPStore::set(const std::string& key, const std::string& value) { request(kSet, key, value); }
+void TCPStore::set(const std::string& key, const std::string& value) { request(sp::kSet, key, value); }
 
 std::string TCPStore::get(const std::string& key) {
   auto deadline = Clock::now() + timeout();
   Backoff backoff;
   for (;;) {
-    if (auto reply = request(kGet, key, "")) return *reply;
+    if (auto reply = request(sp::kGet, key, "")) return *reply;
     MINIDL_CHECK(Clock::now() < deadline, "TCPStore::get: timed out after ", timeout().count(),
                  " ms waiting for key '", key, "'");
     backoff.sleep();
@@ -307,20 +202,18 @@ std::string TCPStore::get(const std::string& key) {
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  auto reply = request(kAdd, key, std::to_string(delta));
-  MINIDL_CHECK(reply.has_value(), "Store::add: the value of key '", key, "' is not an integer");
-  return std::stoll(*reply);
+  return parse_int(request(sp::kAdd, key, std::to_string(delta)).value_or(""), key);
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
   for (const auto& k : keys)
-    if (!request(kCheck, k, "")) return false;
+    if (!request(sp::kCheck, k, "")) return false;
   return true;
 }
 
-bool TCPStore::delete_key(const std::string& key) { return request(kDelete, key, "").has_value(); }
+bool TCPStore::delete_key(const std::string& key) { return request(sp::kDelete, key, "").has_value(); }
 
-int64_t TCPStore::num_keys() { return std::stoll(request(kNumKeys, "", "").value_or("0")); }
+int64_t TCPStore::num_keys() { return parse_int(request(sp::kNumKeys, "", "").value_or("0"), "num_keys"); }
 
 // ---- FileStore -------------------------------------------------------------
 // The whole map lives in one file: records of (u32 key length, key, u32 value
@@ -424,7 +317,9 @@ std::string FileStore::get(const std::string& key) {
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   return locked([&](FileMap& map) {
-    int64_t v = (map.count(key) ? parse_int(map[key], key) : 0) + delta;
+    int64_t v = 0;
+    MINIDL_CHECK(!__builtin_add_overflow(map.count(key) ? parse_int(map[key], key) : 0, delta, &v),
+                 "Store::add: the value of key '", key, "' would overflow int64");
     map[key] = std::to_string(v);
     return v;
   });

@@ -2,7 +2,8 @@
 // writing and reading keys. get() and wait() block until the key exists or the
 // store's timeout expires, then throw a minidl::Error naming the keys.
 //   TCPStore   one process (rank 0) hosts the data in a server thread; every
-//              process, the host included, talks to it over TCP.
+//              process, the host included, talks to it over TCP. Keys are at
+//              most 4 KiB, values 16 MiB (store_protocol.h).
 //   FileStore  a file on a shared filesystem, locked with flock; the last
 //              process to close it deletes it, so the path can be reused.
 //   PrefixStore  a namespace inside another store (one per process group).
@@ -17,6 +18,10 @@
 #include <vector>
 
 namespace minidl::dist {
+
+namespace detail {
+class TCPStoreServer;
+}
 
 using Milliseconds = std::chrono::milliseconds;
 // PyTorch's default_pg_timeout for both stores and collectives.
@@ -50,8 +55,11 @@ class Store {
 
 class TCPStore : public Store {
  public:
-  // is_master: host the server on `port` (0 picks a free port; see port()).
-  // Clients retry connecting until the timeout, so start order does not matter.
+  // is_master: host the server on `host`:`port` (0 picks a free port; see
+  // port()). The server listens on that address only: 127.0.0.1 keeps the
+  // store on this machine; a multi-node job's MASTER_ADDR must be an address
+  // of rank 0's machine that the other nodes reach. Clients retry connecting
+  // until the timeout, so start order does not matter.
   TCPStore(const std::string& host, int port, bool is_master, Milliseconds timeout = kDefaultTimeout);
   ~TCPStore() override;
 
@@ -66,13 +74,12 @@ class TCPStore : public Store {
   const std::string& host() const { return host_; }
 
  private:
-  class Server;
   // One round trip; nullopt when the server answers "missing".
   std::optional<std::string> request(uint8_t command, const std::string& key, const std::string& value);
 
   std::string host_;
   int port_ = 0;
-  std::unique_ptr<Server> server_;  // only on the master
+  std::unique_ptr<detail::TCPStoreServer> server_;  // only on the master
   int socket_ = -1;
   std::mutex mutex_;  // one request at a time on the socket
 };

@@ -3,6 +3,7 @@
 // kernels of ops/fused_optim.h, called by the optimizers' own files.
 #include "minidl/optim/optimizer.h"
 
+#include <cstdint>
 #include <typeinfo>
 #include <unordered_set>
 
@@ -165,8 +166,9 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state) {
     const std::string index_str = key.substr(prefix.size(), dot - prefix.size());
     MINIDL_CHECK(!index_str.empty() && index_str.find_first_not_of("0123456789") == std::string::npos, name_,
                  ".load_state_dict: unexpected key \"", key, "\" (expected state.<index>.<name>)");
-    const size_t index = std::stoul(index_str);
-    MINIDL_CHECK(index < by_index.size(), name_, ".load_state_dict: key \"", key, "\" names parameter ", index,
+    // std::stoul alone would throw std::out_of_range, not minidl::Error, on 20 digits.
+    const size_t index = index_str.size() <= 9 ? std::stoul(index_str) : SIZE_MAX;
+    MINIDL_CHECK(index < by_index.size(), name_, ".load_state_dict: key \"", key, "\" names parameter ", index_str,
                  " but the optimizer has ", by_index.size());
     const Tensor& param = by_index[index];
     const std::string name = key.substr(dot + 1);

@@ -2,6 +2,8 @@
 # Installs the Debian packages minidl builds with, only those that are missing.
 # With arguments, installs those packages instead (e.g. dataset-fashion-mnist,
 # which `make train` falls back to when CIFAR-10 cannot be downloaded).
+# --fuzz installs what `make fuzz` needs on top: clang, its libFuzzer and
+# sanitizer runtimes, and LLVM's OpenMP runtime (clang's -fopenmp).
 set -euo pipefail
 
 packages=(
@@ -15,7 +17,12 @@ packages=(
   libcli11-dev            # command-line options of the examples
   libgloo-dev             # CPU collectives (dist/)
 )
-[ $# -gt 0 ] && packages=("$@")
+fuzz_packages=(clang libclang-rt-dev libomp-dev)
+if [ "${1:-}" = --fuzz ]; then
+  packages=("${fuzz_packages[@]}")
+elif [ $# -gt 0 ]; then
+  packages=("$@")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -354,7 +354,9 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
       }
     }
 
-  const auto [cols, chunks] = chunking(grid.total, Cg, Kg, NR, threads);
+  // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
+  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, Cg, Kg, NR, threads);
+  const int64_t cols = cols_chunks.first, chunks = cols_chunks.second;
   const int64_t panels = cols / NR;
   const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
   struct Scratch {
@@ -435,7 +437,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   const int64_t m_pad = round_up(Kg, kMR), c_pad = round_up(Cg, NR), du_size = G * kPositions * Kg * Cg;
   const TileGrid grid(g);
   const int threads = conv2d_threads(g);
-  const auto [cols, chunks] = chunking(grid.total, Cg, Kg, NR, threads);
+  // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
+  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, Cg, Kg, NR, threads);
+  const int64_t cols = cols_chunks.first, chunks = cols_chunks.second;
   const int64_t a_stride = plane_stride<T>(m_pad * cols), b_stride = plane_stride<T>(c_pad * cols);
 
   std::vector<T*> sums(static_cast<size_t>(threads), nullptr);  // dU per thread: [gi][xi][k][c]

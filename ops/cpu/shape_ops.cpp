@@ -48,7 +48,9 @@ std::array<int64_t, 3> split_at(const Shape& shape, int64_t dim) {
 }
 
 void index_select_cpu(const Tensor& x, const Tensor& index, int64_t dim, Tensor& out) {
-  const auto [outer, x_dim, inner] = split_at(x.shape(), dim);
+  // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
+  const std::array<int64_t, 3> split = split_at(x.shape(), dim);
+  const int64_t outer = split[0], x_dim = split[1], inner = split[2];
   MINIDL_DISPATCH_ALL(x.dtype(), "index_select", [&] {
     gather_slices(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), index.data_ptr<int64_t>(), index.numel(),
                   outer, x_dim, inner);
@@ -56,7 +58,9 @@ void index_select_cpu(const Tensor& x, const Tensor& index, int64_t dim, Tensor&
 }
 
 void index_add_cpu(const Tensor& grad, const Tensor& index, int64_t dim, Tensor& dx) {
-  const auto [outer, x_dim, inner] = split_at(dx.shape(), dim);
+  // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
+  const std::array<int64_t, 3> split = split_at(dx.shape(), dim);
+  const int64_t outer = split[0], x_dim = split[1], inner = split[2];
   MINIDL_DISPATCH_FLOATING(grad.dtype(), "index_select_backward", [&] {
     scatter_add_slices(grad.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), index.data_ptr<int64_t>(),
                        index.numel(), outer, x_dim, inner);

@@ -1,0 +1,84 @@
+// The format screen and the JPEG marker walk of check_image_bytes.
+#include "minidl/data/image_check.h"
+
+#include <cstdint>
+
+#include "minidl/core/check.h"
+
+namespace minidl::data {
+
+namespace {
+
+bool starts_with(std::string_view b, std::string_view magic) { return b.substr(0, magic.size()) == magic; }
+
+uint8_t at(std::string_view b, size_t i) { return static_cast<uint8_t>(b[i]); }
+
+// Every DHT segment of a JPEG: each table's 16 code counts must add up to at
+// most 256. Markers are walked as stb does: segments with a length, the
+// stand-alone ones (SOI, RSTn, TEM), and entropy-coded data (after SOS) up to
+// the next 0xFF that is not a stuffed 0xFF00 or a restart marker.
+void check_jpeg_huffman_tables(std::string_view b, const std::string& name) {
+  size_t pos = 2;  // after SOI
+  while (pos + 1 < b.size()) {
+    if (at(b, pos) != 0xFF || at(b, pos + 1) == 0x00 || (at(b, pos + 1) >= 0xD0 && at(b, pos + 1) <= 0xD7)) {
+      ++pos;  // entropy-coded data (or garbage stb skips too)
+      continue;
+    }
+    const uint8_t marker = at(b, pos + 1);
+    if (marker == 0xFF) {  // fill byte
+      ++pos;
+      continue;
+    }
+    if (marker == 0xD9) return;  // EOI
+    if (marker == 0xD8 || marker == 0x01) {
+      pos += 2;
+      continue;
+    }
+    if (pos + 3 >= b.size()) return;
+    const size_t length = (size_t(at(b, pos + 2)) << 8) | at(b, pos + 3);
+    if (marker == 0xC4) {
+      const size_t end = pos + 2 + length;
+      size_t p = pos + 4;
+      // stb reads a table cut off by the end of the data too, with zeros for the missing bytes.
+      while (p < end && p < b.size()) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16 && p + i < b.size(); ++i) codes += at(b, p + i);
+        MINIDL_CHECK(codes <= 256, "ImageFolder: cannot read image ", name, ": corrupt JPEG: Huffman table at byte offset ",
+                     p, " has ", codes, " codes (at most 256)");
+        p += 17 + codes;
+      }
+    }
+    pos += 2 + length;
+  }
+}
+
+uint32_t be32(std::string_view b, size_t i) {
+  return (uint32_t(at(b, i)) << 24) | (uint32_t(at(b, i + 1)) << 16) | (uint32_t(at(b, i + 2)) << 8) | at(b, i + 3);
+}
+
+// Every PNG chunk up to IEND must fit in the file: stb allocates an IDAT
+// chunk's claimed length (up to 2 GiB) before it finds the data missing.
+void check_png_chunks(std::string_view b, const std::string& name) {
+  size_t pos = 8;  // after the signature
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    MINIDL_CHECK(length + 12 <= b.size() - pos, "ImageFolder: cannot read image ", name, ": corrupt PNG: the chunk at byte offset ",
+                 pos, " claims ", length, " bytes but the file has ", b.size(), " bytes");
+    if (b.substr(pos + 4, 4) == "IEND") return;
+    pos += 12 + length;
+  }
+}
+
+}  // namespace
+
+void check_image_bytes(std::string_view b, const std::string& name, bool whole_file) {
+  // The formats stb would also decode; ImageFolder reads PNG, JPEG, BMP, GIF and TGA only.
+  for (std::string_view other : {std::string_view("8BPS"), std::string_view("\x53\x80\xF6\x34"), std::string_view("P5"),
+                                 std::string_view("P6"), std::string_view("#?RADIANCE"), std::string_view("#?RGBE")})
+    MINIDL_CHECK(!starts_with(b, other), "ImageFolder: cannot read image ", name,
+                 ": not a PNG, JPEG, BMP, GIF or TGA file (PSD, PIC, PNM and HDR images are not read)");
+  if (starts_with(b, "\xFF\xD8")) check_jpeg_huffman_tables(b, name);
+  if (whole_file && starts_with(b, "\x89PNG\r\n\x1a\n")) check_png_chunks(b, name);
+}
+
+}  // namespace minidl::data
