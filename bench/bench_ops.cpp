@@ -1,7 +1,8 @@
 // Times minidl's hot ops and prints one JSON object per line:
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
-// runs both and compares. Options: --threads N (default 2), --reps N (default 15).
+// runs both and compares. Options: --threads N (default 2), --reps N (default 15),
+// --suite volume (only the 3-D convolutions).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -72,10 +73,56 @@ void bench_conv(const ConvCase& c) {
          3 * flops);
 }
 
+// --suite volume: the 3-D convolutions of a UNet3d level, (N, C, D, H, W).
+struct Conv3dCase {
+  int64_t N, C, K, D, H, W, k, stride, pad;
+  bool transposed = false;
+  std::string shape() const {
+    return "N" + std::to_string(N) + " C" + std::to_string(C) + " K" + std::to_string(K) + " " + std::to_string(D) +
+           "x" + std::to_string(H) + "x" + std::to_string(W) + " k" + std::to_string(k) + " s" +
+           std::to_string(stride) + " p" + std::to_string(pad);
+  }
+};
+
+void bench_conv3d(const Conv3dCase& c) {
+  manual_seed(0);
+  Tensor x = randn({c.N, c.C, c.D, c.H, c.W});
+  Tensor w = (c.transposed ? randn({c.C, c.K, c.k, c.k, c.k}) : randn({c.K, c.C, c.k, c.k, c.k})) * 0.05;
+  const int64_t s = c.stride, p = c.pad;
+  auto out = [&](int64_t in) { return c.transposed ? (in - 1) * s - 2 * p + c.k : (in + 2 * p - c.k) / s + 1; };
+  // Products: every (input voxel, tap) pair for the transposed conv, every (output voxel, tap) for conv3d.
+  const double voxels = static_cast<double>(c.transposed ? c.D * c.H * c.W : out(c.D) * out(c.H) * out(c.W));
+  const double flops = 2.0 * c.N * c.K * c.C * c.k * c.k * c.k * voxels;
+  auto run = [&] {
+    return c.transposed ? conv_transpose3d(x, w, Tensor(), {.stride = {s, s, s}, .padding = {p, p, p}})
+                        : conv3d(x, w, Tensor(), {.stride = {s, s, s}, .padding = {p, p, p}});
+  };
+  const std::string name = c.transposed ? "conv_transpose3d" : "conv3d";
+  {
+    NoGradGuard no_grad;
+    report(name + "_fwd", c.shape(), median_ms([&] { (void)run(); }), flops);
+  }
+  x.requires_grad_();
+  w.requires_grad_();
+  const Tensor dy = ones({c.N, c.K, out(c.D), out(c.H), out(c.W)});
+  report(name + "_fwd_bwd", c.shape(), median_ms([&] {
+           x.set_grad(Tensor());
+           w.set_grad(Tensor());
+           run().backward(dy);
+         }),
+         3 * flops);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--suite") == 0 && std::strcmp(argv[i + 1], "volume") == 0) {
+      bench_conv3d({2, 32, 32, 32, 64, 64, 3, 1, 1});                // the target: a UNet3d 3x3x3 conv
+      bench_conv3d({2, 64, 32, 16, 32, 32, 2, 2, 0, true});          // UNet3d upsampling 2x2x2 stride 2
+      return 0;
+    }
   bench_matmul(1024);
   bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
   bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage

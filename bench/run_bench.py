@@ -10,6 +10,7 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
                                   [--suites ops,norm]
 Suites: ops (bench_ops: matmul, conv2d), norm (bench_norm: BN, GN, LN, IN) and
+volume (bench_ops --suite volume: conv3d and conv_transpose3d at UNet3d shapes),
 train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
 at batch 128, each model in its own process so peak RSS is per model; prints
 images/s and peak resident memory). train is not in the default set: at 2
@@ -62,11 +63,11 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
-    parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
+    parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train, volume")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]
-    programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train"}
+    programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train", "volume": "bench_ops"}
     # Suites run as several processes, one per model: the extra arguments of each.
     variants = {"train": [["--model", "resnet18"], ["--model", "smallnet"]]}
     for suite in suites:
@@ -83,7 +84,8 @@ def main():
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         for suite in suites:
             for extra in variants.get(suite, [[]]):
-                raw += run_lines([os.path.join(args.build, "bench", programs[suite])] + common + extra, env)
+                own = ["--suite", suite] if suite == "volume" else []  # bench_ops runs the volume suite on request
+                raw += run_lines([os.path.join(args.build, "bench", programs[suite])] + common + extra + own, env)
                 raw += run_lines([sys.executable, os.path.join(HERE, "bench_torch.py"), "--suite", suite] + common +
                                  extra, env)
     if args.json:

@@ -15,6 +15,7 @@
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/conv3d.h"
+#include "minidl/ops/pad.h"
 #include "minidl/ops/reduce.h"
 
 namespace minidl {
@@ -202,7 +203,27 @@ Tensor conv_transpose(const char* name, const Tensor& x, const Tensor& weight, c
   }
   MINIDL_CHECK(positive, "Given input size per channel: (", tuple_str(s.in, " x "),
                "). Calculated output size per channel: (", tuple_str(s.out, " x "), "). Output size is too small");
-  return ConvTranspose<D>::apply(x, weight, bias, s);
+  bool consistent = true;  // the convolution of the output size gives back x's size
+  for (size_t i = 0; i < D; ++i) consistent = consistent && p.output_padding[i] < p.stride[i];
+  if (consistent) return ConvTranspose<D>::apply(x, weight, bias, s);
+  // output_padding >= stride (allowed while < dilation): the kernels need
+  // sizes the convolution maps back to x's, so compute the whole output
+  // (padding 0, which always is), then crop the padding and add zeros past its end.
+  Sizes<D> full = s;
+  std::vector<int64_t> pads;
+  for (size_t i = 0; i < D; ++i) {
+    full.padding[i] = 0;
+    full.out[i] = (s.in[i] - 1) * s.stride[i] + s.dilation[i] * (s.kernel[i] - 1) + 1;
+  }
+  for (size_t i = D; i-- > 0;) {
+    pads.push_back(-s.padding[i]);
+    pads.push_back(s.out[i] + s.padding[i] - full.out[i]);
+  }
+  Tensor y = pad(ConvTranspose<D>::apply(x, weight, Tensor(), full), pads);
+  if (!bias.defined()) return y;
+  Shape b(s.batched ? D + 2 : D + 1, 1);
+  b[s.batched ? 1 : 0] = s.out_channels;
+  return y + bias.reshape(b);
 }
 
 }  // namespace

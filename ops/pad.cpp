@@ -71,8 +71,8 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
     MINIDL_CHECK(out >= 0, "The input size ", in, ", plus negative padding ", left, " and ", right,
                  " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
     if (mode == PadMode::kReflect)
-      MINIDL_CHECK(left < in && right < in, "Argument #4: Padding size should be less than the corresponding input "
-                   "dimension, but got: padding (", left, ", ", right, ") at dimension ", d, " of input ",
+      MINIDL_CHECK(left < in && right < in, "Argument #", 4 + 2 * (dim - 1 - d), ": Padding size should be less than the "
+                   "corresponding input dimension, but got: padding (", left, ", ", right, ") at dimension ", d, " of input ",
                    shape_str(shape));
     if (mode == PadMode::kCircular)
       MINIDL_CHECK(left <= in && right <= in, "Padding value causes wrapping around more than once.");

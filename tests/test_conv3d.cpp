@@ -82,6 +82,7 @@ std::vector<Case> cases() {
       {problem(1, 2, 3, {6, 4, 4}, {2, 2, 2}, {2, 2, 2})},                            // UNet downsampling
       {problem(1, 2, 3, {3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {2, 2, 2}), true, true},     // unbatched, padding > kernel/2
       {problem(1, 2, 2, {5, 3, 3}, {5, 1, 1}, {3, 1, 1}, {4, 0, 0}, {1, 1, 1})},      // depth taps mostly padding
+      {problem(2, 2, 3, {7, 3, 3}, {2, 3, 3}, {3, 1, 1}, {0, 1, 1})},                 // depths no tap reaches (sd > kD)
   };
 }
 
@@ -97,6 +98,8 @@ TEST_CASE("conv3d: conv2d paths underneath (im2col on small maps, Winograd, shif
   // 64 channels * 3 depth taps on 4x4: im2col; 3x3x3 with 64 -> 64: Winograd
   // on the stacked slices; 20x20: shifted planes. Depth 37 with big slices: the
   // chunk (conv3d_depth_chunk) does not divide the output depth.
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);  // the chunk depends on the thread count
   const Case big_slices{problem(1, 8, 4, {37, 40, 40}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1})};
   Conv3dGeometry g;
   g.hw.batch = 1, g.hw.in_channels = 8, g.hw.in_h = 40, g.hw.in_w = 40, g.hw.out_channels = 4;
@@ -113,6 +116,7 @@ TEST_CASE("conv3d: conv2d paths underneath (im2col on small maps, Winograd, shif
   };
   uint64_t seed = 500;
   for (const Case& c : more) check_case(c, kFloat64, seed += 10);
+  omp_set_num_threads(saved_threads);
 }
 
 TEST_CASE("conv3d gives the same result on 1 and 3 threads") {
