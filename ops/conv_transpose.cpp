@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/binary.h"
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/conv3d.h"
 #include "minidl/ops/pad.h"
