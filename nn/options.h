@@ -1,6 +1,7 @@
 // Helpers for module options structs (LinearOptions, Conv2dOptions, ...):
 // chained setters with PyTorch's defaults, and Int2, the "int or pair"
-// argument of conv and pool sizes (PyTorch's _pair / ExpandingArray<2>).
+// argument of conv and pool sizes (PyTorch's _pair / ExpandingArray<2>), and
+// Int3, its 3-D twin (_triple / ExpandingArray<3>).
 //
 //   struct FooOptions {
 //     FooOptions(int64_t features) : features_(features) {}
@@ -50,6 +51,26 @@ struct Int2 {
   }
   // "2" when given as one int, else "(2, 3)" (PyTorch pools keep what they were given).
   std::string str() const { return from_int ? std::to_string(v[0]) : pair_str(); }
+};
+
+// Three sizes (depth, height, width), as Int2: an int means the same value
+// three times, `{1, 2, 3}` gives them separately.
+struct Int3 {
+  std::array<int64_t, 3> v{0, 0, 0};
+  bool from_int = false;
+
+  Int3(int64_t all) : v{all, all, all}, from_int(true) {}                   // NOLINT: implicit like PyTorch's int
+  Int3(int64_t d, int64_t h, int64_t w) : v{d, h, w} {}                     // NOLINT: {d, h, w}
+  Int3(std::array<int64_t, 3> a) : v(a) {}                                  // NOLINT
+
+  int64_t operator[](size_t i) const { return v[i]; }
+  operator std::array<int64_t, 3>() const { return v; }  // NOLINT: feeds the ops' arrays
+  bool operator==(const Int3& o) const { return v == o.v; }
+  // "(3, 3, 3)", as PyTorch prints a tuple in a module's repr.
+  std::string tuple_str() const {
+    return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) + ")";
+  }
+  std::string str() const { return from_int ? std::to_string(v[0]) : tuple_str(); }
 };
 
 // Python's repr of a float and a bool, for extra_repr(): 0.1 -> "0.1",
