@@ -66,15 +66,22 @@ int64_t depths_per_item(const Conv3dGeometry& g, int64_t depths, int64_t bytes_p
   return std::clamp<int64_t>(std::min(by_memory, by_threads), 1, std::max<int64_t>(depths, 1));
 }
 
-// Runs f(item, parallel) for items [0, count): spread over threads when
-// there are enough of them (conv2d then runs single-threaded inside), else in
-// turn (conv2d threads each).
+// Runs f(item) for items [0, count): spread over threads when there are
+// enough of them (conv2d then runs single-threaded inside), else in turn
+// (conv2d threads each). Items go to threads as they finish (one thread may be
+// descheduled on a busy machine) unless `fixed`: then always to the same
+// thread, so per-thread sums add up in the same order on every run.
 template <class F>
-void run_items(int64_t count, F f) {
+void run_items(int64_t count, bool fixed, F f) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads > 1 && count >= threads) {
+    if (fixed) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+      for (int64_t i = 0; i < count; ++i) f(i);
+    } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t i = 0; i < count; ++i) f(i);
+      for (int64_t i = 0; i < count; ++i) f(i);
+    }
     return;
   }
   for (int64_t i = 0; i < count; ++i) f(i);
@@ -158,7 +165,7 @@ void conv3d_forward_kernel(const Conv3dGeometry& g, const T* x, const T* w, cons
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, HW = g.hw.in_h * g.hw.in_w;
   const int64_t OHW = g.hw.out_h * g.hw.out_w;
   const Items items(g, g.out_d, C * g.kernel_d * HW * static_cast<int64_t>(sizeof(T)));
-  run_items(g.hw.batch * items.per_image, [&](int64_t i) {
+  run_items(g.hw.batch * items.per_image, false, [&](int64_t i) {
     const int64_t n = i / items.per_image, od0 = i % items.per_image * items.per_item;
     const int64_t chunk = std::min(items.per_item, g.out_d - od0);
     T* slices = scratch<T>().slices.get(chunk * C * g.kernel_d * HW);
@@ -194,7 +201,7 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T*
   const int64_t max_taps = (kD + sd - 1) / sd + 1;
   const Items items(g, (g.in_d + sd - 1) / sd, K * max_taps * OHW * static_cast<int64_t>(sizeof(T)));
   const int64_t per_phase = items.per_image;
-  run_items(g.hw.batch * sd * per_phase, [&](int64_t item) {
+  run_items(g.hw.batch * sd * per_phase, false, [&](int64_t item) {
     const int64_t n = item / (sd * per_phase), r = item % (sd * per_phase);
     const int64_t first = r / per_phase;  // depth id = first + i * sd has phase (first + pd) mod sd
     const int64_t count = first < g.in_d ? (g.in_d - 1 - first) / sd + 1 : 0;
@@ -251,7 +258,7 @@ void conv3d_backward_weight_kernel(const Conv3dGeometry& g, const T* dy, const T
   // One running sum per thread (and one product buffer), added up at the end.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   std::vector<T> sums(static_cast<size_t>(threads * w_size), T(0));
-  run_items(count, [&](int64_t i) {
+  run_items(count, true, [&](int64_t i) {
     const int64_t n = i / items.per_image, od0 = i % items.per_image * items.per_item;
     const int64_t chunk = std::min(items.per_item, g.out_d - od0);
     T* slices = scratch<T>().slices.get(chunk * C * g.kernel_d * HW);
