@@ -102,6 +102,46 @@ void bench_volume() {
          2 * up_taps);
 }
 
+// --suite volume: the 3-D convolutions of a UNet3d level, (N, C, D, H, W).
+struct Conv3dCase {
+  int64_t N, C, K, D, H, W, k, stride, pad;
+  bool transposed = false;
+  std::string shape() const {
+    return "N" + std::to_string(N) + " C" + std::to_string(C) + " K" + std::to_string(K) + " " + std::to_string(D) +
+           "x" + std::to_string(H) + "x" + std::to_string(W) + " k" + std::to_string(k) + " s" +
+           std::to_string(stride) + " p" + std::to_string(pad);
+  }
+};
+
+void bench_conv3d(const Conv3dCase& c) {
+  manual_seed(0);
+  Tensor x = randn({c.N, c.C, c.D, c.H, c.W});
+  Tensor w = (c.transposed ? randn({c.C, c.K, c.k, c.k, c.k}) : randn({c.K, c.C, c.k, c.k, c.k})) * 0.05;
+  const int64_t s = c.stride, p = c.pad;
+  auto out = [&](int64_t in) { return c.transposed ? (in - 1) * s - 2 * p + c.k : (in + 2 * p - c.k) / s + 1; };
+  // Products: every (input voxel, tap) pair for the transposed conv, every (output voxel, tap) for conv3d.
+  const double voxels = static_cast<double>(c.transposed ? c.D * c.H * c.W : out(c.D) * out(c.H) * out(c.W));
+  const double flops = 2.0 * c.N * c.K * c.C * c.k * c.k * c.k * voxels;
+  auto run = [&] {
+    return c.transposed ? conv_transpose3d(x, w, Tensor(), {.stride = {s, s, s}, .padding = {p, p, p}})
+                        : conv3d(x, w, Tensor(), {.stride = {s, s, s}, .padding = {p, p, p}});
+  };
+  const std::string name = c.transposed ? "conv_transpose3d" : "conv3d";
+  {
+    NoGradGuard no_grad;
+    report(name + "_fwd", c.shape(), median_ms([&] { (void)run(); }), flops);
+  }
+  x.requires_grad_();
+  w.requires_grad_();
+  const Tensor dy = ones({c.N, c.K, out(c.D), out(c.H), out(c.W)});
+  report(name + "_fwd_bwd", c.shape(), median_ms([&] {
+           x.set_grad(Tensor());
+           w.set_grad(Tensor());
+           run().backward(dy);
+         }),
+         3 * flops);
+}
+
 }  // namespace
 
 static int program(int argc, char** argv) {
@@ -126,7 +166,11 @@ static int program(int argc, char** argv) {
       bench_conv({64, c, 2 * c, hw, hw, 1, 2, 0});
     }
   }
-  if (want("volume")) bench_volume();
+  if (want("volume")) {
+    bench_conv3d({2, 32, 32, 32, 64, 64, 3, 1, 1});        // the target: a UNet3d 3x3x3 conv
+    bench_conv3d({2, 64, 32, 16, 32, 32, 2, 2, 0, true});  // UNet3d upsampling 2x2x2 stride 2
+    bench_volume();
+  }
   return 0;
 }
 

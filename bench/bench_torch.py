@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train]
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume]
 (--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
@@ -59,6 +59,31 @@ def bench_conv(N, C, K, H, W, k, stride, pad, args):
         F.conv2d(x, w, None, stride, pad).backward(dy)
 
     report("conv2d_fwd_bwd", shape, median_ms(fwd_bwd, args.reps), 3 * flops, args.threads)
+
+
+def bench_conv3d(N, C, K, D, H, W, k, stride, pad, args, transposed=False):
+    """Twin of bench_ops.cpp's bench_conv3d (--only volume)."""
+    torch.manual_seed(0)
+    shape = f"N{N} C{C} K{K} {D}x{H}x{W} k{k} s{stride} p{pad}"
+    x = torch.randn(N, C, D, H, W)
+    w = (torch.randn(C, K, k, k, k) if transposed else torch.randn(K, C, k, k, k)) * 0.05
+    out = (lambda i: (i - 1) * stride - 2 * pad + k) if transposed else (lambda i: (i + 2 * pad - k) // stride + 1)
+    voxels = D * H * W if transposed else out(D) * out(H) * out(W)
+    flops = 2.0 * N * K * C * k ** 3 * voxels
+    fn = F.conv_transpose3d if transposed else F.conv3d
+    name = "conv_transpose3d" if transposed else "conv3d"
+    with torch.no_grad():
+        report(name + "_fwd", shape, median_ms(lambda: fn(x, w, None, stride, pad), args.reps), flops, args.threads)
+    x.requires_grad_()
+    w.requires_grad_()
+    dy = torch.ones(N, K, out(D), out(H), out(W))
+
+    def fwd_bwd():
+        x.grad = None
+        w.grad = None
+        fn(x, w, None, stride, pad).backward(dy)
+
+    report(name + "_fwd_bwd", shape, median_ms(fwd_bwd, args.reps), 3 * flops, args.threads)
 
 
 def bench_norm(args):
@@ -283,6 +308,8 @@ def main():
             bench_conv(64, c, 2 * c, hw, hw, 3, 2, 1, args)
             bench_conv(64, c, 2 * c, hw, hw, 1, 2, 0, args)
     if want("volume"):
+        bench_conv3d(2, 32, 32, 32, 64, 64, 3, 1, 1, args)  # the issue's target: a UNet3d 3x3x3 conv
+        bench_conv3d(2, 64, 32, 16, 32, 32, 2, 2, 0, args, transposed=True)  # UNet3d upsampling
         bench_volume(args)
 
 if __name__ == "__main__":

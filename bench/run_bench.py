@@ -10,6 +10,7 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
                                   [--suites ops,norm] [--only matmul|conv|volume]
 Suites: ops (bench_ops: matmul, conv2d), norm (bench_norm: BN, GN, LN, IN) and
+
 train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
 at batch 128, each model in its own process so peak RSS is per model; prints
 images/s and peak resident memory). train is not in the default set: at 2
@@ -63,7 +64,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
     parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
-    parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, volume)")
+    parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, or volume: conv3d, conv_transpose3d, max_pool3d, trilinear upsampling at UNet3d shapes)")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]

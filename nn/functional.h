@@ -10,6 +10,9 @@
 #include "minidl/ops/batch_norm.h"
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/conv2d.h"
+#include "minidl/ops/conv3d.h"
+#include "minidl/ops/conv_padding.h"
+#include "minidl/ops/conv_transpose.h"
 #include "minidl/ops/dice_loss.h"
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"
@@ -18,6 +21,7 @@
 #include "minidl/ops/layer_norm.h"
 #include "minidl/ops/loss.h"
 #include "minidl/ops/matmul.h"
+#include "minidl/ops/pad.h"
 #include "minidl/ops/pooling.h"
 #include "minidl/ops/softmax.h"
 #include "minidl/ops/unary.h"
@@ -30,6 +34,12 @@ using minidl::binary_cross_entropy;
 using minidl::binary_cross_entropy_with_logits;
 using minidl::conv2d;
 using minidl::Conv2dParams;
+using minidl::conv3d;
+using minidl::Conv3dParams;
+using minidl::conv_transpose2d;
+using minidl::conv_transpose3d;
+using minidl::ConvTranspose2dParams;
+using minidl::ConvTranspose3dParams;
 using minidl::cross_entropy;
 using minidl::dice_loss;
 using minidl::dropout;
@@ -44,6 +54,8 @@ using minidl::linear;
 using minidl::log_softmax;
 using minidl::mse_loss;
 using minidl::nll_loss;
+using minidl::pad;
+using minidl::PadMode;
 using minidl::Reduction;
 using minidl::relu;
 using minidl::sigmoid;

@@ -10,6 +10,7 @@
 #include "minidl/nn/modules/batch_norm.h"
 #include "minidl/nn/modules/container.h"
 #include "minidl/nn/modules/conv.h"
+#include "minidl/nn/modules/conv_transpose.h"
 #include "minidl/nn/modules/dropout.h"
 #include "minidl/nn/modules/flatten.h"
 #include "minidl/nn/modules/group_norm.h"

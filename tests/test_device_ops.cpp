@@ -198,6 +198,31 @@ TEST_CASE("test device: matmul, linear, conv2d, pooling, interpolate") {
            [](auto& t) { return interpolate(t[0], {.scale_factor = {2.0}, .mode = "trilinear"}); });
 }
 
+TEST_CASE("test device: conv3d, conv_transpose2d/3d, pad, padding='same'") {
+  manual_seed(8);
+  check_op("conv3d", {leaf({2, 3, 4, 5, 4}), leaf({4, 3, 3, 2, 3}), leaf({4})}, [](auto& t) {
+    return conv3d(t[0], t[1], t[2], Conv3dParams{.stride = {1, 2, 1}, .padding = {1, 0, 1}});
+  });
+  check_op("conv3d groups, stride-2 depth", {leaf({1, 4, 5, 4, 4}), leaf({4, 2, 3, 3, 3})}, [](auto& t) {
+    return conv3d(t[0], t[1], Tensor(), Conv3dParams{.stride = {2, 1, 1}, .padding = {1, 1, 1}, .groups = 2});
+  });
+  check_op("conv_transpose2d", {leaf({2, 4, 3, 4}), leaf({4, 3, 3, 3}), leaf({3})}, [](auto& t) {
+    return conv_transpose2d(t[0], t[1], t[2], {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 0}});
+  });
+  check_op("conv_transpose2d output_padding >= stride", {leaf({1, 2, 3, 3}), leaf({2, 2, 3, 3}), leaf({2})},
+           [](auto& t) { return conv_transpose2d(t[0], t[1], t[2], {.output_padding = {1, 1}, .dilation = {2, 2}}); });
+  check_op("conv_transpose3d", {leaf({2, 4, 2, 3, 2}), leaf({4, 3, 2, 2, 2}), leaf({3})}, [](auto& t) {
+    return conv_transpose3d(t[0], t[1], t[2], {.stride = {2, 2, 2}});
+  });
+  const Tensor x = leaf({2, 3, 4, 5});
+  for (const char* mode : {"constant", "reflect", "replicate", "circular"})
+    check_op(std::string("pad ") + mode, {x}, [mode](auto& t) { return pad(t[0], {2, 1, 1, 3}, mode, 0.5); });
+  check_op("conv2d padding='same', even kernel", {x, leaf({2, 3, 2, 4})},
+           [](auto& t) { return conv2d(t[0], t[1], Tensor(), "same"); });
+  CHECK_THROWS_CONTAINS(conv3d(randn({1, 2, 3, 3, 3}).to(kDev), randn({3, 2, 2, 2, 2})), "same device");
+  CHECK_THROWS_CONTAINS(conv_transpose2d(randn({1, 2, 3, 3}).to(kDev), randn({2, 2, 2, 2})), "same device");
+}
+
 TEST_CASE("test device: softmax, losses, dropout") {
   manual_seed(6);
   const Tensor logits = leaf({5, 4}), target = labels(5, 4);
