@@ -7,6 +7,7 @@
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"
 #include "minidl/ops/instance_norm.h"
+#include "minidl/ops/interpolate.h"
 #include "minidl/ops/layer_norm.h"
 #include "minidl/ops/loss.h"
 #include "minidl/ops/matmul.h"

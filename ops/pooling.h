@@ -1,8 +1,14 @@
-// 2-D pooling, NCHW (or unbatched CHW).
+// 2-D and 3-D pooling, NCHW / NCDHW (or unbatched CHW / CDHW).
+//
+// Argument order follows torch.nn.functional, except that avg_pool keeps
+// minidl's historical count_include_pad as the fifth argument (before
+// ceil_mode), so existing calls avg_pool2d(x, k, s, p, false) keep their meaning.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "minidl/core/dispatch.h"
@@ -10,43 +16,72 @@
 
 namespace minidl {
 
-// stride defaults to kernel_size when given as {0, 0}, as PyTorch's stride=None.
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size,
-                  std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0});
-Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel_size,
-                  std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0},
-                  bool count_include_pad = true);
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
-Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+using Size2 = std::array<int64_t, 2>;
+using Size3 = std::array<int64_t, 3>;
+
+// stride defaults to kernel_size when given as all zeros, as PyTorch's stride=None.
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride = {0, 0}, Size2 padding = {0, 0},
+                  Size2 dilation = {1, 1}, bool ceil_mode = false);
+// (output, indices): indices (int64) are flat h*W+w positions in each input plane,
+// as PyTorch's return_indices=True.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size, Size2 stride = {0, 0},
+                                                   Size2 padding = {0, 0}, Size2 dilation = {1, 1},
+                                                   bool ceil_mode = false);
+// divisor_override replaces the window size as the divisor (PyTorch's divisor_override).
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride = {0, 0}, Size2 padding = {0, 0},
+                  bool count_include_pad = true, bool ceil_mode = false,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2 output_size);
+
+// 3-D: sizes are (D, H, W); indices are flat d*H*W+h*W+w positions.
+Tensor max_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride = {0, 0, 0}, Size3 padding = {0, 0, 0},
+                  Size3 dilation = {1, 1, 1}, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel_size, Size3 stride = {0, 0, 0},
+                                                   Size3 padding = {0, 0, 0}, Size3 dilation = {1, 1, 1},
+                                                   bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride = {0, 0, 0}, Size3 padding = {0, 0, 0},
+                  bool count_include_pad = true, bool ceil_mode = false,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, Size3 output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Size3 output_size);
 
 // ---- kernel interface (a backend registers its kernels here) ----------------
 
-// N*C independent planes of H x W pooled to OH x OW.
-struct Pool2dGeometry {
-  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
-  int64_t kH = 1, kW = 1, sH = 1, sW = 1, pH = 0, pW = 0;  // unused by the adaptive pools
+// `planes` independent volumes of in = (D, H, W) pooled to out = (OD, OH, OW).
+// 2-D pools are the case D = OD = 1 with a 1-deep window, so one kernel serves both.
+struct PoolGeometry {
+  int64_t planes = 0;
+  Size3 in{1, 1, 1}, out{1, 1, 1};
+  // Window pools only (adaptive pools use PyTorch's floor/ceil bins instead).
+  Size3 kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  bool adaptive = false;
+  bool count_include_pad = true;  // avg only
+  int64_t divisor_override = 0;   // avg only; 0: none
 
-  std::vector<int64_t> to_list() const { return {planes, H, W, OH, OW, kH, kW, sH, sW, pH, pW}; }
-  static Pool2dGeometry from_list(const std::vector<int64_t>& v) {
-    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]};
-  }
+  int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
   // Rough work estimate, to parallelize only when it pays.
-  int64_t work(int64_t per_output) const { return planes * OH * OW * per_output; }
+  int64_t work(int64_t per_output) const { return planes * out_plane() * per_output; }
+
+  std::vector<int64_t> to_list() const;
+  static PoolGeometry from_list(const std::vector<int64_t>& v);
 };
 
-using MaxPoolForwardFn = void(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g,
-                              bool adaptive);
+// indices: flat position of each output's maximum inside its input plane.
+using MaxPoolForwardFn = void(const Tensor& x, const Tensor& y, const Tensor& indices, const PoolGeometry& g);
+// grad_x is overwritten (every element).
 using MaxPoolBackwardFn = void(const Tensor& grad_y, const Tensor& indices, const Tensor& grad_x,
-                               const Pool2dGeometry& g);
-using AvgPoolForwardFn = void(const Tensor& x, const Tensor& y, const Pool2dGeometry& g, bool adaptive,
-                              bool count_include_pad);
-using AvgPoolBackwardFn = void(const Tensor& grad_y, const Tensor& grad_x, const Pool2dGeometry& g, bool adaptive,
-                               bool count_include_pad);
+                               const PoolGeometry& g);
+using AvgPoolForwardFn = void(const Tensor& x, const Tensor& y, const PoolGeometry& g);
+using AvgPoolBackwardFn = void(const Tensor& grad_y, const Tensor& grad_x, const PoolGeometry& g);
 
-extern DispatchStub<MaxPoolForwardFn> max_pool2d_forward_stub;
-extern DispatchStub<MaxPoolBackwardFn> max_pool2d_backward_stub;
-extern DispatchStub<AvgPoolForwardFn> avg_pool2d_forward_stub;
-extern DispatchStub<AvgPoolBackwardFn> avg_pool2d_backward_stub;
+extern DispatchStub<MaxPoolForwardFn> max_pool_forward_stub;
+extern DispatchStub<MaxPoolBackwardFn> max_pool_backward_stub;
+extern DispatchStub<AvgPoolForwardFn> avg_pool_forward_stub;
+extern DispatchStub<AvgPoolBackwardFn> avg_pool_backward_stub;
 void register_pooling_cpu_kernels();
 
 }  // namespace minidl

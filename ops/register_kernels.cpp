@@ -17,6 +17,7 @@ void register_shape_cpu_kernels();
 void register_matmul_cpu_kernels();
 void register_conv2d_cpu_kernels();
 void register_pooling_cpu_kernels();
+void register_interpolate_cpu_kernels();
 void register_dropout_cpu_kernels();
 void register_softmax_cpu_kernels();
 void register_loss_cpu_kernels();
@@ -39,6 +40,7 @@ void ensure_kernels_registered() {
     register_matmul_cpu_kernels();
     register_conv2d_cpu_kernels();
     register_pooling_cpu_kernels();
+    register_interpolate_cpu_kernels();
     register_dropout_cpu_kernels();
     register_softmax_cpu_kernels();
     register_loss_cpu_kernels();
