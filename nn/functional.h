@@ -8,7 +8,9 @@
 
 #include "minidl/nn/options.h"
 #include "minidl/ops/batch_norm.h"
+#include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/conv2d.h"
+#include "minidl/ops/dice_loss.h"
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"
 #include "minidl/ops/instance_norm.h"
@@ -22,9 +24,13 @@
 namespace minidl::nn::functional {
 
 using minidl::batch_norm;
+using minidl::bce_dice_loss;
+using minidl::binary_cross_entropy;
+using minidl::binary_cross_entropy_with_logits;
 using minidl::conv2d;
 using minidl::Conv2dParams;
 using minidl::cross_entropy;
+using minidl::dice_loss;
 using minidl::dropout;
 using minidl::gelu;
 using minidl::group_norm;

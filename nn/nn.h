@@ -4,6 +4,7 @@
 
 #include "minidl/nn/functional.h"
 #include "minidl/nn/init.h"
+#include "minidl/nn/metrics.h"
 #include "minidl/nn/module.h"
 #include "minidl/nn/modules/activation.h"
 #include "minidl/nn/modules/batch_norm.h"
@@ -15,6 +16,7 @@
 #include "minidl/nn/modules/instance_norm.h"
 #include "minidl/nn/modules/layer_norm.h"
 #include "minidl/nn/modules/linear.h"
+#include "minidl/nn/modules/loss.h"
 #include "minidl/nn/modules/pooling.h"
 #include "minidl/nn/norm_utils.h"
 #include "minidl/nn/serialize.h"

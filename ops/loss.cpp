@@ -1,27 +1,36 @@
-// Losses: cross_entropy (fused log_softmax + nll, with label smoothing),
-// nll_loss and mse_loss, with PyTorch's reductions.
+// Losses: cross_entropy (fused log_softmax + nll, with class weights and label
+// smoothing; or probability targets), nll_loss and mse_loss, with PyTorch's
+// reductions.
 //
 // The class losses view input as (N, C, S) (S = d1*...*dk, 1 for (N, C) input;
-// a 1-D input (C) is N = 1 with a 0-d target) and have one "position" per (n, s):
+// a 1-D input (C) is N = 1 with a 0-d target) and have one "position" per (n, s).
+// With class weights w (all 1 when not given) and t the position's target:
 //   cross_entropy: lse = log sum_c exp(x_c)  (max subtracted),  logp_c = x_c - lse
-//     loss = (1 - eps) * (-logp_t) + eps * (-sum_c logp_c) / C      (PyTorch's formula)
-//     dloss/dx_c = softmax_c - (1 - eps) [c == t] - eps / C
-//     Forward saves the input, the target, lse per position (not the C-times
-//     larger log-probabilities) and the count below; backward recomputes
-//     softmax_c = exp(x_c - lse).
-//   nll_loss: loss = -x_t;  dloss/dx_c = -[c == t]. Saves the target and the count.
+//     loss = (1 - eps) * w_t * (-logp_t) + eps / C * sum_c w_c * (-logp_c)   (PyTorch's formula)
+//     dloss/dx_c = p_c * ((1 - eps) * w_t + eps / C * sum_k w_k) - eps / C * w_c - (1 - eps) * w_t [c == t]
+//     with p_c = softmax_c. Forward saves the input, the target, the weights,
+//     lse per position (not the C-times larger log-probabilities) and the total
+//     weight below; backward recomputes softmax_c = exp(x_c - lse).
+//   nll_loss: loss = -w_t x_t;  dloss/dx_c = -w_t [c == t]. Saves target, weights and total weight.
 // Positions whose target == ignore_index contribute 0 and get zero gradient;
-// "mean" divides by the number of other positions (0 of them gives nan, as
-// PyTorch). The forward kernel counts them into an int64 0-d tensor on the
-// input's device (ReductionInfo::count), so targets are not copied to the
-// host; their range (class index or ignore_index) is checked for CPU targets
-// only. Per-position losses are summed in float64 in a fixed order.
+// "mean" divides by the total weight: sum of w_t over the other positions
+// (their count without weights; 0 of them gives nan, as PyTorch). The forward
+// kernel sums it into a float64 0-d tensor on the input's device
+// (ReductionInfo::total_weight), so targets are not copied to the host; their
+// range (class index or ignore_index) is checked for CPU targets only.
+// Per-position losses are summed in float64 in a fixed order.
+//   cross_entropy with probability targets q (input's shape): composed from
+//     log_softmax, mul and sum (autograd gives dx and dq):
+//     q' = (1 - eps) q + eps / C,  loss = -sum_c w_c q'_c logp_c,  "mean" divides by N * S.
 //   mse_loss: loss_i = (x_i - y_i)^2, dx = 2 (x - y) g = -dy. Saves input and target.
 // Backward returns fresh gradient tensors (the engine accumulates them).
 // CPU kernels: ops/cpu/loss.cpp.
 #include "minidl/ops/loss.h"
 
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/binary.h"
+#include "minidl/ops/reduce.h"
+#include "minidl/ops/softmax.h"
 
 namespace minidl {
 
@@ -40,32 +49,32 @@ Shape reduced_shape(const Tensor& target, Reduction reduction) {
   return reduction == Reduction::None ? target.shape() : Shape{};
 }
 
-// The forward kernel writes the count of non-ignored targets here.
-ReductionInfo new_reduction(Reduction reduction, const Tensor& input) {
-  return {reduction, empty({}, TensorOptions(kInt64).device(input.device()))};
+// The forward kernel writes the total weight of the non-ignored targets here.
+ReductionInfo new_reduction(Reduction reduction, const Tensor& input, const Tensor& weight) {
+  return {reduction, weight, empty({}, TensorOptions(kFloat64).device(input.device()))};
 }
 
-// The count tensor is saved with the tensors, the rest here.
+// The weight and total weight are saved with the tensors, the rest here.
 void save_reduction(AutogradContext* ctx, const ClassGeometry& g, int64_t ignore_index, Reduction reduction) {
   ctx->saved_data["geometry"] = g.to_list();
   ctx->saved_data["ignore_index"] = ignore_index;
   ctx->saved_data["reduction"] = static_cast<int64_t>(reduction);
 }
 
-ReductionInfo saved_reduction(AutogradContext* ctx, const Tensor& count) {
-  return {static_cast<Reduction>(ctx->saved_data["reduction"].to_int()), count};
+ReductionInfo saved_reduction(AutogradContext* ctx, const Tensor& weight, const Tensor& total_weight) {
+  return {static_cast<Reduction>(ctx->saved_data["reduction"].to_int()), weight, total_weight};
 }
 
 struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
-                        int64_t ignore_index, double eps, Reduction reduction) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const Tensor& weight,
+                        const ClassGeometry& g, int64_t ignore_index, double eps, Reduction reduction) {
     const TensorOptions options = input.options();
     Tensor x = input.contiguous();
     Tensor lse = empty({g.positions()}, options);
     Tensor out = empty(reduced_shape(target, reduction), options);
-    const ReductionInfo r = new_reduction(reduction, x);
+    const ReductionInfo r = new_reduction(reduction, x, weight);
     cross_entropy_forward_stub(x.device())(x, target, lse, out, g, ignore_index, eps, r);
-    ctx->save_for_backward({x, target, lse, r.count});
+    ctx->save_for_backward({x, target, lse, r.weight, r.total_weight});
     save_reduction(ctx, g, ignore_index, reduction);
     ctx->saved_data["label_smoothing"] = eps;
     return out;
@@ -77,31 +86,31 @@ struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
     cross_entropy_backward_stub(x.device())(
         grads[0].contiguous(), x, target, lse, gx, ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
         ctx->saved_data["ignore_index"].to_int(), ctx->saved_data["label_smoothing"].to_double(),
-        saved_reduction(ctx, saved[3]));
-    return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+        saved_reduction(ctx, saved[3], saved[4]));
+    return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
 struct NllLossFunction : autograd::Function<NllLossFunction> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const ClassGeometry& g,
-                        int64_t ignore_index, Reduction reduction) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const Tensor& weight,
+                        const ClassGeometry& g, int64_t ignore_index, Reduction reduction) {
     Tensor out = empty(reduced_shape(target, reduction), input.options());
-    const ReductionInfo r = new_reduction(reduction, input);
+    const ReductionInfo r = new_reduction(reduction, input, weight);
     nll_loss_forward_stub(input.device())(input.contiguous(), target, out, g, ignore_index, r);
-    ctx->save_for_backward({target, r.count});
+    ctx->save_for_backward({target, r.weight, r.total_weight});
     save_reduction(ctx, g, ignore_index, reduction);
     ctx->saved_data["input_shape"] = input.shape();
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const Tensor &target = saved[0], &count = saved[1];
+    const Tensor& target = saved[0];
     const Tensor gy = grads[0].contiguous();
     Tensor gx = empty(ctx->saved_data["input_shape"].to_int_list(), gy.options());
     nll_loss_backward_stub(gy.device())(gy, target, gx,
                                         ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
-                                        ctx->saved_data["ignore_index"].to_int(), saved_reduction(ctx, count));
-    return {gx, Tensor(), Tensor(), Tensor(), Tensor()};
+                                        ctx->saved_data["ignore_index"].to_int(), saved_reduction(ctx, saved[1], saved[2]));
+    return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -172,24 +181,83 @@ void check_targets(const Tensor& target, int64_t num_classes, int64_t ignore_ind
   }
 }
 
+
+// The class weights as the kernels take them: undefined, or C contiguous
+// values of the input's dtype on its device. They get no gradient.
+Tensor checked_weight(const Tensor& weight, const Tensor& input, int64_t num_classes, const char* op) {
+  if (!weight.defined()) return Tensor();
+  MINIDL_CHECK(weight.dim() == 1 && weight.numel() == num_classes, op,
+               ": weight tensor should be defined either for all ", num_classes,
+               " classes or no classes but got weight tensor of shape: ", shape_str(weight.shape()));
+  MINIDL_CHECK(weight.dtype() == input.dtype(), op, ": expected scalar type ", dtype_name(input.dtype()),
+               " but found ", dtype_name(weight.dtype()), " (weight)");
+  MINIDL_CHECK(weight.device() == input.device(), op, ": expected input and weight on the same device, got ",
+               input.device(), " and ", weight.device());
+  return weight.detach().contiguous();
+}
+
+// cross_entropy with class probabilities (soft labels) of the input's shape,
+// composed from existing ops: autograd differentiates input and target.
+Tensor cross_entropy_probabilities(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                   Reduction reduction, int64_t ignore_index, double eps) {
+  const char* op = "cross_entropy";
+  MINIDL_CHECK(is_floating(input.dtype()), op, ": expected a floating point input, got ", dtype_name(input.dtype()));
+  MINIDL_CHECK(is_floating(target.dtype()), op, ": Expected floating point type for target with class "
+               "probabilities, got ", dtype_name(target.dtype()));
+  MINIDL_CHECK(ignore_index < 0, op, ": ignore_index is not supported for floating point target");
+  MINIDL_CHECK(target.dtype() == input.dtype(), op, ": expected input and target of the same dtype, got ",
+               dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
+  MINIDL_CHECK(input.device() == target.device(), op, ": expected input and target on the same device, got ",
+               input.device(), " and ", target.device());
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  const int64_t C = input.size(class_dim);
+  const Tensor w = checked_weight(weight, input, C, op);
+  const Tensor q = eps > 0.0 ? target * (1.0 - eps) + eps / static_cast<double>(C) : target;
+  Tensor prod = log_softmax(input, class_dim) * q;
+  if (w.defined()) {
+    Shape per_class(static_cast<size_t>(input.dim()), 1);
+    per_class[class_dim] = C;
+    prod = prod * w.reshape(per_class);
+  }
+  if (reduction == Reduction::None) return -sum(prod, {class_dim});
+  if (reduction == Reduction::Sum) return -sum(prod);
+  const int64_t positions = C > 0 ? input.numel() / C : 0;
+  return sum(prod) / -static_cast<double>(positions);  // 0 positions: 0/0 = nan, as PyTorch
+}
+
 }  // namespace
 
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
-  const ClassGeometry g = class_geometry(input, target, "cross_entropy");
+  return cross_entropy(input, target, Tensor(), reduction, ignore_index, label_smoothing);
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                     int64_t ignore_index, double label_smoothing) {
   MINIDL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+  // PyTorch's rule: a target of the input's shape holds class probabilities.
+  if (input.defined() && target.defined() && input.dim() >= 1 && input.shape() == target.shape())
+    return cross_entropy_probabilities(input, target, weight, reduction, ignore_index, label_smoothing);
+  const ClassGeometry g = class_geometry(input, target, "cross_entropy");
+  const Tensor w = checked_weight(weight, input, g.C, "cross_entropy");
   Tensor t = target.contiguous();
   check_targets(t, g.C, ignore_index, "cross_entropy");
-  return CrossEntropyFunction::apply(input, t, g, ignore_index, label_smoothing, reduction);
+  return CrossEntropyFunction::apply(input, t, w, g, ignore_index, label_smoothing, reduction);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  return nll_loss(input, target, Tensor(), reduction, ignore_index);
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                int64_t ignore_index) {
   const ClassGeometry g = class_geometry(input, target, "nll_loss");
+  const Tensor w = checked_weight(weight, input, g.C, "nll_loss");
   Tensor t = target.contiguous();
   check_targets(t, g.C, ignore_index, "nll_loss");
-  return NllLossFunction::apply(input, t, g, ignore_index, reduction);
+  return NllLossFunction::apply(input, t, w, g, ignore_index, reduction);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

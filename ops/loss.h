@@ -11,12 +11,24 @@ namespace minidl {
 
 enum class Reduction { None, Mean, Sum };
 
-// input: (N, C) or (N, C, d1, ...) logits; target: int64 class indices (N) or (N, d1, ...).
+// input: (N, C) or (N, C, d1, ...) logits (or (C)). target is either
+//  - int64 class indices, (N) or (N, d1, ...): "mean" divides by the summed
+//    weight[target] of the positions not equal to ignore_index, or
+//  - class probabilities (soft labels) of input's shape and dtype: "mean"
+//    divides by the number of positions N * d1 * ...; ignore_index must stay
+//    negative (PyTorch: "ignore_index is not supported for floating point target").
+// weight: optional per-class rescaling, a 1-D tensor of C elements (undefined: all 1).
+// label_smoothing eps mixes the target with the uniform distribution, as PyTorch.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                      int64_t ignore_index = -100, double label_smoothing = 0.0);
-// input: log-probabilities, same layout as cross_entropy.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                     Reduction reduction = Reduction::Mean, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+// input: log-probabilities, same layout as cross_entropy with class-index targets.
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                 int64_t ignore_index = -100);
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                Reduction reduction = Reduction::Mean, int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 // ---- kernel interface (a backend registers its kernels here) ----------------
@@ -34,15 +46,21 @@ struct ClassGeometry {
 };
 
 // What the loss was reduced with, for forward output and backward weights.
-// count is an int64 0-d tensor on the input's device: the number of positions
-// whose target is not ignore_index ("mean"'s divisor; PyTorch's total_weight
-// without class weights). The forward kernel counts and writes it, so the
-// targets never leave the device; the backward kernel reads it.
+// weight: the per-class weights (C, contiguous, input's dtype) or undefined.
+// total_weight is a float64 0-d tensor on the input's device: the sum of
+// weight[target] over the positions whose target is not ignore_index (their
+// count without weights): "mean"'s divisor, PyTorch's total_weight. The
+// forward kernel sums and writes it, so the targets never leave the device;
+// the backward kernel reads it.
 struct ReductionInfo {
   Reduction reduction = Reduction::Mean;
-  Tensor count;
+  Tensor weight;
+  Tensor total_weight;
 
-  void for_each_tensor(auto&& f) const { f(count); }
+  void for_each_tensor(auto&& f) const {
+    f(weight);
+    f(total_weight);
+  }
 };
 
 using CrossEntropyForwardFn = void(const Tensor& x, const Tensor& target, const Tensor& lse, const Tensor& out,

@@ -3,7 +3,9 @@
 
 #include "minidl/ops/batch_norm.h"
 #include "minidl/ops/binary.h"
+#include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/conv2d.h"
+#include "minidl/ops/dice_loss.h"
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"
 #include "minidl/ops/instance_norm.h"

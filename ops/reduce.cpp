@@ -7,6 +7,9 @@
 //   max/min (whole tensor): backward spreads dy evenly over the elements equal to
 //          the result, as PyTorch does; saves x and y.
 //   max/min (along dim): backward puts dy at the returned index; saves the indices.
+//   amax/amin (over dims): backward dx = mask * dy / sum_R mask with mask = (x == y),
+//          each reduced slice's ties share dy evenly (PyTorch's rule), composed
+//          from eq, sum and the arithmetic ops; saves x and y.
 //   argmax: int64, not differentiable.
 // Saved non-tensor state: the input shape, the wrapped reduced dims, keepdim.
 // Backward returns fresh gradients (the engine accumulates them into .grad).
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/binary.h"
 
 namespace minidl {
 
@@ -357,9 +361,35 @@ struct ExtremumDim {
   }
 };
 
+template <bool kIsMax>
+struct ExtremumDims {
+  static constexpr const char* kOp = kIsMax ? "amax()" : "amin()";
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Shape& dims, bool keepdim) {
+    const ReducePlan p = make_plan(x.shape(), dims, keepdim, kOp);
+    MINIDL_CHECK(!(dims.empty() && x.numel() == 0), kOp, ": Expected reduction dim to be specified for "
+                 "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+    for (int64_t d : p.reduced_dims)
+      MINIDL_CHECK(p.in_shape[d] > 0, kOp, ": Expected reduction dim ", d, " to have non-zero size.");
+    save_plan(ctx, p, keepdim);
+    Tensor out = empty(p.out_shape, like(x, x.dtype()));
+    const Rows rows = as_rows(x, p);
+    extremum_rows_stub(x.device())(rows.base, rows.layout, out, Tensor(), kIsMax);
+    ctx->save_for_backward({x, out});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const ReducePlan p = plan_from_saved(ctx, ctx->saved_data["keepdim"].to_bool());
+    const auto saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor mask = eq(x, saved[1].reshape(p.kept_shape));  // 1 where x is the slice's extreme
+    const Tensor ties = sum(mask, p.reduced_dims, true);
+    return {mask * (grads[0].reshape(p.kept_shape) / ties), Tensor(), Tensor()};
+  }
+};
+
 }  // namespace
 
-// Node names follow PyTorch's (MaxBackward, ...) for both forms.
+// Node names follow PyTorch's (MaxBackward, AmaxBackward, ...).
 namespace reduce_whole {
 struct Max : autograd::Function<Max>, ExtremumAll<true> {};
 struct Min : autograd::Function<Min>, ExtremumAll<false> {};
@@ -368,6 +398,8 @@ namespace reduce_dim {
 struct Max : autograd::Function<Max>, ExtremumDim<true> {};
 struct Min : autograd::Function<Min>, ExtremumDim<false> {};
 }  // namespace reduce_dim
+struct Amax : autograd::Function<Amax>, ExtremumDims<true> {};
+struct Amin : autograd::Function<Amin>, ExtremumDims<false> {};
 
 // ---- public API ------------------------------------------------------------------------
 
@@ -421,6 +453,16 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
   check_input(x, "min");
   auto out = reduce_dim::Min::apply(x, dim, keepdim);
   return {out[0], out[1]};
+}
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  check_input(x, "amax");
+  return Amax::apply(x, dims, keepdim);
+}
+
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  check_input(x, "amin");
+  return Amin::apply(x, dims, keepdim);
 }
 
 Tensor argmax(const Tensor& x) {

@@ -28,6 +28,11 @@ struct ValuesIndices {
 };
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+// The largest / smallest value over `dims` (empty: all dims), as torch.amax /
+// torch.amin: values only; the gradient is shared evenly by the elements equal
+// to the result within each reduced slice (PyTorch's rule; a NaN result gets nan).
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // index into the flattened tensor
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 

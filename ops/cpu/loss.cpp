@@ -1,14 +1,15 @@
 // CPU kernels of the losses (ops/loss.h's kernel interface): one loop over the
 // (n, s) positions of the (N, C, S) view, parallel when large. Per-position
 // losses are summed in float64 in a fixed order, so results do not depend on
-// the thread count. The class-loss forwards count the non-ignored targets
-// (ReductionInfo::count) in a serial pass; targets are in range (the op
-// checked CPU ones).
+// the thread count. The class-loss forwards sum the weights of the non-ignored
+// targets (ReductionInfo::total_weight) in a serial pass; targets are in range
+// (the op checked CPU ones).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/loss.h"
 
 namespace minidl {
@@ -17,15 +18,30 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;
 
-// Writes the number of positions whose target is not ignore_index to r.count.
-void write_count(const int64_t* target, int64_t positions, int64_t ignore_index, const ReductionInfo& r) {
-  int64_t count = 0;
-  for (int64_t i = 0; i < positions; ++i) count += target[i] != ignore_index;
-  *r.count.data_ptr<int64_t>() = count;
+// weight[c] (1 without class weights).
+template <class T>
+inline double class_weight(const T* weight, int64_t c) {
+  return weight ? static_cast<double>(weight[c]) : 1.0;
+}
+
+template <class T>
+const T* weight_or_null(const ReductionInfo& r) {
+  return r.weight.defined() ? r.weight.data_ptr<T>() : nullptr;
+}
+
+// Writes the summed weight[target] of the positions whose target is not
+// ignore_index to r.total_weight.
+template <class T>
+void write_total_weight(const int64_t* target, const T* weight, int64_t positions, int64_t ignore_index,
+                        const ReductionInfo& r) {
+  double total = 0.0;
+  for (int64_t i = 0; i < positions; ++i)
+    if (target[i] != ignore_index) total += class_weight(weight, target[i]);
+  *r.total_weight.data_ptr<double>() = total;
 }
 
 // out: per-position losses (None) or their sum / mean (a single value); the
-// mean divides by r.count (write_count first).
+// mean divides by r.total_weight (write_total_weight first; 0 gives nan).
 template <class T>
 void write_reduced(const std::vector<double>& losses, T* out, const ReductionInfo& r) {
   if (r.reduction == Reduction::None) {
@@ -34,20 +50,18 @@ void write_reduced(const std::vector<double>& losses, T* out, const ReductionInf
   }
   double s = 0.0;
   for (double l : losses) s += l;
-  if (r.reduction == Reduction::Mean) {
-    const int64_t count = *r.count.data_ptr<int64_t>();
-    s = count > 0 ? s / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
-  }
+  if (r.reduction == Reduction::Mean) s /= *r.total_weight.data_ptr<double>();
   out[0] = static_cast<T>(s);
 }
 
-// dL/dloss at position i given the upstream gradient of the (reduced) output;
-// count is the forward's count of non-ignored positions (read once per call).
+// dL/dloss at a non-ignored position i given the upstream gradient of the
+// (reduced) output; total is the forward's total weight (read once per call;
+// 0 makes it inf, and the gradient nan where the class weight is 0, as PyTorch).
 template <class T>
-inline double position_weight(const T* grad_out, int64_t i, Reduction reduction, int64_t count) {
+inline double position_weight(const T* grad_out, int64_t i, Reduction reduction, double total) {
   if (reduction == Reduction::None) return grad_out[i];
   if (reduction == Reduction::Sum) return grad_out[0];
-  return count > 0 ? grad_out[0] / static_cast<double>(count) : 0.0;
+  return grad_out[0] / total;
 }
 
 // ---- cross_entropy kernels ------------------------------------------------------------
@@ -56,7 +70,8 @@ template <class T>
 void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out, T* out, const ClassGeometry g,
                                   int64_t ignore_index, double eps, const ReductionInfo& r) {
   const int64_t C = g.C, S = g.S;
-  write_count(target, g.positions(), ignore_index, r);
+  const T* weight = weight_or_null<T>(r);
+  write_total_weight(target, weight, g.positions(), ignore_index, r);
   std::vector<double> losses(static_cast<size_t>(g.positions()));
 #pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
   for (int64_t i = 0; i < g.positions(); ++i) {
@@ -72,10 +87,10 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
       losses[i] = 0.0;
       continue;
     }
-    double loss = (1.0 - eps) * (lse - static_cast<double>(xc[t * S]));
+    double loss = (1.0 - eps) * class_weight(weight, t) * (lse - static_cast<double>(xc[t * S]));
     if (eps > 0.0) {
-      double smooth = 0.0;  // -sum_c logp_c
-      for (int64_t c = 0; c < C; ++c) smooth += lse - static_cast<double>(xc[c * S]);
+      double smooth = 0.0;  // -sum_c w_c logp_c
+      for (int64_t c = 0; c < C; ++c) smooth += class_weight(weight, c) * (lse - static_cast<double>(xc[c * S]));
       loss += eps * smooth / static_cast<double>(C);
     }
     losses[i] = loss;
@@ -88,7 +103,13 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
                                    const ClassGeometry g, int64_t ignore_index, double eps, const ReductionInfo& r) {
   const int64_t C = g.C, S = g.S;
   const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
-  const int64_t count = *r.count.data_ptr<int64_t>();
+  const double total = *r.total_weight.data_ptr<double>();
+  const T* weight = weight_or_null<T>(r);
+  double weight_sum = static_cast<double>(C);  // sum_k w_k
+  if (weight) {
+    weight_sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) weight_sum += weight[c];
+  }
 #pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t offset = (i / S) * C * S + i % S;
@@ -99,10 +120,13 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
       for (int64_t c = 0; c < C; ++c) gc[c * S] = T(0);
       continue;
     }
-    const double w = position_weight(grad_out, i, r.reduction, count);
+    const double w = position_weight(grad_out, i, r.reduction, total);
+    const double hard = (1.0 - eps) * class_weight(weight, t);  // weight of the target's one-hot
+    const double softmax_scale = hard + uniform * weight_sum;
     const T l = lse[i];
-    for (int64_t c = 0; c < C; ++c) gc[c * S] = static_cast<T>(w * (std::exp(xc[c * S] - l) - uniform));
-    gc[t * S] -= static_cast<T>(w * (1.0 - eps));
+    for (int64_t c = 0; c < C; ++c)
+      gc[c * S] = static_cast<T>(w * (std::exp(xc[c * S] - l) * softmax_scale - uniform * class_weight(weight, c)));
+    gc[t * S] -= static_cast<T>(w * hard);
   }
 }
 
@@ -111,11 +135,14 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
 template <class T>
 void nll_loss_forward_kernel(const T* x, const int64_t* target, T* out, const ClassGeometry g, int64_t ignore_index,
                              const ReductionInfo& r) {
-  write_count(target, g.positions(), ignore_index, r);
+  const T* weight = weight_or_null<T>(r);
+  write_total_weight(target, weight, g.positions(), ignore_index, r);
   std::vector<double> losses(static_cast<size_t>(g.positions()));
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t t = target[i];
-    losses[i] = t == ignore_index ? 0.0 : -static_cast<double>(x[(i / g.S) * g.C * g.S + t * g.S + i % g.S]);
+    losses[i] = t == ignore_index ? 0.0
+                                  : -class_weight(weight, t) *
+                                        static_cast<double>(x[(i / g.S) * g.C * g.S + t * g.S + i % g.S]);
   }
   write_reduced(losses, out, r);
 }
@@ -123,12 +150,14 @@ void nll_loss_forward_kernel(const T* x, const int64_t* target, T* out, const Cl
 template <class T>
 void nll_loss_backward_kernel(const T* grad_out, const int64_t* target, T* gx, const ClassGeometry g,
                               int64_t ignore_index, const ReductionInfo& r) {
-  const int64_t count = *r.count.data_ptr<int64_t>();
+  const double total = *r.total_weight.data_ptr<double>();
+  const T* weight = weight_or_null<T>(r);
   std::fill(gx, gx + g.N * g.C * g.S, T(0));
   for (int64_t i = 0; i < g.positions(); ++i) {
     const int64_t t = target[i];
     if (t == ignore_index) continue;
-    gx[(i / g.S) * g.C * g.S + t * g.S + i % g.S] = static_cast<T>(-position_weight(grad_out, i, r.reduction, count));
+    gx[(i / g.S) * g.C * g.S + t * g.S + i % g.S] =
+        static_cast<T>(-class_weight(weight, t) * position_weight(grad_out, i, r.reduction, total));
   }
 }
 
@@ -236,6 +265,7 @@ void register_loss_cpu_kernels() {
   nll_loss_backward_stub.set(DeviceType::CPU, nll_loss_backward_cpu);
   mse_loss_forward_stub.set(DeviceType::CPU, mse_loss_forward_cpu);
   mse_loss_backward_stub.set(DeviceType::CPU, mse_loss_backward_cpu);
+  register_bce_cpu_kernels();  // ops/cpu/binary_cross_entropy.cpp
 }
 
 }  // namespace minidl
