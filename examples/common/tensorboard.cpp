@@ -4,20 +4,27 @@
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
 //             Summary summary = 5; }
 //   Summary { repeated Value value = 1; }
-//   Value   { string tag = 1; float simple_value = 2; }
+//   Value   { string tag = 1; float simple_value = 2; Image image = 4; }
+//   Image   { int32 height = 1; int32 width = 2; int32 colorspace = 3;
+//             bytes encoded_image_string = 4; }   (PNG; colorspace = channels)
 // The first record carries file_version "brain.Event:2", which TensorBoard
 // uses to recognise the format. The protobuf encoding is done here directly:
 // varint keys (field << 3 | wire type), fixed64/fixed32 for double/float.
 #include "examples/common/tensorboard.h"
 
+#include <stb/stb_image_write.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "minidl/core/check.h"
+#include "minidl/core/device.h"
 
 namespace minidl::examples {
 namespace {
@@ -133,6 +140,66 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
   put_int64_field(event, 2, step);
   put_bytes_field(event, 5, summary);
   write_record(event);
+}
+
+void TensorBoardWriter::add_image(const std::string& tag, const uint8_t* hwc, int height, int width,
+                                  int channels, int64_t step) {
+  MINIDL_CHECK(height > 0 && width > 0, "add_image: expected a non-empty image, got ", height, "x", width);
+  MINIDL_CHECK(channels == 1 || channels == 3 || channels == 4,
+               "add_image: expected 1, 3 or 4 channels, got ", channels);
+  std::string png;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+  };
+  const int ok = stbi_write_png_to_func(append, &png, width, height, channels, hwc, width * channels);
+  MINIDL_CHECK(ok != 0 && !png.empty(), "add_image: PNG encoding of the ", height, "x", width, " image '", tag,
+               "' failed");
+
+  std::string image;
+  put_int64_field(image, 1, height);
+  put_int64_field(image, 2, width);
+  put_int64_field(image, 3, channels);
+  put_bytes_field(image, 4, png);
+  std::string summary_value;
+  put_bytes_field(summary_value, 1, tag);
+  put_bytes_field(summary_value, 4, image);
+  std::string summary;
+  put_bytes_field(summary, 1, summary_value);
+
+  std::string event;
+  put_double_field(event, 1, unix_seconds());
+  put_int64_field(event, 2, step);
+  put_bytes_field(event, 5, summary);
+  write_record(event);
+}
+
+void TensorBoardWriter::add_image(const std::string& tag, const Tensor& image, int64_t step) {
+  MINIDL_CHECK(image.defined(), "add_image: expected a defined tensor");
+  MINIDL_CHECK(image.dim() == 2 || image.dim() == 3, "add_image: expected an (H, W) or (C, H, W) image, got a ",
+               image.dim(), "-D tensor");
+  const DType dt = image.dtype();
+  MINIDL_CHECK(dt == kUInt8 || dt == kFloat32 || dt == kFloat64,
+               "add_image: expected a uint8, float32 or float64 image, got ", dtype_name(dt));
+  const int64_t c = image.dim() == 3 ? image.size(0) : 1;
+  const int64_t h = image.size(image.dim() - 2), w = image.size(image.dim() - 1);
+  MINIDL_CHECK(c == 1 || c == 3 || c == 4, "add_image: expected 1, 3 or 4 channels (C, H, W), got ", c);
+  MINIDL_CHECK(h > 0 && w > 0 && h * w <= (int64_t{1} << 28), "add_image: unsupported image size ", h, "x", w);
+  // The user asked for these pixels on the host: one copy, then CHW -> HWC.
+  const Tensor host = image.to(kCPU).contiguous();
+  std::vector<uint8_t> hwc(static_cast<size_t>(c * h * w));
+  const int64_t plane = h * w;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t p = 0; p < plane; ++p) {
+      uint8_t v;
+      if (dt == kUInt8) {
+        v = host.data_ptr<uint8_t>()[ch * plane + p];
+      } else {
+        const double x = dt == kFloat32 ? host.data_ptr<float>()[ch * plane + p] : host.data_ptr<double>()[ch * plane + p];
+        v = std::isnan(x) ? 0 : static_cast<uint8_t>(std::lround(std::clamp(x, 0.0, 1.0) * 255.0));
+      }
+      hwc[static_cast<size_t>(p * c + ch)] = v;
+    }
+  add_image(tag, hwc.data(), static_cast<int>(h), static_cast<int>(w), static_cast<int>(c), step);
 }
 
 void TensorBoardWriter::write_record(const std::string& data) {
