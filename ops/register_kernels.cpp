@@ -16,6 +16,8 @@ void register_reduce_cpu_kernels();
 void register_shape_cpu_kernels();
 void register_matmul_cpu_kernels();
 void register_conv2d_cpu_kernels();
+void register_conv3d_cpu_kernels();
+void register_pad_cpu_kernels();
 void register_pooling_cpu_kernels();
 void register_interpolate_cpu_kernels();
 void register_dropout_cpu_kernels();
@@ -39,6 +41,8 @@ void ensure_kernels_registered() {
     register_shape_cpu_kernels();
     register_matmul_cpu_kernels();
     register_conv2d_cpu_kernels();
+    register_conv3d_cpu_kernels();
+    register_pad_cpu_kernels();
     register_pooling_cpu_kernels();
     register_interpolate_cpu_kernels();
     register_dropout_cpu_kernels();
