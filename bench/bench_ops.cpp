@@ -1,7 +1,8 @@
-// Times minidl's hot ops and prints one JSON object per line:
+// Times minidl's hot ops (matmul, conv2d, the 3-D pool and upsampling) and prints one JSON object per line:
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
-// runs both and compares. Options: --threads N (default 2), --reps N (default 15).
+// runs both and compares. Options: --threads N (default 2), --reps N (default 15),
+// --only matmul|conv|volume (default: all).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -72,22 +73,59 @@ void bench_conv(const ConvCase& c) {
          3 * flops);
 }
 
+// The UNet3d down/up path on a (2, 32, 32, 64, 64) volume: MaxPool3d(2) and
+// trilinear x2 upsampling, forward and forward + backward. Memory-bound ops:
+// "gflops" counts one operation per window tap (8 per output).
+void bench_volume() {
+  manual_seed(0);
+  const Shape shape{2, 32, 32, 64, 64};
+  const std::string name = "2x32x32x64x64";
+  Tensor x = randn(shape);
+  const InterpolateOptions up{.scale_factor = {2.0}, .mode = "trilinear", .align_corners = false};
+  const double pool_taps = 8.0 * static_cast<double>(x.numel()) / 8, up_taps = 8.0 * static_cast<double>(x.numel()) * 8;
+  {
+    NoGradGuard no_grad;
+    report("max_pool3d_fwd", name, median_ms([&] { (void)max_pool3d(x, {2, 2, 2}); }), pool_taps);
+    report("upsample_trilinear_fwd", name, median_ms([&] { (void)interpolate(x, up); }), up_taps);
+  }
+  x.requires_grad_();
+  const Tensor dy_pool = ones({2, 32, 16, 32, 32}), dy_up = ones({2, 32, 64, 128, 128});
+  report("max_pool3d_fwd_bwd", name, median_ms([&] {
+           x.set_grad(Tensor());
+           max_pool3d(x, {2, 2, 2}).backward(dy_pool);
+         }),
+         2 * pool_taps);
+  report("upsample_trilinear_fwd_bwd", name, median_ms([&] {
+           x.set_grad(Tensor());
+           interpolate(x, up).backward(dy_up);
+         }),
+         2 * up_taps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
-  bench_matmul(1024);
-  bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
-  bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage
-  bench_conv({128, 64, 128, 32, 32, 3, 2, 1});   // stride-2 downsampling conv
-  bench_conv({128, 3, 64, 32, 32, 3, 1, 1});     // first layer (RGB input)
-  // CIFAR ResNet-18 at batch 64: the 3x3 convs of each stage, then the
-  // downsampling convs into stages 2-4 (3x3 stride 2 and the 1x1 stride-2 shortcut).
-  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}, {512, 4}})
-    bench_conv({64, c, c, hw, hw, 3, 1, 1});
-  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}}) {
-    bench_conv({64, c, 2 * c, hw, hw, 3, 2, 1});
-    bench_conv({64, c, 2 * c, hw, hw, 1, 2, 0});
+  // --only matmul|conv|volume runs one group (the default: all).
+  std::string only;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+  auto want = [&](const char* group) { return only.empty() || only == group; };
+  if (want("matmul")) bench_matmul(1024);
+  if (want("conv")) {
+    bench_conv({128, 64, 64, 32, 32, 3, 1, 1});   // the target: a CIFAR ResNet's 64-channel 3x3 conv
+    bench_conv({128, 128, 128, 16, 16, 3, 1, 1});  // deeper stage
+    bench_conv({128, 64, 128, 32, 32, 3, 2, 1});   // stride-2 downsampling conv
+    bench_conv({128, 3, 64, 32, 32, 3, 1, 1});     // first layer (RGB input)
+    // CIFAR ResNet-18 at batch 64: the 3x3 convs of each stage, then the
+    // downsampling convs into stages 2-4 (3x3 stride 2 and the 1x1 stride-2 shortcut).
+    for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}, {512, 4}})
+      bench_conv({64, c, c, hw, hw, 3, 1, 1});
+    for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}}) {
+      bench_conv({64, c, 2 * c, hw, hw, 3, 2, 1});
+      bench_conv({64, c, 2 * c, hw, hw, 1, 2, 0});
+    }
   }
+  if (want("volume")) bench_volume();
   return 0;
 }

@@ -184,6 +184,31 @@ def bench_train(args):
             profile_resnet18_convs(batch, args.reps)
 
 
+def bench_volume(args):
+    """Twin of bench_ops.cpp's bench_volume: MaxPool3d(2) and trilinear x2 on (2, 32, 32, 64, 64)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 32, 32, 64, 64)
+    name = "2x32x32x64x64"
+    pool_taps, up_taps = 8.0 * x.numel() / 8, 8.0 * x.numel() * 8
+    up = lambda a: F.interpolate(a, scale_factor=2.0, mode="trilinear", align_corners=False)
+    with torch.no_grad():
+        report("max_pool3d_fwd", name, median_ms(lambda: F.max_pool3d(x, 2), args.reps), pool_taps, args.threads)
+        report("upsample_trilinear_fwd", name, median_ms(lambda: up(x), args.reps), up_taps, args.threads)
+    x.requires_grad_()
+    dy_pool, dy_up = torch.ones(2, 32, 16, 32, 32), torch.ones(2, 32, 64, 128, 128)
+
+    def pool_fwd_bwd():
+        x.grad = None
+        F.max_pool3d(x, 2).backward(dy_pool)
+
+    def up_fwd_bwd():
+        x.grad = None
+        up(x).backward(dy_up)
+
+    report("max_pool3d_fwd_bwd", name, median_ms(pool_fwd_bwd, args.reps), 2 * pool_taps, args.threads)
+    report("upsample_trilinear_fwd_bwd", name, median_ms(up_fwd_bwd, args.reps), 2 * up_taps, args.threads)
+
+
 def time_op(name, leaves, f, reps):
     """Twin of bench_train.cpp's time_op: forward + backward with a ones upstream gradient."""
     times = []
@@ -231,6 +256,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
+    parser.add_argument("--only", choices=["matmul", "conv", "volume"], help="--suite ops: run one group")
     parser.add_argument("--model", choices=["resnet18", "smallnet"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
@@ -242,18 +268,22 @@ def main():
     if args.suite == "train":
         bench_train(args)
         return
-    bench_matmul(1024, args)
-    bench_conv(128, 64, 64, 32, 32, 3, 1, 1, args)
-    bench_conv(128, 128, 128, 16, 16, 3, 1, 1, args)
-    bench_conv(128, 64, 128, 32, 32, 3, 2, 1, args)
-    bench_conv(128, 3, 64, 32, 32, 3, 1, 1, args)
-    # CIFAR ResNet-18 at batch 64 (the same cases as bench_ops.cpp).
-    for c, hw in [(64, 32), (128, 16), (256, 8), (512, 4)]:
-        bench_conv(64, c, c, hw, hw, 3, 1, 1, args)
-    for c, hw in [(64, 32), (128, 16), (256, 8)]:
-        bench_conv(64, c, 2 * c, hw, hw, 3, 2, 1, args)
-        bench_conv(64, c, 2 * c, hw, hw, 1, 2, 0, args)
-
+    want = lambda group: args.only in (None, group)
+    if want("matmul"):
+        bench_matmul(1024, args)
+    if want("conv"):
+        bench_conv(128, 64, 64, 32, 32, 3, 1, 1, args)
+        bench_conv(128, 128, 128, 16, 16, 3, 1, 1, args)
+        bench_conv(128, 64, 128, 32, 32, 3, 2, 1, args)
+        bench_conv(128, 3, 64, 32, 32, 3, 1, 1, args)
+        # CIFAR ResNet-18 at batch 64 (the same cases as bench_ops.cpp).
+        for c, hw in [(64, 32), (128, 16), (256, 8), (512, 4)]:
+            bench_conv(64, c, c, hw, hw, 3, 1, 1, args)
+        for c, hw in [(64, 32), (128, 16), (256, 8)]:
+            bench_conv(64, c, 2 * c, hw, hw, 3, 2, 1, args)
+            bench_conv(64, c, 2 * c, hw, hw, 1, 2, 0, args)
+    if want("volume"):
+        bench_volume(args)
 
 if __name__ == "__main__":
     main()

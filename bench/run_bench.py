@@ -8,7 +8,7 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 (> 1: minidl is faster).
 
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
-                                  [--suites ops,norm]
+                                  [--suites ops,norm] [--only matmul|conv|volume]
 Suites: ops (bench_ops: matmul, conv2d), norm (bench_norm: BN, GN, LN, IN) and
 train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
 at batch 128, each model in its own process so peak RSS is per model; prints
@@ -63,12 +63,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
     parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
+    parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, volume)")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]
     programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train"}
     # Suites run as several processes, one per model: the extra arguments of each.
     variants = {"train": [["--model", "resnet18"], ["--model", "smallnet"]]}
+    if args.only:
+        variants["ops"] = [["--only", args.only]]
     for suite in suites:
         if suite not in programs:
             sys.exit(f"unknown suite {suite!r} (choose from {', '.join(programs)})")

@@ -14,6 +14,7 @@
 #include "minidl/ops/dropout.h"
 #include "minidl/ops/group_norm.h"
 #include "minidl/ops/instance_norm.h"
+#include "minidl/ops/interpolate.h"
 #include "minidl/ops/layer_norm.h"
 #include "minidl/ops/loss.h"
 #include "minidl/ops/matmul.h"
@@ -35,6 +36,8 @@ using minidl::dropout;
 using minidl::gelu;
 using minidl::group_norm;
 using minidl::instance_norm;
+using minidl::interpolate;
+using minidl::InterpolateOptions;
 using minidl::layer_norm;
 using minidl::leaky_relu;
 using minidl::linear;
@@ -47,17 +50,39 @@ using minidl::sigmoid;
 using minidl::softmax;
 using minidl::tanh;
 
-// stride defaults to the kernel size (PyTorch's stride=None).
+// stride defaults to the kernel size (PyTorch's stride=None). avg_pool keeps
+// count_include_pad before ceil_mode (see ops/pooling.h).
 inline Tensor max_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                         Int2 padding = 0) {
-  return minidl::max_pool2d(x, kernel_size, stride.value_or(kernel_size), padding);
+                         Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false) {
+  return minidl::max_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode);
 }
 inline Tensor avg_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                         Int2 padding = 0, bool count_include_pad = true) {
-  return minidl::avg_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad);
+                         Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                         std::optional<int64_t> divisor_override = std::nullopt) {
+  return minidl::avg_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad, ceil_mode,
+                            divisor_override);
 }
 inline Tensor adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
   return minidl::adaptive_avg_pool2d(x, output_size);
+}
+inline Tensor adaptive_max_pool2d(const Tensor& x, Int2 output_size) {
+  return minidl::adaptive_max_pool2d(x, output_size);
+}
+inline Tensor max_pool3d(const Tensor& x, Int3 kernel_size, std::optional<Int3> stride = std::nullopt,
+                         Int3 padding = 0, Int3 dilation = 1, bool ceil_mode = false) {
+  return minidl::max_pool3d(x, kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode);
+}
+inline Tensor avg_pool3d(const Tensor& x, Int3 kernel_size, std::optional<Int3> stride = std::nullopt,
+                         Int3 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                         std::optional<int64_t> divisor_override = std::nullopt) {
+  return minidl::avg_pool3d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad, ceil_mode,
+                            divisor_override);
+}
+inline Tensor adaptive_avg_pool3d(const Tensor& x, Int3 output_size) {
+  return minidl::adaptive_avg_pool3d(x, output_size);
+}
+inline Tensor adaptive_max_pool3d(const Tensor& x, Int3 output_size) {
+  return minidl::adaptive_max_pool3d(x, output_size);
 }
 
 }  // namespace minidl::nn::functional

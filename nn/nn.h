@@ -18,5 +18,6 @@
 #include "minidl/nn/modules/linear.h"
 #include "minidl/nn/modules/loss.h"
 #include "minidl/nn/modules/pooling.h"
+#include "minidl/nn/modules/upsampling.h"
 #include "minidl/nn/norm_utils.h"
 #include "minidl/nn/serialize.h"

@@ -1,6 +1,6 @@
 // Helpers for module options structs (LinearOptions, Conv2dOptions, ...):
-// chained setters with PyTorch's defaults, and Int2, the "int or pair"
-// argument of conv and pool sizes (PyTorch's _pair / ExpandingArray<2>).
+// chained setters with PyTorch's defaults, and Int2 / Int3, the "int or tuple"
+// argument of conv and pool sizes (PyTorch's _pair, _triple / ExpandingArray).
 //
 //   struct FooOptions {
 //     FooOptions(int64_t features) : features_(features) {}
@@ -46,10 +46,31 @@ struct Int2 {
   bool operator==(const Int2& o) const { return v == o.v; }
   // "(3, 3)", as PyTorch prints a tuple in a module's repr.
   std::string pair_str() const {
-    return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
+    return std::string("(").append(std::to_string(v[0])).append(", ").append(std::to_string(v[1])).append(")");
   }
   // "2" when given as one int, else "(2, 3)" (PyTorch pools keep what they were given).
   std::string str() const { return from_int ? std::to_string(v[0]) : pair_str(); }
+};
+
+// Three sizes (depth, height, width), as Int2: an int means the same value
+// three times (PyTorch's _triple); `{1, 2, 2}` gives them separately.
+struct Int3 {
+  std::array<int64_t, 3> v{0, 0, 0};
+  bool from_int = false;  // given as one int: printed as one int
+
+  Int3(int64_t all) : v{all, all, all}, from_int(true) {}            // NOLINT: implicit like PyTorch's int
+  Int3(int64_t d, int64_t h, int64_t w) : v{d, h, w} {}             // NOLINT: {d, h, w}
+  Int3(std::array<int64_t, 3> a) : v(a) {}                           // NOLINT
+
+  int64_t operator[](size_t i) const { return v[i]; }
+  operator std::array<int64_t, 3>() const { return v; }  // NOLINT: feeds the ops' arrays
+  bool operator==(const Int3& o) const { return v == o.v; }
+  std::string tuple_str() const {
+    std::string s = "(";
+    s.append(std::to_string(v[0])).append(", ").append(std::to_string(v[1])).append(", ");
+    return s.append(std::to_string(v[2])).append(")");
+  }
+  std::string str() const { return from_int ? std::to_string(v[0]) : tuple_str(); }
 };
 
 // Python's repr of a float and a bool, for extra_repr(): 0.1 -> "0.1",

@@ -74,8 +74,11 @@ std::string tuple_str(const std::vector<T>& v) {
 std::string sizes_str(const std::array<int64_t, 3>& a, int nd) {
   static const char* names[] = {"D: ", "H: ", "W: "};
   std::string s = "(";
-  for (int i = 3 - nd; i < 3; ++i) s += (i > 3 - nd ? ", " : "") + std::string(names[i]) + std::to_string(a[i]);
-  return s + ")";
+  for (int i = 3 - nd; i < 3; ++i) {
+    if (i > 3 - nd) s.append(", ");
+    s.append(names[i]).append(std::to_string(a[i]));
+  }
+  return s.append(")");
 }
 
 // The mode each input rank needs for linear interpolation.

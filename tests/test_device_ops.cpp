@@ -151,7 +151,7 @@ TEST_CASE("test device: shape ops") {
   check_op("index_select", {x, tensor<int64_t>({3, 0, 3})}, [](auto& t) { return t[0].index_select(2, t[1]); });
 }
 
-TEST_CASE("test device: matmul, linear, conv2d, pooling") {
+TEST_CASE("test device: matmul, linear, conv2d, pooling, interpolate") {
   manual_seed(5);
   check_op("matmul 2-D", {leaf({3, 5}), leaf({5, 4})}, [](auto& t) { return matmul(t[0], t[1]); });
   check_op("matmul batched", {leaf({2, 3, 5}), leaf({5, 4})}, [](auto& t) { return matmul(t[0], t[1]); });
@@ -168,6 +168,34 @@ TEST_CASE("test device: matmul, linear, conv2d, pooling") {
   check_op("adaptive pools", {x}, [](auto& t) {
     return adaptive_avg_pool2d(t[0], {1, 1}) + adaptive_max_pool2d(t[0], {1, 1});
   });
+  check_op("max_pool2d dilation ceil_mode", {x},
+           [](auto& t) { return max_pool2d(t[0], {3, 2}, {2, 2}, {1, 1}, {2, 1}, true); });
+  check_op("avg_pool2d ceil_mode divisor_override", {x},
+           [](auto& t) { return avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, false, true, 4); });
+  check_op("max_pool2d indices", {x}, [](auto& t) {
+    auto [y, idx] = max_pool2d_with_indices(t[0], {2, 2});
+    return y + idx.to(y.dtype());
+  });
+  const Tensor v = leaf({2, 3, 5, 6, 4});
+  check_op("max_pool3d", {v}, [](auto& t) { return max_pool3d(t[0], {2, 2, 2}); });
+  check_op("max_pool3d dilation ceil_mode", {v},
+           [](auto& t) { return max_pool3d(t[0], {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, {2, 1, 1}, true); });
+  check_op("avg_pool3d", {v}, [](auto& t) { return avg_pool3d(t[0], {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false, true); });
+  check_op("avg_pool3d divisor_override", {v},
+           [](auto& t) { return avg_pool3d(t[0], {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, true, false, 3); });
+  check_op("adaptive 3-D pools", {v}, [](auto& t) {
+    return adaptive_avg_pool3d(t[0], {2, 3, 3}) + adaptive_max_pool3d(t[0], {2, 3, 3});
+  });
+  check_op("interpolate nearest", {v}, [](auto& t) { return interpolate(t[0], {.scale_factor = {2.0}}); });
+  check_op("interpolate nearest-exact", {x},
+           [](auto& t) { return interpolate(t[0], {.size = {7, 3}, .mode = "nearest-exact"}); });
+  check_op("interpolate linear", {leaf({2, 3, 5})}, [](auto& t) {
+    return interpolate(t[0], {.size = {8}, .mode = "linear", .align_corners = true});
+  });
+  check_op("interpolate bilinear", {x},
+           [](auto& t) { return interpolate(t[0], {.scale_factor = {1.5, 2.0}, .mode = "bilinear"}); });
+  check_op("interpolate trilinear", {v},
+           [](auto& t) { return interpolate(t[0], {.scale_factor = {2.0}, .mode = "trilinear"}); });
 }
 
 TEST_CASE("test device: softmax, losses, dropout") {
@@ -298,5 +326,10 @@ TEST_CASE("test device: every nn module, the five norms included") {
   check_module("pools", [] {
     return nn::AnyModule(nn::Sequential(nn::MaxPool2d(2), nn::AvgPool2d(2), nn::AdaptiveAvgPool2d(1), nn::Flatten()));
   }, img);
+  check_module("3-D pools, Upsample", [] {
+    return nn::AnyModule(nn::Sequential(nn::Upsample(nn::UpsampleOptions().scale_factor({2}).mode("trilinear")),
+                                        nn::MaxPool3d(2), nn::AvgPool3d(nn::AvgPool3dOptions(3).stride(1).padding(1)),
+                                        nn::AdaptiveMaxPool3d(2), nn::AdaptiveAvgPool3d(1), nn::Flatten()));
+  }, vol);
   check_module("Dropout Identity", [] { return nn::AnyModule(nn::Sequential(nn::Dropout(0.3), nn::Identity())); }, vec);
 }
