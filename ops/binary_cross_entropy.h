@@ -29,7 +29,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // input's shape (pos_weight expanded to it, or undefined); gx or gt may be
 // undefined (not needed).
 
-// out = -(t max(log x, -100) + (1 - t) max(log(1 - x), -100)); throws if an x is outside [0, 1].
+// out = -(t max(log x, -100) + (1 - t) max(log(1 - x), -100)). The CPU kernel
+// throws if an x is outside [0, 1] (or NaN); a CUDA kernel would assert on the
+// device instead, as PyTorch's (the op never reads input values on the host).
 using BceForwardFn = void(const Tensor& x, const Tensor& t, const Tensor& out);
 // gx = g (x - t) / max(x (1 - x), 1e-12),  gt = g (log(1 - x) - log x)   (PyTorch's formulas)
 using BceBackwardFn = void(const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& gx, const Tensor& gt);

@@ -211,6 +211,35 @@ TEST_CASE("test device: softmax, losses, dropout") {
   check_op("dropout", {leaf({64})}, [](auto& t) { return dropout(t[0], 0.3, true); });
 }
 
+TEST_CASE("test device: segmentation losses, amax/amin, overlap metrics") {
+  manual_seed(16);
+  const Tensor logits = leaf({5, 4}), weight = rand({4}) + 0.5;
+  const Tensor spatial = leaf({2, 3, 4, 3}), soft = softmax(randn({2, 3, 4, 3}), 1).requires_grad_(true);
+  const Tensor ignored = tensor<int64_t>({1, -100, 3, 0, -100});
+  check_op("cross_entropy weight smoothing ignore_index", {logits, ignored, weight},
+           [](auto& t) { return cross_entropy(t[0], t[1], t[2], Reduction::Mean, -100, 0.1); });
+  check_op("cross_entropy weight sum", {logits, labels(5, 4), weight},
+           [](auto& t) { return cross_entropy(t[0], t[1], t[2], Reduction::Sum); });
+  check_op("nll_loss weight", {logits, ignored, weight}, [](auto& t) { return nll_loss(t[0], t[1], t[2]); });
+  check_op("cross_entropy probabilities", {spatial, soft, rand({3}) + 0.5},
+           [](auto& t) { return cross_entropy(t[0], t[1], t[2], Reduction::Mean, -100, 0.2); });
+  const Tensor ties = randint(0, 3, {3, 4, 5}).to(kFloat32).requires_grad_(true);
+  check_op("amax amin", {ties}, [](auto& t) { return amax(t[0], {0, 2}) + amin(t[0], {-1, 0}, false); });
+  check_op("amax all keepdim", {ties}, [](auto& t) { return amax(t[0], {}, true); });
+  const Tensor probs = (rand({2, 3, 4, 3}) * 0.9 + 0.05).requires_grad_(true);
+  const Tensor masks = gt(rand({2, 3, 4, 3}), 0.5).requires_grad_(true);
+  check_op("binary_cross_entropy weight", {probs, masks, rand({3, 1, 1})},
+           [](auto& t) { return binary_cross_entropy(t[0], t[1], t[2]); });
+  check_op("binary_cross_entropy_with_logits pos_weight", {spatial, masks, rand({4, 3}), rand({3, 1, 1}) + 0.5},
+           [](auto& t) { return binary_cross_entropy_with_logits(t[0], t[1], t[2], Reduction::Sum, t[3]); });
+  check_op("dice_loss", {spatial, masks}, [](auto& t) { return dice_loss(t[0], t[1]); });
+  check_op("dice_loss batch", {spatial, masks}, [](auto& t) { return dice_loss(t[0], t[1], 0.5, true); });
+  check_op("bce_dice_loss", {spatial, masks}, [](auto& t) { return bce_dice_loss(t[0], t[1], 0.5, 2.0); });
+  check_op("dice_score iou_score", {spatial, masks}, [](auto& t) {
+    return metrics::dice_score(t[0], t[1], {.from_logits = true}) + metrics::iou_score(t[0], t[1], {.batch = true});
+  });
+}
+
 TEST_CASE("test device: the five norms and their running statistics") {
   manual_seed(8);
   const Tensor x = leaf({4, 6, 3, 5}, kFloat64), w = leaf({6}, kFloat64), b = leaf({6}, kFloat64);
