@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "minidl/core/check.h"
 
@@ -133,7 +132,11 @@ class HeaderParser {
  private:
   int peek() const { return pos_ < end_ ? b_[pos_] : -1; }
   std::string shown() const {
-    return pos_ < end_ ? "'" + escaped(b_ + pos_, 1) + "'" : "the end of the header";
+    if (pos_ >= end_) return "the end of the header";
+    std::string s = "'";  // appended, not operator+: GCC 12 warns falsely (-Wrestrict) on that
+    s += escaped(b_ + pos_, 1);
+    s += '\'';
+    return s;
   }
   void skip_ws() {
     while (pos_ < end_ && (b_[pos_] == ' ' || b_[pos_] == '\t' || b_[pos_] == '\n' || b_[pos_] == '\r')) ++pos_;
@@ -228,8 +231,11 @@ int64_t NpyArray::numel() const {
   return n;
 }
 
-NpyArray parse_npy(const void* bytes, size_t size, const std::string& name) {
-  const auto* b = static_cast<const uint8_t*>(bytes);
+namespace {
+
+// Checks the whole file (header and data size); fills out's dtype and shape
+// and returns where the data starts.
+size_t parse_header(const uint8_t* b, size_t size, const std::string& name, NpyArray& out) {
   auto fail = [&](size_t at, const auto&... what) -> void {
     MINIDL_FAIL("parse_npy: ", name, ": at byte ", at, ": ", what...);
   };
@@ -250,7 +256,6 @@ NpyArray parse_npy(const void* bytes, size_t size, const std::string& name) {
          header_start, ", but the file ends at byte ", size);
   const size_t data_start = header_start + static_cast<size_t>(header_len);
 
-  NpyArray out;
   HeaderParser(b, header_start, data_start, name).parse(out);
 
   const size_t item = npy_itemsize(out.dtype);
@@ -266,9 +271,22 @@ NpyArray parse_npy(const void* bytes, size_t size, const std::string& name) {
   if (have > need)
     fail(data_start + need, "shape/size mismatch: the ", what, " needs ", need, " data bytes from byte ",
          data_start, ", but the file has ", have, " (", have - need, " extra bytes at the end)");
+  return data_start;
+}
+
+void canonical_bools(NpyArray& a) {
+  if (a.dtype == NpyDType::Bool)
+    for (auto& v : a.data) v = v != 0;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const void* bytes, size_t size, const std::string& name) {
+  const auto* b = static_cast<const uint8_t*>(bytes);
+  NpyArray out;
+  const size_t data_start = parse_header(b, size, name, out);
   out.data.assign(b + data_start, b + size);
-  if (out.dtype == NpyDType::Bool)
-    for (auto& v : out.data) v = v != 0;
+  canonical_bools(out);
   return out;
 }
 
@@ -277,11 +295,21 @@ NpyArray load_npy(const std::string& path) {
   MINIDL_CHECK(!std::filesystem::is_directory(path, ec), "load_npy: ", path, " is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   MINIDL_CHECK(in.is_open(), "load_npy: cannot open ", path, ": ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // One buffer for the whole file; the header is cut off in place, so a
+  // large volume is not held twice.
+  std::vector<uint8_t> bytes;
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (!ec) bytes.reserve(static_cast<size_t>(file_size));
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
+    bytes.insert(bytes.end(), chunk, chunk + in.gcount());
   MINIDL_CHECK(!in.bad(), "load_npy: reading ", path, " failed");
-  const std::string bytes = ss.str();
-  return parse_npy(bytes.data(), bytes.size(), path);
+  NpyArray out;
+  const size_t data_start = parse_header(bytes.data(), bytes.size(), path, out);
+  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(data_start));
+  out.data = std::move(bytes);
+  canonical_bools(out);
+  return out;
 }
 
 std::string format_npy(const NpyArray& array) {
