@@ -16,7 +16,8 @@ namespace {
 // The UNet's convolutions: a k^dims conv with padding k / 2 (same size), or a
 // 2^dims transposed conv with stride 2 (PyTorch's Conv2d/Conv3d and
 // ConvTranspose2d/3d: same weight layout, names and default init). Written
-// here because nn::Conv3d / nn::ConvTranspose2d/3d do not exist yet; the
+// here because this branch was built before the nn::Conv3d and
+// nn::ConvTranspose2d/3d modules of the conv3d branch could be merged; those
 // modules can replace it without changing the state dict.
 class ConvImpl : public nn::Module {
  public:
@@ -67,12 +68,6 @@ nn::Sequential double_conv(int64_t dims, int64_t in, int64_t out, const std::str
   s->push_back(make_norm(norm, out, dims).ptr());
   s->push_back(nn::ReLU());
   return s;
-}
-
-std::string shape_text(const Tensor& x) {
-  std::string s = "[";
-  for (int64_t d = 0; d < x.dim(); ++d) s += (d ? ", " : "") + std::to_string(x.size(d));
-  return s + "]";
 }
 
 }  // namespace
@@ -128,11 +123,11 @@ Tensor UNetImpl::forward(const Tensor& input) {
                "D (N, C, ", spatial_dims == 2 ? "H, W" : "D, H, W", ") input, got ",
                input.defined() ? std::to_string(input.dim()) + "D" : std::string("an undefined tensor"));
   MINIDL_CHECK(input.size(1) == options.in_channels(), name(), ": expected input with ", options.in_channels(),
-               " channels, got input size ", shape_text(input));
+               " channels, got input size ", shape_str(input.shape()));
   const int64_t multiple = int64_t{1} << (options.levels() - 1);
   for (int64_t d = 2; d < input.dim(); ++d)
     MINIDL_CHECK(input.size(d) % multiple == 0, name(), ": expected every spatial size divisible by ", multiple, " (",
-                 options.levels() - 1, " poolings by 2), got input size ", shape_text(input));
+                 options.levels() - 1, " poolings by 2), got input size ", shape_str(input.shape()));
   std::vector<Tensor> skips;
   Tensor x = input;
   for (int64_t l = 0; l < options.levels(); ++l) {
