@@ -52,6 +52,7 @@
 #include "examples/common/segmentation_data.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
+#include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/sync_batch_norm.h"
 #include "minidl/minidl.h"
@@ -340,6 +341,15 @@ int run(const Args& a) {
       meta["history"] = h;
       examples::save_epoch_checkpoint(a.checkpoint_dir, m.epoch, *model, opt, std::move(meta));
     }
+  }
+  // Plain BatchNorm under DDP ends with per-rank running statistics (each
+  // rank's last forward updates its own); SyncBatchNorm keeps them identical.
+  if (distributed) {
+    const dist::CrossRankBatchNormReport report = dist::batch_norm_report_across_ranks(*model);
+    if (!report.layers.empty())
+      out << "BatchNorm running statistics across ranks (" << report.layers.size()
+          << " layers): largest difference running_mean " << report.max_running_mean_diff() << ", running_var "
+          << report.max_running_var_diff() << "\n";
   }
   if (history.empty()) {
     out << "nothing to do: the checkpoint is already at epoch " << start_epoch << "\n";
