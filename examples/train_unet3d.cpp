@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Train a UNet3d for binary 3-D segmentation with minidl (single process or under minidl-launch)"};
   app.add_option("--data", a.data, "data folder: train/ and val/ with images/ and labels/ .npy volumes; generated "
-                                   "when absent (default <repo>/data/grain3d)");
+                                   "when absent (default <repo>/runs/data/grain3d, git-ignored)");
   app.add_option("--val-data", a.val_data, "validation folder (images/, labels/) when --data is one flat folder");
   app.add_option("--generate", a.generate, "synthetic training volumes to write when --data has none")
       ->capture_default_str();
@@ -429,7 +429,7 @@ int main(int argc, char** argv) {
       set("--lr", a.lr, 1e-2);
       set("--expect-dice", a.expect_dice, 0.5);
     }
-    if (a.data.empty()) a.data = (examples::repo_root() / "data" / "grain3d").string();
+    if (a.data.empty()) a.data = (examples::repo_root() / "runs" / "data" / "grain3d").string();
     return run(a);
   } catch (const std::exception& e) {
     std::cerr << "train_unet3d: error: " << e.what() << "\n";
