@@ -21,26 +21,25 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "minidl/core/atomic_file.h"
 #include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
+#include "examples/common/checkpoint.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
+#include "examples/common/lr_scaling.h"
 #include "examples/common/main_guard.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
@@ -50,6 +49,7 @@
 namespace fs = std::filesystem;
 using namespace minidl;
 using nlohmann::json;
+using examples::fmt;
 
 namespace {
 
@@ -59,6 +59,8 @@ struct Args {
   double width = 1.0;
   int64_t epochs = 10, stop_after = 0, batch_size = 128, limit_train = 0, limit_test = 0;
   double lr = 0.05, momentum = 0.9, weight_decay = 5e-4;
+  std::string scale_lr = "none";  // examples/common/lr_scaling.h
+  int64_t scale_lr_ref_batch = 128;
   std::string optimizer = "sgd", schedule = "cosine";
   int64_t warmup_epochs = 0, step_size = 0;
   int workers = 2, threads = 0, eval_every = 1;
@@ -240,16 +242,7 @@ double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool dis
 
 void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Module& model, const optim::Optimizer& opt,
                      const optim::LRScheduler& sched, const std::vector<EpochMetrics>& history) {
-  fs::create_directories(dir);
-  const std::string tag = "epoch" + std::to_string(epoch);
-  const std::string model_file = "model_" + tag + ".safetensors";
-  const std::string optim_file = "optimizer_" + tag + ".safetensors";
-  nn::save_state_dict(model, (dir / model_file).string());
-  opt.state_dict().save((dir / optim_file).string());
   json j;
-  j["epoch"] = epoch;  // epochs completed
-  j["model"] = model_file;
-  j["optimizer"] = optim_file;
   j["scheduler"] = sched.state_dict();
   j["generator_state"] = default_generator().state();
   j["loader"] = {{"seed", a.seed}, {"next_epoch", epoch}};
@@ -260,21 +253,7 @@ void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Modu
   json h = json::array();
   for (const auto& m : history) h.push_back(to_json(m));
   j["history"] = h;
-  const fs::path committed = dir / "checkpoint.json";
-  std::string previous_model, previous_optim;
-  if (fs::exists(committed)) {
-    try {
-      json old = json::parse(std::ifstream(committed));
-      previous_model = old.value("model", "");
-      previous_optim = old.value("optimizer", "");
-    } catch (const std::exception&) {
-    }
-  }
-  // The commit point: until this rename the previous checkpoint.json (and its files) stands.
-  write_file_atomically(committed.string(), {j.dump(2)}, "train_cifar10");
-  // The previous epoch's files are no longer referenced.
-  for (const std::string& f : {previous_model, previous_optim})
-    if (!f.empty() && f != model_file && f != optim_file) fs::remove(dir / f);
+  examples::save_epoch_checkpoint(dir, epoch, model, opt, std::move(j));
 }
 
 struct Resumed {
@@ -282,24 +261,22 @@ struct Resumed {
   std::vector<EpochMetrics> history;
 };
 
-Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
-                             optim::LRScheduler& sched);
+Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a, nn::Module& model,
+                             optim::Optimizer& opt, optim::LRScheduler& sched);
 
 Resumed load_checkpoint(const std::string& path, const Args& a, nn::Module& model, optim::Optimizer& opt,
                         optim::LRScheduler& sched) {
-  fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
-  MINIDL_CHECK(fs::exists(file), "train_cifar10: no checkpoint at ", file.string());
-  try {  // every error (bad JSON, a missing key, another model's tensors) names the file
-    return load_checkpoint_file(file, a, model, opt, sched);
+  const examples::LoadedCheckpoint c = examples::read_checkpoint(path, "train_cifar10");
+  try {  // every error (a missing key, another model's tensors) names the file
+    return load_checkpoint_from(c, a, model, opt, sched);
   } catch (const std::exception& e) {
-    MINIDL_FAIL("train_cifar10: cannot resume from ", file.string(), ": ", e.what());
+    MINIDL_FAIL("train_cifar10: cannot resume from ", c.file.string(), ": ", e.what());
   }
 }
 
-Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& model, optim::Optimizer& opt,
-                             optim::LRScheduler& sched) {
-  MINIDL_CHECK(!fs::is_directory(file), "is a directory");
-  json j = json::parse(std::ifstream(file));
+Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a, nn::Module& model,
+                             optim::Optimizer& opt, optim::LRScheduler& sched) {
+  const json& j = c.json;
   const json& cfg = j.at("config");
   for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule"}) {
     MINIDL_CHECK(cfg.at(key).get<std::string>() == (key == std::string("dataset")     ? a.dataset
@@ -322,13 +299,11 @@ Resumed load_checkpoint_file(const fs::path& file, const Args& a, nn::Module& mo
   if (cfg.at("epochs").get<int64_t>() != a.epochs && a.schedule != "none")
     std::cerr << "warning: the checkpoint's run had --epochs " << cfg.at("epochs").get<int64_t>()
               << "; the lr schedule continues from its saved state, not as a fresh " << a.epochs << "-epoch schedule\n";
-  const fs::path dir = file.parent_path();
-  nn::load_state_dict_file(model, (dir / j.at("model").get<std::string>()).string());
-  opt.load_state_dict(optim::OptimizerStateDict::load((dir / j.at("optimizer").get<std::string>()).string()));
+  examples::load_model_and_optimizer(c, model, opt);
   sched.load_state_dict(j.at("scheduler"));
   default_generator().set_state(j.at("generator_state").get<std::string>());
   Resumed r;
-  r.epoch = j.at("epoch").get<int64_t>();
+  r.epoch = c.epoch;
   for (const auto& m : j.at("history")) r.history.push_back(metrics_from_json(m));
   return r;
 }
@@ -357,34 +332,15 @@ void write_curves(const fs::path& path, const std::vector<EpochMetrics>& history
                            title);
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-// Under minidl-launch (RANK and WORLD_SIZE set) the process joins the gloo
-// group for the whole run.
-struct DistributedRun {
-  bool on = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
-  int rank = 0, world = 1;
-  DistributedRun() {
-    if (!on) return;
-    dist::init_process_group("gloo", "env://");
-    rank = dist::get_rank();
-    world = dist::get_world_size();
-  }
-  ~DistributedRun() {
-    if (on) dist::destroy_process_group();
-  }
-  bool main() const { return rank == 0; }
-};
-
-int run(const Args& a) {
+int run(Args a) {
   if (a.threads > 0) set_num_threads(a.threads);
   manual_seed(a.seed);
-  const DistributedRun ddp_run;
+  const examples::DistributedRun ddp_run;
   const bool distributed = ddp_run.on;
+  // --lr is for --scale-lr-ref-batch images per step; scale it to the global batch.
+  const examples::ScaledLr scaled_lr =
+      examples::scale_lr(a.lr, a.scale_lr, a.batch_size * ddp_run.world, a.scale_lr_ref_batch);
+  a.lr = scaled_lr.lr;
   // Only rank 0 prints, logs and saves; the other ranks' output goes nowhere.
   std::ostringstream quiet;
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
@@ -437,6 +393,7 @@ int run(const Args& a) {
     out << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
   }
 
+  if (a.scale_lr != "none") out << "lr scaling: " << scaled_lr.describe() << "\n";
   out << "data:  " << d.description << ": " << d.train->size() << " train, " << d.test->size() << " test images\n"
             << "model: " << a.model << " (norm " << (a.norm.empty() ? "default" : a.norm) << ", width " << a.width << "), " << n_params
             << " parameters\n"
@@ -588,6 +545,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", a.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", a.weight_decay)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--scale-lr", a.scale_lr, "scale --lr with the total batch across ranks: linear, sqrt or none")
+      ->check(CLI::IsMember(examples::lr_scaling_modes()))->capture_default_str();
+  app.add_option("--scale-lr-ref-batch", a.scale_lr_ref_batch, "the total batch size --lr is meant for")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--optimizer", a.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   app.add_option("--schedule", a.schedule, "per-iteration lr schedule")
       ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}))

@@ -1,4 +1,4 @@
-// Everything in models/: ready-made networks (CIFAR ResNets, SmallNet, MLP),
+// Everything in models/: ready-made networks (CIFAR ResNets, SmallNet, MLP, UNet2d/3d),
 // the norm-layer factory and create_model by name.
 #pragma once
 
@@ -8,3 +8,4 @@
 #include "minidl/models/registry.h"
 #include "minidl/models/resnet_cifar.h"
 #include "minidl/models/small_net.h"
+#include "minidl/models/unet.h"

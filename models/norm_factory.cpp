@@ -15,13 +15,24 @@ const std::vector<std::string>& norm_kinds() {
   return kinds;
 }
 
-nn::AnyModule make_norm(const std::string& kind, int64_t channels) {
+nn::AnyModule make_norm(const std::string& kind, int64_t channels, int64_t spatial_dims) {
   MINIDL_CHECK(channels > 0, "make_norm: expected a positive number of channels, got ", channels);
-  if (kind == "batchnorm") return nn::AnyModule(nn::BatchNorm2d(channels));
+  MINIDL_CHECK(spatial_dims >= 1 && spatial_dims <= 3, "make_norm: expected spatial_dims 1, 2 or 3, got ",
+               spatial_dims);
+  if (kind == "batchnorm") {
+    if (spatial_dims == 1) return nn::AnyModule(nn::BatchNorm1d(channels));
+    if (spatial_dims == 3) return nn::AnyModule(nn::BatchNorm3d(channels));
+    return nn::AnyModule(nn::BatchNorm2d(channels));
+  }
+  // GroupNorm works on any number of spatial dims.
   if (kind == "groupnorm") return nn::AnyModule(nn::GroupNorm(nn::group_norm_groups_for(channels, 32), channels));
   if (kind == "layernorm") return nn::AnyModule(nn::GroupNorm(1, channels));  // over (C, H, W): see the header
-  if (kind == "instancenorm")
-    return nn::AnyModule(nn::InstanceNorm2d(nn::BatchNormOptions(channels).affine(true).track_running_stats(false)));
+  if (kind == "instancenorm") {
+    const auto options = nn::BatchNormOptions(channels).affine(true).track_running_stats(false);
+    if (spatial_dims == 1) return nn::AnyModule(nn::InstanceNorm1d(options));
+    if (spatial_dims == 3) return nn::AnyModule(nn::InstanceNorm3d(options));
+    return nn::AnyModule(nn::InstanceNorm2d(options));
+  }
   if (kind == "none") return nn::AnyModule(nn::Identity());
   // models/ sits below dist/ (it must not need a process group), so SyncBN is
   // made the way PyTorch makes it: build with BatchNorm, then convert.

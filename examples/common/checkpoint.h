@@ -1,0 +1,44 @@
+// Per-epoch checkpoints of the example programs: the model and the optimizer
+// as safetensors files, committed by a checkpoint.json that names them.
+//
+//   examples::save_epoch_checkpoint(dir, epoch, model, opt, {{"scheduler", sched.state_dict()}, ...});
+//   examples::LoadedCheckpoint c = examples::read_checkpoint(path);   // a folder or its checkpoint.json
+//   examples::load_model_and_optimizer(c, model, opt);
+//
+// The epoch's model_epochN.safetensors and optimizer_epochN.safetensors are
+// written first, then checkpoint.json (write_file_atomically: temp file,
+// fsync, rename, directory fsync), then the previous
+// epoch's files are removed: a crash at any point leaves a usable checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "minidl/nn/module.h"
+#include "minidl/optim/optimizer.h"
+
+namespace minidl::examples {
+
+// checkpoint.json = `meta` plus "epoch" (epochs completed), "model" and
+// "optimizer" (file names in dir). Creates dir.
+void save_epoch_checkpoint(const std::filesystem::path& dir, int64_t epoch, const nn::Module& model,
+                           const optim::Optimizer& optimizer, nlohmann::json meta);
+
+struct LoadedCheckpoint {
+  nlohmann::json json;          // the whole checkpoint.json
+  std::filesystem::path file;   // the checkpoint.json read
+  std::filesystem::path dir;    // where its files are
+  int64_t epoch = 0;            // epochs completed
+};
+
+// `path`: a checkpoint folder or its checkpoint.json. Throws minidl::Error
+// (prefixed with `program`, naming the file) when there is none or it cannot be parsed.
+LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program);
+
+// Loads the model (strict) and the optimizer state the checkpoint names.
+void load_model_and_optimizer(const LoadedCheckpoint& checkpoint, nn::Module& model, optim::Optimizer& optimizer);
+
+}  // namespace minidl::examples
