@@ -1,60 +1,27 @@
 // UNet2d / UNet3d. See models/unet.h.
 #include "minidl/models/unet.h"
 
-#include <cmath>
-
 #include "minidl/core/check.h"
 #include "minidl/models/norm_factory.h"
-#include "minidl/nn/init.h"
 #include "minidl/nn/modules/activation.h"
+#include "minidl/nn/modules/conv.h"
+#include "minidl/nn/modules/conv_transpose.h"
 #include "minidl/ops/ops.h"
 
 namespace minidl::models {
 
 namespace {
 
-// The UNet's convolutions: a k^dims conv with padding k / 2 (same size), or a
-// 2^dims transposed conv with stride 2 (PyTorch's Conv2d/Conv3d and
-// ConvTranspose2d/3d: same weight layout, names and default init). Written
-// here because this branch was built before the nn::Conv3d and
-// nn::ConvTranspose2d/3d modules of the conv3d branch could be merged; those
-// modules can replace it without changing the state dict.
-class ConvImpl : public nn::Module {
- public:
-  ConvImpl(int64_t dims, int64_t in, int64_t out, int64_t k, bool bias, bool transposed)
-      : Module(std::string(transposed ? "ConvTranspose" : "Conv") + std::to_string(dims) + "d"),
-        dims_(dims), k_(k), transposed_(transposed) {
-    Shape shape = transposed ? Shape{in, out} : Shape{out, in};
-    for (int64_t d = 0; d < dims; ++d) shape.push_back(k);
-    weight = register_parameter("weight", empty(shape));
-    nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
-    if (bias) {
-      this->bias = register_parameter("bias", empty({out}));
-      const int64_t fan_in = nn::init::calculate_fan_in_and_fan_out(weight).first;
-      const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-      nn::init::uniform_(this->bias, -bound, bound);
-    }
-  }
-  Tensor forward(const Tensor& x) override {
-    const int64_t p = k_ / 2;
-    if (dims_ == 2) {
-      if (transposed_) return conv_transpose2d(x, weight, bias, {.stride = {2, 2}});
-      return conv2d(x, weight, bias, {.padding = {p, p}});
-    }
-    if (transposed_) return conv_transpose3d(x, weight, bias, {.stride = {2, 2, 2}});
-    return conv3d(x, weight, bias, {.padding = {p, p, p}});
-  }
-  Tensor weight, bias;
-
- private:
-  int64_t dims_, k_;
-  bool transposed_;
-};
-MINIDL_MODULE(Conv);
-
 // A k x k (x k) conv with padding k / 2 (same size), 2-D or 3-D.
 std::shared_ptr<nn::Module> conv(int64_t dims, int64_t in, int64_t out, int64_t k, bool bias) {
-  return Conv(dims, in, out, k, bias, false).ptr();
+  if (dims == 2) return nn::Conv2d(nn::Conv2dOptions(in, out, k).padding(k / 2).bias(bias)).ptr();
+  return nn::Conv3d(nn::Conv3dOptions(in, out, k).padding(k / 2).bias(bias)).ptr();
+}
+
+// The 2^dims transposed conv with stride 2 that doubles each spatial size.
+std::shared_ptr<nn::Module> up_conv(int64_t dims, int64_t in, int64_t out) {
+  if (dims == 2) return nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in, out, 2).stride(2)).ptr();
+  return nn::ConvTranspose3d(nn::ConvTranspose3dOptions(in, out, 2).stride(2)).ptr();
 }
 
 // conv3 -> norm -> ReLU, twice, as one Sequential (names 0..5, as PyTorch's nn.Sequential).
@@ -78,7 +45,7 @@ UNetUpImpl::UNetUpImpl(int64_t spatial_dims_, int64_t in_channels, int64_t out_c
                "'; expected transpose or interpolate");
   std::shared_ptr<nn::Module> m = mode == "interpolate"
                                       ? models::conv(spatial_dims, in_channels, out_channels, 1, true)
-                                      : Conv(spatial_dims, in_channels, out_channels, 2, true, true).ptr();
+                                      : up_conv(spatial_dims, in_channels, out_channels);
   conv = register_module("conv", nn::AnyModule(m));
 }
 

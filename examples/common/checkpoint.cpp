@@ -43,14 +43,14 @@ void save_epoch_checkpoint(const fs::path& dir, int64_t epoch, const nn::Module&
 LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program) {
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
   MINIDL_CHECK(fs::exists(file), program, ": no checkpoint at ", file.string());
-  MINIDL_CHECK(!fs::is_directory(file), program, ": cannot read the checkpoint ", file.string(), ": is a directory");
+  MINIDL_CHECK(!fs::is_directory(file), program, ": cannot resume from ", file.string(), ": is a directory");
   LoadedCheckpoint c;
   c.file = file;
   try {
     c.json = json::parse(std::ifstream(file));
     c.epoch = c.json.at("epoch").get<int64_t>();
   } catch (const json::exception& e) {
-    MINIDL_FAIL(program, ": cannot read the checkpoint ", file.string(), ": ", e.what());
+    MINIDL_FAIL(program, ": cannot resume from ", file.string(), ": ", e.what());
   }
   c.dir = file.parent_path();
   return c;

@@ -132,9 +132,13 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
   std::string summary_value;
   put_bytes_field(summary_value, 1, tag);
   put_float_field(summary_value, 2, static_cast<float>(value));
+  write_summary_value(summary_value, step);
+}
+
+// Event{wall_time = 1, step = 2, summary = 5 { value = 1 }}: one record.
+void TensorBoardWriter::write_summary_value(const std::string& summary_value, int64_t step) {
   std::string summary;
   put_bytes_field(summary, 1, summary_value);
-
   std::string event;
   put_double_field(event, 1, unix_seconds());
   put_int64_field(event, 2, step);
@@ -163,14 +167,7 @@ void TensorBoardWriter::add_image(const std::string& tag, const uint8_t* hwc, in
   std::string summary_value;
   put_bytes_field(summary_value, 1, tag);
   put_bytes_field(summary_value, 4, image);
-  std::string summary;
-  put_bytes_field(summary, 1, summary_value);
-
-  std::string event;
-  put_double_field(event, 1, unix_seconds());
-  put_int64_field(event, 2, step);
-  put_bytes_field(event, 5, summary);
-  write_record(event);
+  write_summary_value(summary_value, step);
 }
 
 void TensorBoardWriter::add_image(const std::string& tag, const Tensor& image, int64_t step) {

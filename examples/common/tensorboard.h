@@ -38,6 +38,7 @@ class TensorBoardWriter {
 
  private:
   void write_record(const std::string& data);
+  void write_summary_value(const std::string& summary_value, int64_t step);  // wraps it in an Event
 
   std::string path_;
   std::ofstream out_;
