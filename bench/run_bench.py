@@ -45,6 +45,17 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def cpu_isa():
+    """The vector ISA levels the numbers depend on (from /proc/cpuinfo's flags)."""
+    wanted = ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return " ".join(w for w in wanted if w in flags) or "no AVX2"
+
+
 def print_table(header, rows, best, format_row):
     """The header, a rule as wide, then format_row(op, shape, minidl line, pytorch line)
     for each (op, shape) in rows that both libraries ran."""
@@ -106,7 +117,7 @@ def main():
         if key not in best or line["median_ms"] < best[key]["median_ms"]:
             best[key] = line
 
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; threads: {args.threads}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; ISA: {cpu_isa()}; threads: {args.threads}")
     print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
     print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
 
