@@ -30,6 +30,22 @@ constexpr int kMeasureFrom = 50;
 // 1 MiB separates the two with room on both sides.
 constexpr long kRssGrowthBound = 1L << 20;
 
+// Under AddressSanitizer resident memory grows by design (freed blocks wait
+// in its quarantine, up to 256 MiB; each new allocation stack is recorded), so
+// the bound means nothing there: the sanitized build checks leaks with
+// LeakSanitizer at exit instead, and the fd and thread checks below still run.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCheckRss = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCheckRss = false;
+#else
+constexpr bool kCheckRss = true;
+#endif
+#else
+constexpr bool kCheckRss = true;
+#endif
+
 long resident_bytes() {
   std::ifstream statm("/proc/self/statm");
   long size = 0, resident = 0;
@@ -84,7 +100,8 @@ void soak_rank(int rank, int world, const std::string& rendezvous) {
     const long growth = resident_bytes() - rss_at_measure;
     std::printf("[rank %d] RSS growth steps %d..%d: %ld KiB (bound %ld KiB); loss %.4f -> %.4f\n", rank,
                 kMeasureFrom, kSteps, growth / 1024, kRssGrowthBound / 1024, first_loss, last_loss);
-    DIST_REQUIRE(growth <= kRssGrowthBound, << "rank " << rank << ": resident memory grew by " << growth
+    if (!kCheckRss && rank == 0) std::printf("RSS bound not checked: AddressSanitizer build (see kCheckRss)\n");
+    DIST_REQUIRE(!kCheckRss || growth <= kRssGrowthBound, << "rank " << rank << ": resident memory grew by " << growth
                                             << " bytes between step " << kMeasureFrom << " and " << kSteps);
     DIST_REQUIRE(last_loss < first_loss, << "rank " << rank << ": the loss did not fall (" << first_loss << " -> "
                                          << last_loss << "): the steps did not train");
