@@ -17,8 +17,7 @@ uint8_t at(std::string_view b, size_t i) { return static_cast<uint8_t>(b[i]); }
 // most 256. Markers are walked as stb does: segments with a length, the
 // stand-alone ones (SOI, RSTn, TEM), and entropy-coded data (after SOS) up to
 // the next 0xFF that is not a stuffed 0xFF00 or a restart marker.
-void check_jpeg_huffman_tables(std::string_view b, const std::string& name) {
-  size_t pos = 2;  // after SOI
+void check_jpeg_huffman_tables(std::string_view b, size_t pos, const std::string& name) {
   while (pos + 1 < b.size()) {
     if (at(b, pos) != 0xFF || at(b, pos + 1) == 0x00 || (at(b, pos + 1) >= 0xD0 && at(b, pos + 1) <= 0xD7)) {
       ++pos;  // entropy-coded data (or garbage stb skips too)
@@ -52,6 +51,15 @@ void check_jpeg_huffman_tables(std::string_view b, const std::string& name) {
   }
 }
 
+// Where a JPEG's data starts after its SOI marker, or 0 when `b` is not a
+// JPEG. stb takes any number of 0xFF fill bytes before SOI (FF FF ... D8), so
+// this does too: a file starting FF FF D8 is decoded as a JPEG.
+size_t jpeg_after_soi(std::string_view b) {
+  size_t i = 0;
+  while (i < b.size() && at(b, i) == 0xFF) ++i;
+  return i >= 1 && i < b.size() && at(b, i) == 0xD8 ? i + 1 : 0;
+}
+
 uint32_t be32(std::string_view b, size_t i) {
   return (uint32_t(at(b, i)) << 24) | (uint32_t(at(b, i + 1)) << 16) | (uint32_t(at(b, i + 2)) << 8) | at(b, i + 3);
 }
@@ -77,7 +85,7 @@ void check_image_bytes(std::string_view b, const std::string& name, bool whole_f
                                  std::string_view("P6"), std::string_view("#?RADIANCE"), std::string_view("#?RGBE")})
     MINIDL_CHECK(!starts_with(b, other), "ImageFolder: cannot read image ", name,
                  ": not a PNG, JPEG, BMP, GIF or TGA file (PSD, PIC, PNM and HDR images are not read)");
-  if (starts_with(b, "\xFF\xD8")) check_jpeg_huffman_tables(b, name);
+  if (const size_t data = jpeg_after_soi(b)) check_jpeg_huffman_tables(b, data, name);
   if (whole_file && starts_with(b, "\x89PNG\r\n\x1a\n")) check_png_chunks(b, name);
 }
 
