@@ -202,6 +202,8 @@ SafetensorsFile parse(Reader& r) {
     // nlohmann counts bytes from 1 at the byte after the last one read.
     const uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
     r.fail("invalid JSON header at byte offset ", at, ": ", e.what());
+  } catch (const json::exception& e) {  // e.g. out_of_range: a number like 1e999999 (found by make fuzz)
+    r.fail("invalid JSON header (byte offset 8): ", e.what());
   }
   if (!header.is_object()) r.fail("the header (byte offset 8) is not a JSON object");
 

@@ -52,6 +52,13 @@ TEST_CASE("safetensors: a shape whose strides overflow int64 is refused") {
   CHECK_THROWS_CONTAINS(parse_safetensors(file, "strides.safetensors"), "is too large");
 }
 
+// nlohmann throws out_of_range, not parse_error, for a number it cannot hold
+// (9999999999e999999999); found by make fuzz.
+TEST_CASE("safetensors: a JSON number that overflows is refused with minidl::Error") {
+  CHECK_THROWS_CONTAINS(parse_safetensors(fuzz_input("safetensors-number-overflow"), "big.safetensors"),
+                        "big.safetensors: invalid JSON header");
+}
+
 TEST_CASE("safetensors: parse_safetensors names the buffer and the byte offset") {
   CHECK_THROWS_CONTAINS(parse_safetensors(std::string("\x10\0\0", 3), "short.safetensors"),
                         "short.safetensors: file size 3 is too small");
