@@ -68,11 +68,19 @@ uint32_t be32(std::string_view b, size_t i) {
 // chunk's claimed length (up to 2 GiB) before it finds the data missing.
 void check_png_chunks(std::string_view b, const std::string& name) {
   size_t pos = 8;  // after the signature
+  bool seen_idat = false;
   while (pos + 8 <= b.size()) {
     const uint64_t length = be32(b, pos);
     MINIDL_CHECK(length + 12 <= b.size() - pos, "ImageFolder: cannot read image ", name, ": corrupt PNG: the chunk at byte offset ",
                  pos, " claims ", length, " bytes but the file has ", b.size(), " bytes");
     if (b.substr(pos + 4, 4) == "IEND") return;
+    // stb memcpy's an empty first IDAT into its still-null buffer (undefined
+    // behaviour, found by make fuzz): refuse an empty IDAT before any data.
+    if (b.substr(pos + 4, 4) == "IDAT") {
+      MINIDL_CHECK(length > 0 || seen_idat, "ImageFolder: cannot read image ", name,
+                   ": corrupt PNG: an empty IDAT chunk at byte offset ", pos, " before any image data");
+      seen_idat = true;
+    }
     pos += 12 + length;
   }
 }

@@ -121,6 +121,12 @@ TEST_CASE("decode_image: a PNG chunk longer than the file is refused before stb 
   CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-png-idat-2gib")), "corrupt PNG: the chunk at byte offset");
 }
 
+// stb copies an empty first IDAT chunk into a null buffer (memcpy(NULL, .., 0),
+// undefined behaviour); found by make fuzz.
+TEST_CASE("decode_image: an empty IDAT chunk before any image data is refused") {
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-png-empty-first-idat")), "an empty IDAT chunk");
+}
+
 TEST_CASE("decode_image: formats stb reads but ImageFolder does not are refused") {
   CHECK_THROWS_CONTAINS(data::decode_image("8BPS\x00\x01", 3, "a.png"), "a.png: not a PNG, JPEG, BMP, GIF or TGA");
   CHECK_THROWS_CONTAINS(data::decode_image("P6\n1 1\n255\n\x01\x02\x03", 3, "b.jpg"), "b.jpg: not a PNG");
