@@ -1,0 +1,29 @@
+// minidl::cuda: what a user asks of the CUDA backend (torch.cuda's names),
+// in every build and without CUDA headers, so a program can write
+//   Device dev = cuda::is_available() ? Device("cuda") : Device("cpu");
+// and compile and run on a machine without CUDA. In a build without
+// -DMINIDL_CUDA=ON is_available() is false and unavailable_reason() says how
+// to get it; device_count() is 0; the other calls throw minidl::Error.
+// Streams, events and error checks for backend code: core/cuda/runtime.h.
+#pragma once
+
+#include <string>
+
+namespace minidl::cuda {
+
+// Never throws and never crashes: false on a machine without a driver or a
+// GPU (cudaErrorInsufficientDriver / cudaErrorNoDevice, cleared afterwards),
+// and in a build without the CUDA backend.
+bool is_available();
+// Why is_available() is false ("no CUDA driver: cudaErrorInsufficientDriver
+// (CUDA driver version is insufficient for CUDA runtime version)", "minidl
+// was built without CUDA: configure with -DMINIDL_CUDA=ON"); empty when true.
+std::string unavailable_reason();
+int device_count();  // 0 when unavailable
+int current_device();
+void set_device(int index);  // throws for an index outside [0, device_count())
+// Blocks the host until every stream of device `index` (-1: the current
+// device) has finished its work.
+void synchronize(int index = -1);
+
+}  // namespace minidl::cuda
