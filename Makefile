@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build build-cuda test test-install test-sanitize fuzz bench clean train
+.PHONY: deps build build-cuda test test-install test-sanitize fuzz bench bench-avx2 clean train
 
 deps:
 	@bash scripts/install-deps.sh
@@ -83,5 +83,14 @@ bench: build
 	python3 bench/run_bench_dist.py --build $(BUILD)
 	python3 bench/run_bench_ddp.py --build $(BUILD)
 
+# The same comparison for CPUs without AVX-512: minidl built for x86-64-v3
+# (AVX2 + FMA, no -march=native) in build-avx2, PyTorch's kernels limited to
+# AVX2 (ATEN_CPU_CAPABILITY=avx2). Runs on any AVX2 machine.
+bench-avx2: deps
+	cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DMINIDL_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" \
+	  -DMINIDL_BUILD_TESTS=OFF $(CMAKE_FLAGS)
+	cmake --build build-avx2 -j $(JOBS) --target bench_ops bench_norm bench_train
+	python3 bench/run_bench.py --build build-avx2 --suites ops,norm,train --isa avx2
+
 clean:
-	rm -rf $(BUILD) build-sanitize build-cuda build-subproject build-fuzz
+	rm -rf $(BUILD) build-sanitize build-cuda build-subproject build-fuzz build-avx2

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
 JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume]
-(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet]: the twin of
+(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
 import json
+import os
 import resource
 import statistics
+import sys
 import time
 
 import torch
@@ -162,8 +164,46 @@ def small_net(num_classes=10):
     return nn.Sequential(*layers)
 
 
+def bce_dice_loss(logits, target, smooth=1.0):
+    """ops/dice_loss.h: BCE-with-logits (mean) + 1 - mean per-sample soft Dice."""
+    p = torch.sigmoid(logits).flatten(1)
+    t = target.flatten(1)
+    dice = (2 * (p * t).sum(1) + smooth) / (p.sum(1) + t.sum(1) + smooth)
+    return F.binary_cross_entropy_with_logits(logits, target) + (1 - dice.mean())
+
+
+def bench_train_unet3d(args):
+    """Twin of bench_train.cpp's unet3d_step: the train_unet3d step on a (N, 1, 32, 64, 64) patch."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from unet_reference import UNet
+    torch.manual_seed(0)
+    model = UNet(3, 1, 1, 16, "batchnorm")
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == 1401265, f"unet3d: {n_params} parameters, minidl has 1401265"
+    model.train()
+    batch = args.batch or 2
+    opt = torch.optim.Adam(model.parameters(), lr=2e-4, weight_decay=1e-4)
+    x = torch.randn(batch, 1, 32, 64, 64)
+    y = (torch.rand(batch, 1, 32, 64, 64) > 0.8).float()
+
+    def step():
+        loss = bce_dice_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    ms = median_ms(step, args.reps)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    print(json.dumps({"impl": "pytorch", "op": "train_step_unet3d", "shape": f"batch {batch} patch 32x64x64",
+                      "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
+                      "version": "torch " + torch.__version__, "images_per_s": round(1e3 * batch / ms, 1),
+                      "peak_rss_mib": round(peak, 1)}), flush=True)
+
+
 def bench_train(args):
     """Twin of bench_train.cpp: one SGD training step of a CIFAR model on a fixed random batch."""
+    if args.model == "unet3d":
+        return bench_train_unet3d(args)
     torch.manual_seed(0)
     model = ResNet18Cifar() if args.model == "resnet18" else small_net()
     expected = {"resnet18": 11173962, "smallnet": 1557066}[args.model]
@@ -282,8 +322,8 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
     parser.add_argument("--only", choices=["matmul", "conv", "volume"], help="--suite ops: run one group")
-    parser.add_argument("--model", choices=["resnet18", "smallnet"], default="smallnet", help="--suite train only")
-    parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet")
+    parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
+    parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -3,12 +3,16 @@
 //   {"impl":"minidl","op":"train_step_resnet18","shape":"batch 64",...}
 // bench/bench_torch.py --suite train prints the PyTorch twins.
 //
-//   bench_train --model resnet18|smallnet [--batch N] [--threads 2] [--reps 15] [--profile 1]
+//   bench_train --model resnet18|smallnet|unet3d [--batch N] [--threads 2] [--reps 15] [--profile 1]
 //
 // One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
 // high-water resident set) belongs to that model. A step is forward,
 // cross_entropy, zero_grad, backward, SGD step (lr 0.1, momentum 0.9, weight
 // decay 5e-4) on a fixed random float32 batch (N, 3, 32, 32) with int64 labels.
+// --model unet3d is the step of examples/train_unet3d (the seed's template):
+// UNet3d(1, 1, 16) with BatchNorm on a (N, 1, 32, 64, 64) patch (default
+// N = 2), BCE + Dice loss against a random 0/1 mask, Adam (lr 2e-4, weight
+// decay 1e-4); "images" per second are patches per second.
 // --profile 1 also prints, as "#" lines, the median time of each phase
 // (forward, loss, backward, step) and the forward+backward of single ops at
 // the model's shapes (smallnet: every layer; resnet18: one 3x3 conv per
@@ -105,6 +109,34 @@ void profile_resnet18_convs(int64_t n, int reps) {
   }
 }
 
+void print_step(const std::string& model_name, int64_t batch, const std::string& shape, double ms, int threads) {
+  std::printf(
+      "{\"impl\":\"minidl\",\"op\":\"train_step_%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,"
+      "\"threads\":%d,\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f}\n",
+      model_name.c_str(), shape.c_str(), ms, threads, 1000.0 * static_cast<double>(batch) / ms, peak_rss_mib());
+  std::fflush(stdout);
+}
+
+// The training step of examples/train_unet3d on one (batch, 1, 32, 64, 64) patch.
+int unet3d_step(int64_t batch, const bench::Options& options) {
+  manual_seed(0);
+  auto model = models::UNet3d(models::UNetOptions().in_channels(1).classes(1).base_width(16).norm("batchnorm"));
+  model->train();
+  optim::Adam adam(model->parameters(), 2e-4, {0.9, 0.999}, 1e-8, 1e-4);
+  const Tensor x = randn({batch, 1, 32, 64, 64});
+  const Tensor y = gt(rand({batch, 1, 32, 64, 64}), 0.8);  // about 20% foreground, as the grain data
+  const double ms = bench::median_ms(
+      [&] {
+        Tensor loss = bce_dice_loss(model->forward(x), y);
+        adam.zero_grad();
+        loss.backward();
+        adam.step();
+      },
+      options.reps);
+  print_step("unet3d", batch, "batch " + std::to_string(batch) + " patch 32x64x64", ms, options.threads);
+  return 0;
+}
+
 }  // namespace
 
 static int program(int argc, char** argv) {
@@ -117,6 +149,7 @@ static int program(int argc, char** argv) {
     if (std::strcmp(argv[i], "--batch") == 0) batch = examples::parse_int_arg(argv[i + 1], argv[i]);
     if (std::strcmp(argv[i], "--profile") == 0) profile = examples::parse_int_arg(argv[i + 1], argv[i]) != 0;
   }
+  if (model_name == "unet3d") return unet3d_step(batch > 0 ? batch : 2, options);
   if (batch <= 0) batch = model_name == "resnet18" ? 64 : 128;
 
   manual_seed(0);
@@ -134,13 +167,7 @@ static int program(int argc, char** argv) {
         sgd.step();
       },
       options.reps);
-  const std::string op = "train_step_" + model_name;
-  const std::string shape = "batch " + std::to_string(batch);
-  std::printf(
-      "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,\"threads\":%d,"
-      "\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f}\n",
-      op.c_str(), shape.c_str(), ms, options.threads, 1000.0 * static_cast<double>(batch) / ms, peak_rss_mib());
-  std::fflush(stdout);
+  print_step(model_name, batch, "batch " + std::to_string(batch), ms, options.threads);
 
   if (profile) {
     // Phase times, each the median over reps steps (the phases of one step

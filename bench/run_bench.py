@@ -15,7 +15,8 @@ train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
 at batch 128, each model in its own process so peak RSS is per model; prints
 images/s and peak resident memory). train is not in the default set: at 2
 threads a step takes seconds, so 3 rounds x 15 reps take about 15 minutes;
-use e.g. --suites train --reps 5.
+use e.g. --suites train --reps 5; --models unet3d times the train_unet3d step
+(UNet3d base width 16, batch 2, 32x64x64 patches, Adam, BCE + Dice).
 """
 import argparse
 import json
@@ -76,12 +77,17 @@ def main():
     parser.add_argument("--json", help="also write every raw line to this file")
     parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
     parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, or volume: conv3d, conv_transpose3d, max_pool3d, trilinear upsampling at UNet3d shapes)")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: PyTorch limited to AVX2 (ATEN_CPU_CAPABILITY=avx2), for a minidl build "
+                             "made with -march=x86-64-v3 (make bench-avx2): what users without AVX-512 get")
+    parser.add_argument("--models", default="resnet18,smallnet",
+                        help="train suite: comma-separated models (resnet18, smallnet, unet3d: the train_unet3d step)")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]
     programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train"}
     # Suites run as several processes, one per model: the extra arguments of each.
-    variants = {"train": [["--model", "resnet18"], ["--model", "smallnet"]]}
+    variants = {"train": [["--model", m] for m in args.models.split(",") if m]}
     if args.only:
         variants["ops"] = [["--only", args.only]]
     for suite in suites:
@@ -91,6 +97,8 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"{path} not found: build it first (cmake --build {args.build} --target {programs[suite]})")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    if args.isa == "avx2":
+        env["ATEN_CPU_CAPABILITY"] = "avx2"  # PyTorch's kernels stop at AVX2 (its oneDNN/MKL still probe the CPU)
     common = ["--threads", str(args.threads), "--reps", str(args.reps)]
 
     raw = []
@@ -118,6 +126,8 @@ def main():
             best[key] = line
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; ISA: {cpu_isa()}; threads: {args.threads}")
+    if args.isa == "avx2":
+        print("AVX2-only comparison: minidl built for x86-64-v3, PyTorch with ATEN_CPU_CAPABILITY=avx2")
     print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
     print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
 
