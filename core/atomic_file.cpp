@@ -1,6 +1,7 @@
 #include "minidl/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +37,26 @@ void fsync_parent_dir(const std::string& path) {
   ::close(fd);
 }
 
+// A writer killed mid-write (SIGKILL, OOM killer) leaves `path`.tmp.<pid>
+// behind. After a successful replace, such temporaries of processes that no
+// longer exist are removed; a live pid's temporary (another writer, or a
+// reused pid) is left alone, so this never races with a running writer.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces, const char* who) {
@@ -64,6 +85,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     MINIDL_FAIL(who, ": ", path, ": renaming ", tmp, " into place failed: ", reason);
   }
   fsync_parent_dir(path);
+  remove_stale_temporaries(path);
 }
 
 }  // namespace minidl

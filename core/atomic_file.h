@@ -14,7 +14,9 @@ namespace minidl {
 
 // Writes the concatenation of `pieces` to `path` atomically. `who` prefixes
 // errors (minidl::Error naming the file, the step and errno's reason); on an
-// error the temporary file is removed and `path` is left as it was.
+// error the temporary file is removed and `path` is left as it was. After a
+// successful write, temporaries of `path` left by writers that were killed
+// (`path`.tmp.<pid> of a pid that no longer exists) are removed.
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces, const char* who);
 
 }  // namespace minidl

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
 
+#include "minidl/core/atomic_file.h"
 #include "minidl/nn/serialize.h"
 #include "tests/test_util.h"
 
@@ -113,10 +115,41 @@ TEST_CASE("checkpoint: SIGKILL in the middle of save_state_dict leaves a whole p
   }
   MESSAGE("rounds where the kill hit during the next write (file = last reported save): ", killed_after_a_save,
           " of ", kRounds);
-  // A killed writer leaves at most its temporary file behind, next to a whole checkpoint.
+  // A killed writer leaves at most its temporary file behind, next to a whole
+  // checkpoint; the next writer's first save removes it, so at most the last
+  // round's temporary remains.
+  int temporaries = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     CHECK_MESSAGE((name == "model.safetensors" || name.starts_with("model.safetensors.tmp.")), name);
+    temporaries += name.starts_with("model.safetensors.tmp.");
   }
+  CHECK_MESSAGE(temporaries <= 1, temporaries, " temporaries of killed writers were left behind");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("write_file_atomically removes the temporaries of dead writers, not of live ones") {
+  const fs::path dir = fs::temp_directory_path() / ("minidl_stale_tmp_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "ckpt.json").string();
+  // A pid that surely is dead: a child that has exited and been reaped.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  auto touch = [&](const std::string& name) { std::FILE* f = std::fopen((dir / name).c_str(), "w"); std::fclose(f); };
+  const std::string dead = "ckpt.json.tmp." + std::to_string(child);
+  const std::string live = "ckpt.json.tmp." + std::to_string(getppid());
+  touch(dead);
+  touch(live);
+  touch("ckpt.json.tmp.notapid");
+  touch("other.json.tmp." + std::to_string(child));
+  write_file_atomically(path, {"{}"}, "test");
+  CHECK_FALSE(fs::exists(dir / dead));
+  CHECK(fs::exists(dir / live));
+  CHECK(fs::exists(dir / "ckpt.json.tmp.notapid"));
+  CHECK(fs::exists(dir / ("other.json.tmp." + std::to_string(child))));
+  CHECK(fs::exists(path));
   fs::remove_all(dir);
 }
