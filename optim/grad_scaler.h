@@ -56,6 +56,12 @@ class GradScaler {
   // all only when enabled (as PyTorch).
   explicit GradScaler(const std::string& device = "cuda", double init_scale = 65536.0, double growth_factor = 2.0,
                       double backoff_factor = 0.5, int64_t growth_interval = 2000, bool enabled = true);
+  // Not copyable: a copy would share the scale tensor with its original
+  // (Tensor is a handle) but not the per-optimizer stages. Movable.
+  GradScaler(const GradScaler&) = delete;
+  GradScaler& operator=(const GradScaler&) = delete;
+  GradScaler(GradScaler&&) = default;
+  GradScaler& operator=(GradScaler&&) = default;
 
   // outputs * scale (differentiable; the scale is copied to the output's
   // device). The result's dtype is PyTorch's: float64 stays float64; a

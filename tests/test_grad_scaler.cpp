@@ -188,6 +188,26 @@ TEST_CASE("GradScaler: step() without unscale_ unscales, and skips on inf/NaN") 
   CHECK(s.scaler.found_inf_per_device(s.opt).empty());  // update() forgets them
 }
 
+TEST_CASE("GradScaler: several optimizers, gradients on two devices") {
+  amp::GradScaler scaler("cpu", 1024.0, 2.0, 0.5, 3);
+  Tensor a = tensor({1.0}).requires_grad_(), b = tensor({1.0}).to(kTestDevice).requires_grad_();
+  Tensor c = tensor({1.0}).requires_grad_();
+  optim::SGD both({a, b}, 0.5), other({c}, 0.5);
+  for (const Tensor& l : scaler.scale(std::vector<Tensor>{(a * 2.0).sum(), (b * 2.0).sum(), (c * 2.0).sum()}))
+    l.backward();
+  CHECK(b.grad().item<double>() == 2048.0);  // the scale was copied to the test device
+  b.set_grad(full({1}, std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(kTestDevice)));
+  CHECK_FALSE(scaler.step(both));  // an inf on one device skips the whole optimizer
+  CHECK(scaler.found_inf_per_device(both).size() == 2);
+  CHECK(a.grad().item<double>() == 2.0);  // unscaled all the same
+  CHECK(a.item<double>() == 1.0);
+  CHECK(scaler.step(other));  // another optimizer's gradients are its own business
+  CHECK(c.item<double>() == 0.0);
+  scaler.update();  // but every optimizer's inf counts for the scale
+  CHECK(scaler.get_scale() == 512.0);
+  CHECK(scaler.get_growth_tracker() == 0);
+}
+
 TEST_CASE("GradScaler: PyTorch's misuse errors and argument checks") {
   Setup s;
   CHECK_THROWS_CONTAINS(s.scaler.step(s.opt), "Attempted step but _scale is None.  This may indicate your script");
