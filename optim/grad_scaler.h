@@ -20,17 +20,18 @@
 //     flag per device; update() runs on the device too;
 //   - step() reads the device once: the sum of the found_inf flags (PyTorch
 //     reads each device's flag, one read per device). get_scale(),
-//     state_dict() and growth_tracker() read it too, when asked.
+//     state_dict() and get_growth_tracker() read it too, when asked.
 // Gradient accumulation: scale every micro-batch's loss with the same scale
 // and call unscale_/step/update once per effective batch. DDP needs nothing
 // special: it all-reduces the scaled gradients (the scale is the same on
 // every rank, and the found_inf of identical averaged gradients is too).
 //
 // Differences from PyTorch: step() returns whether optimizer.step() ran
-// (PyTorch returns its return value or None); there are no closures, sparse
-// gradients or optimizers with built-in scaling (_step_supports_amp_scaling),
-// because minidl has none of them; a disabled scaler's state_dict() is an
-// empty JSON object, as PyTorch's empty dict.
+// (PyTorch returns its return value or None); the growth tracker is int64;
+// bad init_scale / growth_interval values and bad setter arguments are
+// refused (PyTorch takes them); there are no closures, sparse gradients or
+// optimizers with built-in scaling (_step_supports_amp_scaling), because
+// minidl has none of them.
 #pragma once
 
 #include <cstdint>
