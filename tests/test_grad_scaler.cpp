@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "minidl/core/cuda.h"
 #include "minidl/ops/amp.h"
 #include "minidl/ops/amp_math.h"
 #include "tests/device_test_util.h"
@@ -64,9 +65,9 @@ const json& goldens() {
   return fixture;
 }
 
-// Replays one golden case on `device`. On the test device, CPU storages made
-// by scale+backward, unscale_, step and update are counted (the test's own
-// reads are not).
+// Replays one golden case on `device`. Off the CPU, CPU storages made by
+// scale+backward, unscale_, step and update are counted (the test's own
+// reads are not): the one host read of step() makes the only one.
 void replay(const json& c, Device device) {
   const std::string dev = device.str();
   CAPTURE(c.at("name").get<std::string>());
@@ -89,7 +90,7 @@ void replay(const json& c, Device device) {
     const int64_t cpu_backward = testing::cpu_storages_made([&] {
       for (const Tensor& scaled : scaler.scale(losses)) scaled.backward();
     });
-    if (device.is_test()) CHECK(cpu_backward == 0);
+    if (!device.is_cpu()) CHECK(cpu_backward == 0);
     for (const json& p : s.at("poison")) {
       const size_t k = p[0] == "w32" ? 0 : 1;
       std::vector<double> g = params[k].grad().to_vector<double>();
@@ -101,7 +102,7 @@ void replay(const json& c, Device device) {
       if (s.at("unscale").get<bool>()) scaler.unscale_(opt);
       stepped = scaler.step(opt);
     });
-    if (device.is_test()) CHECK(cpu_step == 1);  // the read of found_inf
+    if (!device.is_cpu()) CHECK(cpu_step == 1);  // the read of found_inf
     CHECK(stepped == s.at("stepped").get<bool>());
     for (size_t k = 0; k < 2; ++k) {
       CAPTURE(names[k]);
@@ -115,7 +116,7 @@ void replay(const json& c, Device device) {
       else
         scaler.update();
     });
-    if (device.is_test()) CHECK(cpu_update == 0);
+    if (!device.is_cpu()) CHECK(cpu_update == 0);
     CHECK(scaler.get_scale_async().device() == device);
     CHECK(scaler.get_scale() == s.at("scale").get<double>());
     CHECK(scaler.get_growth_tracker() == s.at("growth_tracker").get<int64_t>());
@@ -435,3 +436,48 @@ TEST_CASE("amp kernels through ops/amp.h: many tensors, OpenMP sizes, non-contig
       amp_foreach_non_finite_check_and_unscale_({zeros({2}, kInt64)}, zeros({}), ones({})),
       "expected floating-point gradients, got int64");
 }
+
+#ifdef MINIDL_WITH_CUDA
+// The CUDA kernels (ops/cuda/amp.cu) against the CPU ones, bit for bit, and
+// the golden replay on the GPU. Reports itself skipped without a device.
+TEST_CASE("GradScaler and its kernels on CUDA equal the CPU (skipped without a GPU)") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: " << cuda::unavailable_reason());
+    return;
+  }
+  const Device gpu("cuda");
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    manual_seed(3);
+    std::vector<double> v = (randn({100003}, kFloat64) * 1000.0).to_vector<double>();
+    v[77] = std::numeric_limits<double>::infinity();
+    v[100000] = std::numeric_limits<double>::quiet_NaN();
+    for (bool poisoned : {false, true}) {
+      CAPTURE(poisoned);
+      std::vector<double> values = v;
+      if (!poisoned) values[77] = values[100000] = 1.0;
+      const Tensor host = tensor(values).to(dtype), small = randn({5, 3}).to(dtype);
+      Tensor dev = host.to(gpu), dev_small = small.to(gpu);
+      const Tensor inv = full({}, 1.0 / 3.0), found = zeros({});
+      const Tensor dev_found = zeros({}, TensorOptions(kFloat32).device(gpu));
+      amp_foreach_non_finite_check_and_unscale_({host, small}, found, inv);
+      amp_foreach_non_finite_check_and_unscale_({dev, dev_small}, dev_found, inv.to(gpu));
+      CHECK(dev_found.item<double>() == found.item<double>());
+      CHECK(found.item<double>() == (poisoned ? 1.0 : 0.0));
+      CHECK(same(dev.to_vector<double>(), host.to_vector<double>()));
+      CHECK(same(dev_small.to_vector<double>(), small.to_vector<double>()));
+    }
+  }
+  for (float found_inf : {0.0f, 1.0f}) {
+    for (int64_t start : {0, 1}) {
+      Tensor scale = full({}, 3000.0), tracker = full({}, static_cast<double>(start), kInt64);
+      Tensor dev_scale = scale.to(gpu), dev_tracker = tracker.to(gpu);
+      amp_update_scale_(scale, tracker, full({}, found_inf), 3.0, 0.3, 2);
+      amp_update_scale_(dev_scale, dev_tracker, full({}, found_inf).to(gpu), 3.0, 0.3, 2);
+      CHECK(dev_scale.item<double>() == scale.item<double>());
+      CHECK(dev_tracker.item<int64_t>() == tracker.item<int64_t>());
+    }
+  }
+  for (const json& c : goldens().at("cases")) replay(c, gpu);
+}
+#endif
