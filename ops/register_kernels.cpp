@@ -26,6 +26,7 @@ void register_loss_cpu_kernels();
 void register_norm_cpu_kernels();
 void register_batch_norm_sync_cpu_kernels();
 void register_fused_optim_cpu_kernels();
+void register_amp_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
 void register_cuda_kernels();
 #endif
@@ -51,6 +52,7 @@ void ensure_kernels_registered() {
     register_norm_cpu_kernels();
     register_batch_norm_sync_cpu_kernels();
     register_fused_optim_cpu_kernels();
+    register_amp_cpu_kernels();
 #ifdef MINIDL_WITH_CUDA
     register_cuda_kernels();
 #endif

@@ -8,6 +8,10 @@
 
 namespace minidl {
 
-void register_cuda_kernels() {}
+void register_amp_cuda_kernels();
+
+void register_cuda_kernels() {
+  register_amp_cuda_kernels();
+}
 
 }  // namespace minidl
