@@ -1,0 +1,211 @@
+// The cuBLAS (matmul, batched matmul, linear) and cuDNN (conv2d, conv3d)
+// kernels against the CPU kernels, forward and backward, float32 and
+// float64, with TF32 off (core/backend_settings.h): 2-D, batched, broadcast
+// (accumulating backward), folded 3-D x 2-D, vector and empty products;
+// linear with and without bias; convolutions with stride, padding, dilation,
+// groups, depthwise, 1x1, unbatched; non-contiguous inputs (the ops make
+// them contiguous on the device); the cuDNN benchmark and deterministic
+// paths.
+//
+// Needs a CUDA device: without one (or in a build without -DMINIDL_CUDA=ON)
+// it prints "skipped: no CUDA device (<reason>)" and exits 77, which CTest
+// reports as skipped (SKIP_RETURN_CODE, tests/CMakeLists.txt), never passed.
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "minidl/core/backend_settings.h"
+#include "minidl/core/cuda.h"
+#include "tests/device_test_util.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::leaves_on;
+using minidl::testing::max_abs_diff;
+
+namespace {
+
+void require_cuda_or_skip() {
+  if (cuda::is_available()) return;
+  std::printf("skipped: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
+  std::fflush(stdout);
+  std::exit(77);
+}
+
+const Device kGpu(DeviceType::CUDA, 0);
+using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Per-dtype tolerance for "same math, different summation order": float32
+// a little above PyTorch's default (1.3e-6 / 1e-5) for sums of ~150 terms.
+double rtol_of(DType d) { return d == kFloat64 ? 1e-10 : 2e-5; }
+double atol_of(DType d) { return d == kFloat64 ? 1e-10 : 2e-5; }
+
+void expect_close(const std::string& what, const Tensor& got_dev, const Tensor& want_cpu) {
+  CAPTURE(what);
+  REQUIRE(got_dev.defined());
+  CHECK(got_dev.device() == kGpu);
+  const Tensor got = got_dev.to(kCPU);
+  REQUIRE(got.shape() == want_cpu.shape());
+  CHECK(got.dtype() == want_cpu.dtype());
+  const DType d = want_cpu.dtype();
+  CHECK_MESSAGE(minidl::testing::allclose(got, want_cpu, rtol_of(d), atol_of(d)),
+                "max |cuda - cpu| = ", max_abs_diff(got, want_cpu));
+}
+
+// f on CPU leaves and on CUDA copies of them; the output and every input
+// gradient (for a random output gradient) must agree.
+void check_op(const std::string& name, const std::vector<Tensor>& inputs, const OpFn& f) {
+  CAPTURE(name);
+  const std::vector<Tensor> cpu_in = leaves_on(inputs, kCPU), gpu_in = leaves_on(inputs, kGpu);
+  const Tensor y_cpu = f(cpu_in);
+  const Tensor probe = randn(y_cpu.shape(), y_cpu.dtype());
+  if (y_cpu.requires_grad()) y_cpu.backward(probe);
+  const Tensor y_gpu = f(gpu_in);
+  if (y_gpu.requires_grad()) y_gpu.backward(probe.to(kGpu));
+  expect_close(name + " forward", y_gpu, y_cpu);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    expect_close(name + " grad of input " + std::to_string(i), gpu_in[i].grad(), cpu_in[i].grad());
+  }
+}
+
+Tensor leaf(const Shape& s, DType d) { return randn(s, d).requires_grad_(true); }
+
+}  // namespace
+
+TEST_CASE("cuBLAS matmul and batched matmul equal the CPU kernels, forward and backward") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(1);
+  for (DType d : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    auto mm = [](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); };
+    check_op("2-D", {leaf({7, 5}, d), leaf({5, 3}, d)}, mm);
+    check_op("batched 3-D", {leaf({4, 7, 5}, d), leaf({4, 5, 3}, d)}, mm);
+    check_op("broadcast batch (accumulating backward)", {leaf({2, 1, 3, 4}, d), leaf({3, 4, 5}, d)}, mm);
+    check_op("3-D x 2-D (folded)", {leaf({3, 6, 4}, d), leaf({4, 2}, d)}, mm);
+    check_op("vector x matrix", {leaf({5}, d), leaf({5, 3}, d)}, mm);
+    check_op("matrix x vector", {leaf({4, 5}, d), leaf({5}, d)}, mm);
+    check_op("dot", {leaf({9}, d), leaf({9}, d)}, mm);
+    check_op("batched x vector-batch 1-D a", {leaf({4}, d), leaf({2, 4, 3}, d)}, mm);
+    check_op("k = 0", {leaf({3, 0}, d), leaf({0, 4}, d)}, mm);
+    check_op("m = 0", {leaf({0, 5}, d), leaf({5, 4}, d)}, mm);
+    // Non-contiguous operands: transposed and narrowed views.
+    check_op("transposed views", {leaf({5, 7}, d), leaf({3, 5}, d)},
+             [](const std::vector<Tensor>& v) { return matmul(v[0].transpose(0, 1), v[1].transpose(0, 1)); });
+    check_op("narrowed batch view", {leaf({6, 4, 5}, d), leaf({5, 3}, d)},
+             [](const std::vector<Tensor>& v) { return matmul(v[0].narrow(0, 1, 3).transpose(1, 2).transpose(1, 2), v[1]); });
+    check_op("larger product", {leaf({67, 129}, d), leaf({129, 33}, d)}, mm);
+  }
+}
+
+TEST_CASE("cuBLAS linear equals the CPU kernel, with and without bias, forward and backward") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(2);
+  for (DType d : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    auto lin = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v.size() > 2 ? v[2] : Tensor()); };
+    check_op("2-D with bias", {leaf({6, 5}, d), leaf({3, 5}, d), leaf({3}, d)}, lin);
+    check_op("2-D without bias", {leaf({6, 5}, d), leaf({3, 5}, d)}, lin);
+    check_op("3-D input", {leaf({2, 3, 5}, d), leaf({4, 5}, d), leaf({4}, d)}, lin);
+    check_op("one row", {leaf({1, 8}, d), leaf({2, 8}, d), leaf({2}, d)}, lin);
+    check_op("no rows (bias grad is 0)", {leaf({0, 5}, d), leaf({3, 5}, d), leaf({3}, d)}, lin);
+    check_op("transposed input view", {leaf({5, 6}, d), leaf({3, 5}, d), leaf({3}, d)},
+             [](const std::vector<Tensor>& v) { return linear(v[0].transpose(0, 1), v[1], v[2]); });
+    // Only some gradients wanted: x fixed.
+    check_op("weight grads only", {randn({4, 5}, d), leaf({3, 5}, d), leaf({3}, d)}, lin);
+  }
+}
+
+namespace {
+
+struct ConvCase {
+  std::string name;
+  Shape x, w;
+  Conv2dParams p;
+  bool bias = true;
+};
+
+}  // namespace
+
+TEST_CASE("cuDNN conv2d equals the CPU kernels: stride, padding, dilation, groups, depthwise") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(3);
+  const std::vector<ConvCase> cases = {
+      {"3x3 pad 1", {2, 3, 9, 8}, {4, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {"stride 2", {2, 4, 11, 10}, {6, 4, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
+      {"asymmetric stride/pad", {1, 3, 10, 7}, {5, 3, 3, 2}, {{2, 1}, {1, 0}, {1, 1}, 1}},
+      {"dilation 2", {2, 3, 12, 12}, {4, 3, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}},
+      {"groups 2", {2, 6, 8, 8}, {4, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
+      {"depthwise", {2, 5, 9, 9}, {5, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 5}},
+      {"depthwise x2 stride 2", {2, 4, 10, 10}, {8, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 4}},
+      {"1x1 no bias", {3, 8, 5, 5}, {6, 8, 1, 1}, {}, false},
+      {"5x5 kernel", {1, 2, 13, 11}, {3, 2, 5, 5}, {{1, 1}, {2, 2}, {1, 1}, 1}},
+      {"unbatched", {3, 7, 7}, {2, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+  };
+  for (DType d : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    for (const ConvCase& c : cases) {
+      std::vector<Tensor> in = {leaf(c.x, d), leaf(c.w, d)};
+      if (c.bias) in.push_back(leaf({c.w[0]}, d));
+      const Conv2dParams p = c.p;
+      check_op(c.name, in,
+               [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), p); });
+    }
+    // Non-contiguous input: an NHWC buffer seen as NCHW.
+    const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+    check_op("channels-last view input", {leaf({2, 6, 7, 3}, d), leaf({4, 3, 3, 3}, d), leaf({4}, d)},
+             [p](const std::vector<Tensor>& v) { return conv2d(v[0].permute({0, 3, 1, 2}), v[1], v[2], p); });
+    // Only the input gradient wanted (x saved, w fixed) and only the weight's.
+    check_op("input grad only", {leaf({2, 3, 6, 6}, d), randn({4, 3, 3, 3}, d)},
+             [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), p); });
+    check_op("weight grad only", {randn({2, 3, 6, 6}, d), leaf({4, 3, 3, 3}, d), leaf({4}, d)},
+             [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], p); });
+  }
+}
+
+TEST_CASE("cuDNN conv2d in benchmark and deterministic modes equals the CPU kernels") {
+  require_cuda_or_skip();
+  manual_seed(4);
+  const Conv2dParams p{{2, 1}, {1, 1}, {1, 2}, 2};
+  for (bool benchmark : {false, true}) {
+    CAPTURE(benchmark);
+    backends::BackendSettingsGuard g({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false,
+                                      .cudnn_benchmark = benchmark, .cudnn_deterministic = true});
+    for (DType d : {kFloat32, kFloat64}) {
+      check_op("deterministic", {leaf({3, 4, 9, 10}, d), leaf({6, 2, 3, 3}, d), leaf({6}, d)},
+               [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], p); });
+    }
+  }
+  // Deterministic means bit-identical across runs.
+  backends::BackendSettingsGuard g({.cudnn_allow_tf32 = false, .cudnn_deterministic = true});
+  const Tensor x = randn({2, 4, 16, 16}).to(kGpu).requires_grad_(true);
+  const Tensor w = randn({8, 4, 3, 3}).to(kGpu).requires_grad_(true);
+  const Tensor probe = randn({2, 8, 16, 16}).to(kGpu);
+  std::vector<std::vector<float>> dws;
+  for (int run = 0; run < 2; ++run) {
+    x.set_grad(Tensor()), w.set_grad(Tensor());
+    conv2d(x, w, Tensor(), {{1, 1}, {1, 1}, {1, 1}, 1}).backward(probe);
+    dws.push_back(w.grad().to(kCPU).to_vector<float>());
+  }
+  CHECK(dws[0] == dws[1]);
+}
+
+TEST_CASE("cuDNN conv3d equals the CPU kernels, forward and backward") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(5);
+  for (DType d : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    const Conv3dParams basic{{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1};
+    check_op("3x3x3 pad 1", {leaf({2, 3, 6, 7, 5}, d), leaf({4, 3, 3, 3, 3}, d), leaf({4}, d)},
+             [basic](const std::vector<Tensor>& v) { return conv3d(v[0], v[1], v[2], basic); });
+    const Conv3dParams mixed{{2, 1, 2}, {1, 0, 1}, {1, 2, 1}, 2};
+    check_op("stride/dilation/groups", {leaf({2, 4, 7, 8, 6}, d), leaf({6, 2, 3, 2, 3}, d), leaf({6}, d)},
+             [mixed](const std::vector<Tensor>& v) { return conv3d(v[0], v[1], v[2], mixed); });
+  }
+}
