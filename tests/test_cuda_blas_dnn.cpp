@@ -183,8 +183,8 @@ TEST_CASE("cuDNN conv2d in benchmark and deterministic modes equals the CPU kern
   }
   // Deterministic means bit-identical across runs.
   backends::BackendSettingsGuard g({.cudnn_allow_tf32 = false, .cudnn_deterministic = true});
-  const Tensor x = randn({2, 4, 16, 16}).to(kGpu).requires_grad_(true);
-  const Tensor w = randn({8, 4, 3, 3}).to(kGpu).requires_grad_(true);
+  Tensor x = randn({2, 4, 16, 16}).to(kGpu).requires_grad_(true);
+  Tensor w = randn({8, 4, 3, 3}).to(kGpu).requires_grad_(true);
   const Tensor probe = randn({2, 8, 16, 16}).to(kGpu);
   std::vector<std::vector<float>> dws;
   for (int run = 0; run < 2; ++run) {
