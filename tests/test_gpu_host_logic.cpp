@@ -158,6 +158,9 @@ TEST_CASE("cuBLAS argument mapping: strided batches, broadcast operands, irregul
       GemmBatch irregular = dense_batch(ta, tb, 3, 4, 5, 4);
       irregular.a_offset = {0, 0, 15, 15};
       check_batch(irregular, false);  // offsets not arithmetic: one call per product
+      GemmBatch reversed = dense_batch(ta, tb, 3, 4, 5, 3);  // C matrices in reverse order: negative stride
+      reversed.c_offset = {reversed.c_offset[2], reversed.c_offset[1], reversed.c_offset[0]};
+      check_batch(reversed, false);
       GemmBatch acc = dense_batch(ta, tb, 3, 4, 5, 4);  // dB of a broadcast B: four products into one C
       for (int64_t& o : acc.c_offset) o = 0;
       acc.accumulate = true;

@@ -71,9 +71,10 @@ struct GemmBatchPlan {
   int64_t a_stride = 0, b_stride = 0, c_stride = 0;
 };
 
-// offsets[i] == offsets[0] + i * stride for every i (count 1: stride 0).
+// offsets[i] == offsets[0] + i * stride for every i, stride >= 0 (count 1: stride 0).
 inline bool arithmetic(const std::vector<int64_t>& offsets, int64_t& stride) {
   stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  if (stride < 0) return false;
   for (size_t i = 1; i < offsets.size(); ++i)
     if (offsets[i] - offsets[i - 1] != stride) return false;
   return true;

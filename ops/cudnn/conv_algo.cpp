@@ -92,7 +92,7 @@ cudnnMathType_t run_math(cudnnMathType_t reported, DType dtype, bool allow_tf32)
 // Workspace for a benchmark search: the most any algorithm asks for (capped);
 // if the allocator cannot give it, no workspace (Find then only times the
 // algorithms that need none).
-Tensor benchmark_workspace(cudnnHandle_t h, const ConvDescriptors& d, int device, size_t max_bytes_of_any) {
+Tensor benchmark_workspace(int device, size_t max_bytes_of_any) {
   const size_t bytes = std::min(max_bytes_of_any, kMaxBenchmarkWorkspace);
   if (bytes == 0) return Tensor();
   try {
@@ -114,7 +114,7 @@ AlgoChoice search(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const
       size_t s = 0;
       if (Traits::workspace(h, d, algo, &s) == CUDNN_STATUS_SUCCESS) most = std::max(most, s);
     }
-    const Tensor ws = benchmark_workspace(h, d, key.device, most);
+    const Tensor ws = benchmark_workspace(key.device, most);
     const size_t ws_bytes = ws.defined() ? static_cast<size_t>(ws.numel()) : 0;
     MINIDL_CUDNN_CHECK(Traits::find(h, d, a, b, out, perfs.data(), Traits::kCount, &got,
                                     ws.defined() ? ws.raw_data() : nullptr, ws_bytes));
