@@ -165,6 +165,8 @@ TEST_CASE("cuBLAS argument mapping: strided batches, broadcast operands, irregul
       for (int64_t& o : acc.c_offset) o = 0;
       acc.accumulate = true;
       check_batch(acc, false);  // never one concurrent call
+      acc.accumulate = false;    // (not what ops/matmul.cpp asks, but) one C written twice: still in order
+      check_batch(acc, false);
     }
   GemmBatch none;
   none.m = none.n = none.k = 2, none.lda = none.ldb = none.ldc = 2;
