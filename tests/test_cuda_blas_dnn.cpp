@@ -3,7 +3,8 @@
 // float64, with TF32 off (core/backend_settings.h): 2-D, batched, broadcast
 // (accumulating backward), folded 3-D x 2-D, vector and empty products;
 // linear with and without bias; convolutions with stride, padding, dilation,
-// groups, depthwise, 1x1, unbatched; non-contiguous inputs (the ops make
+// groups, depthwise, 1x1, unbatched; transposed convolutions (which run the
+// conv stubs); non-contiguous inputs (the ops make
 // them contiguous on the device); the cuDNN benchmark and deterministic
 // paths.
 //
@@ -214,5 +215,22 @@ TEST_CASE("cuDNN conv3d equals the CPU kernels, forward and backward") {
     const Conv3dParams mixed{{2, 1, 2}, {1, 0, 1}, {1, 2, 1}, 2};
     check_op("stride/dilation/groups", {leaf({2, 4, 7, 8, 6}, d), leaf({6, 2, 3, 2, 3}, d), leaf({6}, d)},
              [mixed](const std::vector<Tensor>& v) { return conv3d(v[0], v[1], v[2], mixed); });
+  }
+}
+
+TEST_CASE("conv_transpose2d/3d (built on the conv stubs) on cuDNN equal the CPU kernels") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(6);
+  for (DType d : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    ConvTranspose2dParams up;
+    up.stride = {2, 2}, up.padding = {1, 0}, up.output_padding = {1, 1}, up.groups = 2;
+    check_op("conv_transpose2d stride 2, output_padding, groups", {leaf({2, 4, 5, 6}, d), leaf({4, 3, 3, 2}, d), leaf({6}, d)},
+             [up](const std::vector<Tensor>& v) { return conv_transpose2d(v[0], v[1], v[2], up); });
+    ConvTranspose3dParams up3;
+    up3.stride = {2, 2, 2};
+    check_op("conv_transpose3d 2x2x2 stride 2", {leaf({1, 3, 3, 4, 2}, d), leaf({3, 2, 2, 2, 2}, d), leaf({2}, d)},
+             [up3](const std::vector<Tensor>& v) { return conv_transpose3d(v[0], v[1], v[2], up3); });
   }
 }
