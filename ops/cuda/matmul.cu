@@ -60,6 +60,19 @@ struct Scalars {
   const void* beta(const BlasTypes& t) const { return t.double_scalars ? static_cast<const void*>(&d_beta) : &f_beta; }
 };
 
+// The handle for one call, with the state this file relies on set
+// explicitly: handles are shared by every op of the thread, and a math mode
+// left behind (TF32, or CUDA 13's emulated FP32/FP64 modes) would otherwise
+// change our results. As PyTorch: TF32 tensor-op math for float32 only when
+// allowed, default math otherwise; alpha/beta read from host memory.
+cublasHandle_t handle_for(int device, DType dtype) {
+  cublasHandle_t h = cuda::cublas_handle(device);
+  const bool tf32 = dtype == DType::Float32 && backends::cuda::matmul::allow_tf32();
+  MINIDL_CUBLAS_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  MINIDL_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  return h;
+}
+
 char* at(const Tensor& t, int64_t element_offset) {
   return static_cast<char*>(t.raw_data()) + element_offset * static_cast<int64_t>(element_size(t.dtype()));
 }
@@ -84,7 +97,7 @@ void gemm(int device, DType dtype, const RowMajorGemm& g, const void* a, const v
   const BlasTypes t = blas_types(dtype, op);
   const ColumnMajorGemm cm = cuda_gemm::to_column_major(g);
   const Scalars s(accumulate);
-  MINIDL_CUBLAS_CHECK(cublasGemmEx(cuda::cublas_handle(device), blas_op(cm.trans_first), blas_op(cm.trans_second),
+  MINIDL_CUBLAS_CHECK(cublasGemmEx(handle_for(device, dtype), blas_op(cm.trans_first), blas_op(cm.trans_second),
                                    cm.m, cm.n, cm.k, s.alpha(t), b, t.data, cm.ld_first, a, t.data, cm.ld_second,
                                    s.beta(t), c, t.data, cm.ldc, t.compute, CUBLAS_GEMM_DEFAULT));
 }
@@ -110,7 +123,7 @@ void batched_gemm_cuda(const GemmBatch& g, const Tensor& a, const Tensor& b, con
   const Scalars s(p.accumulate);
   const ColumnMajorGemm& cm = p.gemm;
   MINIDL_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      cuda::cublas_handle(device), blas_op(cm.trans_first), blas_op(cm.trans_second), cm.m, cm.n, cm.k, s.alpha(t),
+      handle_for(device, c.dtype()), blas_op(cm.trans_first), blas_op(cm.trans_second), cm.m, cm.n, cm.k, s.alpha(t),
       at(b, p.b_first), t.data, cm.ld_first, p.b_stride, at(a, p.a_first), t.data, cm.ld_second, p.a_stride,
       s.beta(t), at(c, p.c_first), t.data, cm.ldc, p.c_stride, p.count, t.compute, CUBLAS_GEMM_DEFAULT));
 }
