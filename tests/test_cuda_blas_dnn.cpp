@@ -103,8 +103,9 @@ TEST_CASE("cuBLAS matmul and batched matmul equal the CPU kernels, forward and b
     // Non-contiguous operands: transposed and narrowed views.
     check_op("transposed views", {leaf({5, 7}, d), leaf({3, 5}, d)},
              [](const std::vector<Tensor>& v) { return matmul(v[0].transpose(0, 1), v[1].transpose(0, 1)); });
-    check_op("narrowed batch view", {leaf({6, 4, 5}, d), leaf({5, 3}, d)},
-             [](const std::vector<Tensor>& v) { return matmul(v[0].narrow(0, 1, 3).transpose(1, 2).transpose(1, 2), v[1]); });
+    check_op("narrowed batch view", {leaf({6, 4, 5}, d), leaf({5, 3}, d)}, [](const std::vector<Tensor>& v) {
+      return matmul(v[0].narrow(0, 1, 3).transpose(1, 2).transpose(1, 2), v[1]);
+    });
     check_op("larger product", {leaf({67, 129}, d), leaf({129, 33}, d)}, mm);
   }
 }
@@ -226,7 +227,8 @@ TEST_CASE("conv_transpose2d/3d (built on the conv stubs) on cuDNN equal the CPU 
     CAPTURE(dtype_name(d));
     ConvTranspose2dParams up;
     up.stride = {2, 2}, up.padding = {1, 0}, up.output_padding = {1, 1}, up.groups = 2;
-    check_op("conv_transpose2d stride 2, output_padding, groups", {leaf({2, 4, 5, 6}, d), leaf({4, 3, 3, 2}, d), leaf({6}, d)},
+    check_op("conv_transpose2d stride 2, output_padding, groups",
+             {leaf({2, 4, 5, 6}, d), leaf({4, 3, 3, 2}, d), leaf({6}, d)},
              [up](const std::vector<Tensor>& v) { return conv_transpose2d(v[0], v[1], v[2], up); });
     ConvTranspose3dParams up3;
     up3.stride = {2, 2, 2};

@@ -44,8 +44,10 @@ void colmajor_gemm(const ColumnMajorGemm& g, const double* f, const double* s, d
     for (int i = 0; i < g.m; ++i) {
       double acc = 0;
       for (int l = 0; l < g.k; ++l) {
-        const double fv = g.trans_first ? f[l + static_cast<size_t>(i) * g.ld_first] : f[i + static_cast<size_t>(l) * g.ld_first];
-        const double sv = g.trans_second ? s[j + static_cast<size_t>(l) * g.ld_second] : s[l + static_cast<size_t>(j) * g.ld_second];
+        const double fv =
+            g.trans_first ? f[l + static_cast<size_t>(i) * g.ld_first] : f[i + static_cast<size_t>(l) * g.ld_first];
+        const double sv =
+            g.trans_second ? s[j + static_cast<size_t>(l) * g.ld_second] : s[l + static_cast<size_t>(j) * g.ld_second];
         acc += fv * sv;
       }
       double& out = c[i + static_cast<size_t>(j) * g.ldc];

@@ -56,7 +56,9 @@ struct Scalars {
   double d_alpha = 1, d_beta = 0;
   float f_alpha = 1, f_beta = 0;
   Scalars(bool accumulate) : d_beta(accumulate ? 1 : 0), f_beta(accumulate ? 1.f : 0.f) {}
-  const void* alpha(const BlasTypes& t) const { return t.double_scalars ? static_cast<const void*>(&d_alpha) : &f_alpha; }
+  const void* alpha(const BlasTypes& t) const {
+    return t.double_scalars ? static_cast<const void*>(&d_alpha) : &f_alpha;
+  }
   const void* beta(const BlasTypes& t) const { return t.double_scalars ? static_cast<const void*>(&d_beta) : &f_beta; }
 };
 
@@ -111,7 +113,8 @@ void batched_gemm_cuda(const GemmBatch& g, const Tensor& a, const Tensor& b, con
   const RowMajorGemm one{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc};
   if (g.k == 0) {  // every C is 0 (or unchanged when accumulating into zeros)
     if (!g.accumulate)
-      for (size_t i = 0; i < g.c_offset.size(); ++i) gemm(device, c.dtype(), one, nullptr, nullptr, at(c, g.c_offset[i]), false, op);
+      for (size_t i = 0; i < g.c_offset.size(); ++i)
+        gemm(device, c.dtype(), one, nullptr, nullptr, at(c, g.c_offset[i]), false, op);
     return;
   }
   if (!p.strided) {

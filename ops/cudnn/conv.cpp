@@ -49,13 +49,6 @@ ConvSwitches switches() {
   return {backends::cudnn::deterministic(), backends::cudnn::allow_tf32(), backends::cudnn::benchmark()};
 }
 
-// Workspace memory for one call (undefined when none is needed).
-Tensor workspace(size_t bytes, Device dev) {
-  if (bytes == 0) return Tensor();
-  return empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(dev));
-}
-void* ptr(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
-
 void zero_fill(const Tensor& t, const char* op) {
   if (t.numel() == 0) return;
   MINIDL_CUDA_CHECK_OP(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), cuda::current_stream(t.device().index)), op);
@@ -80,11 +73,11 @@ void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor&
   } else {
     ConvDescriptors d(s, dt, op);
     const ConvKey key = make_conv_key(ConvDirection::Forward, s, dt, dev, switches());
-    const AlgoChoice c = choose_forward(h, d, key, x.raw_data(), w.raw_data(), y.raw_data());
-    const Tensor ws = workspace(c.workspace, y.device());
+    const ChosenAlgo c = choose_forward(h, d, key, x.raw_data(), w.raw_data(), y.raw_data());
     MINIDL_CUDNN_CHECK(cudnnConvolutionForward(h, sc.one(), d.x.get(), x.raw_data(), d.w.get(), w.raw_data(),
-                                               d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ptr(ws),
-                                               c.workspace, sc.zero(), d.y.get(), y.raw_data()));
+                                               d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(c.choice.algo),
+                                               c.workspace_ptr(), c.choice.workspace, sc.zero(), d.y.get(),
+                                               y.raw_data()));
   }
   if (bias.defined()) {
     const TensorDescriptor bd = bias_descriptor(s, dt, op);
@@ -111,21 +104,19 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
     ConvDescriptors d(s, dt, op);
     if (dx.defined()) {
       const ConvKey key = make_conv_key(ConvDirection::BackwardData, s, dt, dev, sw);
-      const AlgoChoice c = choose_backward_data(h, d, key, w.raw_data(), dy.raw_data(), dx.raw_data());
-      const Tensor ws = workspace(c.workspace, dy.device());
-      MINIDL_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          h, sc.one(), d.w.get(), w.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ptr(ws), c.workspace, sc.zero(), d.x.get(),
-          dx.raw_data()));
+      const ChosenAlgo c = choose_backward_data(h, d, key, w.raw_data(), dy.raw_data(), dx.raw_data());
+      MINIDL_CUDNN_CHECK(
+          cudnnConvolutionBackwardData(h, sc.one(), d.w.get(), w.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),
+                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(c.choice.algo), c.workspace_ptr(),
+                                       c.choice.workspace, sc.zero(), d.x.get(), dx.raw_data()));
     }
     if (dw.defined()) {
       const ConvKey key = make_conv_key(ConvDirection::BackwardFilter, s, dt, dev, sw);
-      const AlgoChoice c = choose_backward_filter(h, d, key, x.raw_data(), dy.raw_data(), dw.raw_data());
-      const Tensor ws = workspace(c.workspace, dy.device());
-      MINIDL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-          h, sc.one(), d.x.get(), x.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ptr(ws), c.workspace, sc.zero(), d.w.get(),
-          dw.raw_data()));
+      const ChosenAlgo c = choose_backward_filter(h, d, key, x.raw_data(), dy.raw_data(), dw.raw_data());
+      MINIDL_CUDNN_CHECK(
+          cudnnConvolutionBackwardFilter(h, sc.one(), d.x.get(), x.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.choice.algo), c.workspace_ptr(),
+                                         c.choice.workspace, sc.zero(), d.w.get(), dw.raw_data()));
     }
   }
   if (dbias.defined()) {

@@ -102,8 +102,10 @@ Tensor benchmark_workspace(int device, size_t max_bytes_of_any) {
   }
 }
 
+// The usable entries, best first (both cuDNN calls rank their results).
 template <class Traits>
-AlgoChoice search(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* a, const void* b, void* out) {
+std::vector<AlgoChoice> search(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* a,
+                               const void* b, void* out) {
   using Perf = typename Traits::Perf;
   d.conv.set_math(requested_math(d.dtype, key.allow_tf32));
   std::vector<Perf> perfs(Traits::kCount);
@@ -121,7 +123,7 @@ AlgoChoice search(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const
   } else {
     MINIDL_CUDNN_CHECK(Traits::heuristic(h, d, perfs.data(), Traits::kCount, &got));
   }
-  // Both calls return their entries best first.
+  std::vector<AlgoChoice> usable;
   for (int i = 0; i < got; ++i) {
     const Perf& p = perfs[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
@@ -131,23 +133,45 @@ AlgoChoice search(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const
     c.math = run_math(p.mathType, d.dtype, key.allow_tf32);
     d.conv.set_math(c.math);
     if (Traits::workspace(h, d, c.algo, &c.workspace) != CUDNN_STATUS_SUCCESS) continue;
-    return c;
+    usable.push_back(c);
   }
-  MINIDL_FAIL(Traits::kOp, ": cuDNN offers no usable algorithm for input ",
-              shape_str(Shape(key.x_sizes.begin(), key.x_sizes.begin() + d.shape.nd())), ", weight ",
-              shape_str(Shape(key.w_sizes.begin(), key.w_sizes.begin() + d.shape.nd())), ", dtype ",
-              dtype_name(d.dtype), key.deterministic ? " with backends::cudnn::deterministic set" : "");
+  MINIDL_CHECK(!usable.empty(), Traits::kOp, ": cuDNN offers no usable algorithm for input ",
+               shape_str(Shape(key.x_sizes.begin(), key.x_sizes.begin() + d.shape.nd())), ", weight ",
+               shape_str(Shape(key.w_sizes.begin(), key.w_sizes.begin() + d.shape.nd())), ", dtype ",
+               dtype_name(d.dtype), key.deterministic ? " with backends::cudnn::deterministic set" : "");
+  return usable;
 }
 
+Tensor allocate_workspace(size_t bytes, int device) {
+  if (bytes == 0) return Tensor();
+  return empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(Device(DeviceType::CUDA, device)));
+}
+
+// A cached choice, or the first candidate whose workspace the caching
+// allocator can give (as PyTorch: an algorithm that would run out of memory
+// gives way to the next best, and that one is cached).
 template <class Traits>
-AlgoChoice choose(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* a, const void* b, void* out) {
+ChosenAlgo choose(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* a, const void* b,
+                  void* out) {
   if (const auto hit = cache().find(key)) {
     d.conv.set_math(hit->math);
-    return *hit;
+    return {*hit, allocate_workspace(hit->workspace, key.device)};
   }
-  const AlgoChoice c = cache().insert(key, search<Traits>(h, d, key, a, b, out));
-  d.conv.set_math(c.math);  // the stored one (another thread may have won the insert)
-  return c;
+  const std::vector<AlgoChoice> candidates = search<Traits>(h, d, key, a, b, out);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Tensor ws;
+    try {
+      ws = allocate_workspace(candidates[i].workspace, key.device);
+    } catch (const Error&) {
+      if (i + 1 == candidates.size()) throw;  // the last one: report the allocator's error
+      continue;
+    }
+    const AlgoChoice stored = cache().insert(key, candidates[i]);
+    d.conv.set_math(stored.math);
+    if (stored.algo == candidates[i].algo && stored.math == candidates[i].math) return {stored, ws};
+    return {stored, allocate_workspace(stored.workspace, key.device)};  // another thread's insert won
+  }
+  MINIDL_ASSERT(false, "unreachable: search() returns at least one candidate");
 }
 
 }  // namespace
@@ -161,17 +185,17 @@ cudnnMathType_t requested_math(DType dtype, bool allow_tf32) {
   }
 }
 
-AlgoChoice choose_forward(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x, const void* w,
+ChosenAlgo choose_forward(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x, const void* w,
                           void* y) {
   return choose<ForwardTraits>(h, d, key, x, w, y);
 }
 
-AlgoChoice choose_backward_data(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* w,
+ChosenAlgo choose_backward_data(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* w,
                                 const void* dy, void* dx) {
   return choose<BackwardDataTraits>(h, d, key, w, dy, dx);
 }
 
-AlgoChoice choose_backward_filter(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x,
+ChosenAlgo choose_backward_filter(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x,
                                   const void* dy, void* dw) {
   return choose<BackwardFilterTraits>(h, d, key, x, dy, dw);
 }

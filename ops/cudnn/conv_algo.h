@@ -6,6 +6,8 @@
 //     (it writes the output buffer, which the caller overwrites next) with a
 //     workspace from the caching allocator, the fastest usable entry;
 //   - deterministic(): only entries reported CUDNN_DETERMINISTIC, in both modes;
+//   - an entry whose workspace the caching allocator cannot give is skipped
+//     for the next one (PyTorch does the same);
 //   - math type: float32 gets CUDNN_FMA_MATH unless cudnn allow_tf32 (then the
 //     entry's own, which may use TF32 tensor cores), 16-bit inputs tensor-op
 //     math, float64 the default.
@@ -17,6 +19,7 @@
 
 #include <cstddef>
 
+#include "minidl/core/tensor.h"
 #include "minidl/ops/cudnn/conv_key.h"
 #include "minidl/ops/cudnn/descriptors.h"
 
@@ -40,16 +43,26 @@ struct AlgoChoice {
   size_t workspace = 0;  // bytes, for this algo and math type
 };
 
+// A choice with its workspace (undefined when it needs none), allocated
+// from the caching allocator for the current stream: keep it alive until
+// the cuDNN call is enqueued.
+struct ChosenAlgo {
+  AlgoChoice choice;
+  Tensor workspace;
+  void* workspace_ptr() const { return workspace.defined() ? workspace.raw_data() : nullptr; }
+};
+
 // The math type requested before a search (descriptor state during it).
 cudnnMathType_t requested_math(DType dtype, bool allow_tf32);
 
 // Each sets d.conv's math type to the choice's before returning. The
-// pointers are only read (or the output written) in benchmark mode.
-AlgoChoice choose_forward(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x, const void* w,
+// pointers are only read (or the output written) in benchmark mode. A
+// candidate whose workspace cannot be allocated gives way to the next.
+ChosenAlgo choose_forward(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x, const void* w,
                           void* y);
-AlgoChoice choose_backward_data(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* w,
+ChosenAlgo choose_backward_data(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* w,
                                 const void* dy, void* dx);
-AlgoChoice choose_backward_filter(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x,
+ChosenAlgo choose_backward_filter(cudnnHandle_t h, ConvDescriptors& d, const ConvKey& key, const void* x,
                                   const void* dy, void* dw);
 
 // Entries in the process-wide cache (all directions); clear for tests.
