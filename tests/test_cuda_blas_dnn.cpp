@@ -6,7 +6,7 @@
 // groups, depthwise, 1x1, unbatched; transposed convolutions (which run the
 // conv stubs); non-contiguous inputs (the ops make
 // them contiguous on the device); the cuDNN benchmark and deterministic
-// paths.
+// paths; float16 and bfloat16 (float32 compute) against float32 on the CPU.
 //
 // Needs a CUDA device: without one (or in a build without -DMINIDL_CUDA=ON)
 // it prints "skipped: no CUDA device (<reason>)" and exits 77, which CTest
@@ -234,5 +234,58 @@ TEST_CASE("conv_transpose2d/3d (built on the conv stubs) on cuDNN equal the CPU 
     up3.stride = {2, 2, 2};
     check_op("conv_transpose3d 2x2x2 stride 2", {leaf({1, 3, 3, 4, 2}, d), leaf({3, 2, 2, 2, 2}, d), leaf({2}, d)},
              [up3](const std::vector<Tensor>& v) { return conv_transpose3d(v[0], v[1], v[2], up3); });
+  }
+}
+
+namespace {
+
+// 16-bit inputs on CUDA (float32 compute inside cuBLAS/cuDNN, 16-bit
+// outputs) against float32 on the CPU with the same, already rounded,
+// values; the CPU kernels have no 16-bit path. Tolerances cover the
+// rounding of the output and of the gradients to 16 bits.
+void check_op_reduced(const std::string& name, DType d, const std::vector<Tensor>& inputs_f32, const OpFn& f) {
+  CAPTURE(name);
+  CAPTURE(dtype_name(d));
+  std::vector<Tensor> rounded, reduced;
+  for (const Tensor& t : inputs_f32) {
+    Tensor r = t.to(d);
+    Tensor back = r.to(kFloat32);
+    if (t.requires_grad()) r.requires_grad_(true), back.requires_grad_(true);
+    reduced.push_back(r);
+    rounded.push_back(back);
+  }
+  const std::vector<Tensor> cpu_in = leaves_on(rounded, kCPU), gpu_in = leaves_on(reduced, kGpu);
+  const Tensor y_cpu = f(cpu_in);
+  const Tensor probe = randn(y_cpu.shape()).to(d);
+  y_cpu.backward(probe.to(kFloat32));
+  const Tensor y_gpu = f(gpu_in);
+  CHECK(y_gpu.dtype() == d);
+  y_gpu.backward(probe.to(kGpu));
+  const double tol = d == kFloat16 ? 4e-3 : 3e-2;
+  auto close = [&](const std::string& what, const Tensor& got, const Tensor& want) {
+    CAPTURE(what);
+    const Tensor g = got.to(kCPU).to(kFloat32);
+    CHECK_MESSAGE(minidl::testing::allclose(g, want, tol, tol), "max |cuda - cpu| = ", max_abs_diff(g, want));
+  };
+  close("forward", y_gpu, y_cpu);
+  for (size_t i = 0; i < inputs_f32.size(); ++i)
+    if (inputs_f32[i].requires_grad()) close("grad of input " + std::to_string(i), gpu_in[i].grad(), cpu_in[i].grad());
+}
+
+}  // namespace
+
+TEST_CASE("float16 and bfloat16 on cuBLAS and cuDNN (float32 compute) match float32 on the CPU") {
+  require_cuda_or_skip();
+  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
+  manual_seed(7);
+  for (DType d : {kFloat16, kBFloat16}) {
+    check_op_reduced("matmul batched", d, {leaf({3, 6, 8}, kFloat32), leaf({3, 8, 5}, kFloat32)},
+                     [](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); });
+    check_op_reduced("linear", d, {leaf({7, 8}, kFloat32), leaf({4, 8}, kFloat32), leaf({4}, kFloat32)},
+                     [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); });
+    const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 2};
+    check_op_reduced("conv2d groups 2", d, {leaf({2, 8, 6, 6}, kFloat32), leaf({8, 4, 3, 3}, kFloat32),
+                                            leaf({8}, kFloat32)},
+                     [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], p); });
   }
 }
