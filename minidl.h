@@ -4,6 +4,7 @@
 #include "minidl/core/autograd/engine.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/backend_settings.h"
 #include "minidl/core/check.h"
 #include "minidl/core/device.h"
 #include "minidl/core/dtype.h"

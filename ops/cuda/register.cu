@@ -1,6 +1,7 @@
 // The CUDA backend's registration: one register_<family>_cuda_kernels() call
-// per op family, as each family gains a CUDA kernel (ops/cuda/<family>.cu).
-// Until then every op on a CUDA tensor says it has no CUDA kernel yet.
+// per op family, as each family gains a CUDA kernel (ops/cuda/<family>.cu,
+// ops/cudnn/<family>.cpp). Until then every op on a CUDA tensor says it has
+// no CUDA kernel yet.
 //
 // A .cu file from the start, so that nvcc compiles the core headers every
 // kernel file will include (C++20 through nvcc is checked by every CUDA build).
@@ -8,10 +9,14 @@
 
 namespace minidl {
 
-void register_amp_cuda_kernels();
+void register_amp_cuda_kernels();     // ops/cuda/amp.cu (GradScaler)
+void register_matmul_cuda_kernels();  // ops/cuda/matmul.cu (cuBLAS)
+void register_conv_cuda_kernels();    // ops/cudnn/conv.cpp (cuDNN): conv2d, conv3d
 
 void register_cuda_kernels() {
   register_amp_cuda_kernels();
+  register_matmul_cuda_kernels();
+  register_conv_cuda_kernels();
 }
 
 }  // namespace minidl
