@@ -24,6 +24,10 @@
 #include "minidl/core/cuda.h"
 #include "minidl/core/device.h"
 
+namespace minidl {
+class Tensor;
+}  // namespace minidl
+
 namespace minidl::cuda {
 
 // is_available, device_count, set_device, synchronize: core/cuda.h.
@@ -70,6 +74,19 @@ class StreamGuard {
   int index_;
   cudaStream_t previous_;
 };
+
+// ---- memory (core/cuda/allocator.cpp) ------------------------------------------
+
+// Tensor.record_stream: t's memory is also used by work queued on `stream`
+// (not its allocation stream), so when t is freed the caching allocator
+// reuses the block only after that work has run. Call it after queuing the
+// work; a no-op for memory not from the CUDA caching allocator's cache.
+void record_stream(const Tensor& t, cudaStream_t stream);
+
+// Installs the CUDA caching allocator (allocator_for(DeviceType::CUDA)) and
+// the pinned host allocator. register_cuda_kernels() calls it when
+// is_available(); otherwise allocator_for(CUDA) says why CUDA is unavailable.
+void register_cuda_backend();
 
 }  // namespace minidl::cuda
 
