@@ -57,7 +57,7 @@ build-cuda: deps
 	@if [ -z "$(NVCC)" ]; then echo "build-cuda: skipped: no nvcc found (install the CUDA toolkit)"; exit 0; fi; \
 	cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) $(CMAKE_FLAGS) && \
 	cmake --build build-cuda -j $(JOBS) && \
-	cd build-cuda && ctest -L cuda --output-on-failure -j $(JOBS)
+	cd build-cuda && ctest -L cuda --verbose -j $(JOBS)  # verbose: a skip prints its reason
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps

@@ -106,7 +106,7 @@ TEST_CASE("devices: count, current device, guard, errors") {
   CHECK_THROWS_CONTAINS(cuda::set_device(cuda::device_count()), "invalid device ordinal");
   CHECK_THROWS_CONTAINS(cuda::DeviceGuard(cuda::device_count()), "invalid device ordinal");
   CHECK_NOTHROW(cuda::synchronize());
-  CHECK_THROWS_CONTAINS(MINIDL_CUDA_CHECK_OP(cudaSetDevice(-1), "my_op"), "while running my_op");
+  CHECK_THROWS_CONTAINS([] { MINIDL_CUDA_CHECK_OP(cudaSetDevice(-1), "my_op"); }(), "while running my_op");
 }
 
 TEST_CASE("caching allocator: statistics, reuse, empty_cache") {
