@@ -78,8 +78,10 @@ mkdir -p "$work/checks"
 # install them.
 (cd "$prefix/include" && find minidl -name '*.h' ! -path 'minidl/core/cuda/*' | sort | sed 's/.*/#include "&"/') \
   > "$work/checks/all_headers.cpp"
-(cd "$prefix/include" && find minidl/core/cuda -name '*.h' 2>/dev/null | sort | sed 's/.*/#include "&"/') \
-  > "$work/checks/cuda_headers.cpp"
+: > "$work/checks/cuda_headers.cpp"
+if [ -d "$prefix/include/minidl/core/cuda" ]; then
+  (cd "$prefix/include" && find minidl/core/cuda -name '*.h' | sort | sed 's/.*/#include "&"/') > "$work/checks/cuda_headers.cpp"
+fi
 cat > "$work/checks/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.22)
 project(minidl_install_checks LANGUAGES CXX)

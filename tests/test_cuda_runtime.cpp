@@ -266,23 +266,25 @@ TEST_CASE("record_stream: a block used on a busy stream is reused only after tha
     Tensor d = empty({3000}, TensorOptions(kFloat32).device(kCuda));
     CHECK(d.raw_data() != side_ptr);
   }
-  // Keep `side` busy with a host function that waits for us.
+  // Keep `side` busy with a host function that waits for us. 12 MiB blocks:
+  // larger than anything earlier cases left cached except whole 20 MiB
+  // segments, and u stays alive, so t's block (with whatever it merges with)
+  // is the only cached block v can get: the addresses below are deterministic.
   static std::atomic<bool> release{false};
   release = false;
   MINIDL_CUDA_CHECK(cudaLaunchHostFunc(side, [](void*) { while (!release.load()) std::this_thread::yield(); }, nullptr));
+  const Shape twelve_mib{3 << 20};
   void* used = nullptr;
   {
-    Tensor t = empty({5000}, TensorOptions(kFloat32).device(kCuda));
+    Tensor t = empty(twelve_mib, TensorOptions(kFloat32).device(kCuda));
     used = t.raw_data();
     cuda::record_stream(t, side);
   }  // freed while `side` has not run: not reusable yet
-  {
-    Tensor u = empty({5000}, TensorOptions(kFloat32).device(kCuda));
-    CHECK(u.raw_data() != used);
-  }
+  Tensor u = empty(twelve_mib, TensorOptions(kFloat32).device(kCuda));  // kept: the only other candidate
+  CHECK(u.raw_data() != used);
   release = true;
   MINIDL_CUDA_CHECK(cudaStreamSynchronize(side));
-  Tensor v = empty({5000}, TensorOptions(kFloat32).device(kCuda));
+  Tensor v = empty(twelve_mib, TensorOptions(kFloat32).device(kCuda));
   CHECK(v.raw_data() == used);  // the event completed: the block is back
 }
 
