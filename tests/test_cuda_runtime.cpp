@@ -100,7 +100,7 @@ TEST_CASE("devices: count, current device, guard, errors") {
   cuda::set_device(0);
   CHECK(cuda::current_device() == 0);
   {
-    cuda::DeviceGuard guard(Device(kCPU));  // not a CUDA device: no change
+    cuda::DeviceGuard guard{kCPU};  // not a CUDA device: no change
     CHECK(cuda::current_device() == 0);
   }
   CHECK_THROWS_CONTAINS(cuda::set_device(cuda::device_count()), "invalid device ordinal");
