@@ -107,6 +107,29 @@ DeviceCachingAllocator* existing_allocator(int index) {
   return device_states()[static_cast<size_t>(index)].ready.load(std::memory_order_acquire);
 }
 
+// DeviceGuard for the free path, which runs in destructors, also after main
+// returns when the CUDA runtime may be unloading: errors are ignored (the
+// block's bookkeeping needs no device; a cudaFree then fails harmlessly).
+class QuietDeviceGuard {
+ public:
+  explicit QuietDeviceGuard(int index) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous_ = -1;
+      return;
+    }
+    if (previous_ != index && cudaSetDevice(index) != cudaSuccess) (void)cudaGetLastError();
+  }
+  ~QuietDeviceGuard() {
+    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 class CudaAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
@@ -129,7 +152,7 @@ class CudaAllocator final : public Allocator {
       device_of_.erase(it);
     }
     try {
-      DeviceGuard guard(index);
+      QuietDeviceGuard guard(index);
       caching_allocator(index).free(ptr);
     } catch (const std::exception& e) {
       report(e.what());  // a destructor path: tell, never throw

@@ -1,7 +1,8 @@
 // The CUDA runtime as the rest of minidl sees it: devices, the current
 // stream, error checks. Only compiled with -DMINIDL_CUDA=ON (core/cuda/ is
 // built then only) and included only by CUDA-build sources (.cu files,
-// core/cuda/, ops/cuda/, ops/cudnn/, dist/nccl/).
+// core/cuda/, ops/cuda/, ops/cudnn/, dist/nccl/) and, under
+// #ifdef MINIDL_WITH_CUDA, by the GPU tests (tests/test_cuda_*.cpp).
 //
 // PyTorch's model (c10/cuda/CUDAStream.cpp, CUDAFunctions.cpp):
 //   - a current device per thread (cudaSetDevice is per thread already);
