@@ -187,6 +187,9 @@ TEST_CASE("non_blocking copies from pinned memory") {
   cuda::synchronize();
   CHECK(values(dev) == values(host));
   CHECK(values(dev.to(kCPU, true)) == values(host));  // pageable destination: synchronous anyway
+  // The pinned source dies at once: its block waits for the copy before cudaFreeHost.
+  const Tensor dev2 = host.pin_memory().to(kCuda, /*non_blocking=*/true);
+  CHECK(values(dev2) == values(host));
 }
 
 TEST_CASE("fill_, zeros, full, item") {

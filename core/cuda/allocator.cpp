@@ -177,10 +177,11 @@ CudaAllocator& cuda_allocator() {
   return *a;
 }
 
-// Page-locked host memory (cudaHostAlloc). Not cached: cudaFreeHost
-// synchronizes the device, which also keeps a block alive until an
-// asynchronous copy from it has run. PyTorch's CachingHostAllocator caches
-// blocks and records events instead (not done here yet).
+// Page-locked host memory (cudaHostAlloc), not cached (PyTorch's
+// CachingHostAllocator keeps freed blocks for reuse; not done here yet). A
+// block used by an asynchronous copy carries that copy's events
+// (record_pinned_host_use); freeing it waits for them first, so the copy
+// never reads or writes memory given back to the driver.
 class PinnedHostAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
@@ -192,20 +193,68 @@ class PinnedHostAllocator final : public Allocator {
   }
   void deallocate(void* ptr) noexcept override {
     if (ptr == nullptr) return;
+    std::vector<cudaEvent_t> events;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = uses_.find(ptr);
+      if (it != uses_.end()) {
+        events = std::move(it->second);
+        uses_.erase(it);
+      }
+    }
+    for (cudaEvent_t e : events) {
+      if (cudaEventSynchronize(e) != cudaSuccess) (void)cudaGetLastError();
+      (void)cudaEventDestroy(e);
+    }
     const cudaError_t err = cudaFreeHost(ptr);
     if (err != cudaSuccess && err != cudaErrorCudartUnloading) {
       (void)cudaGetLastError();
       std::fprintf(stderr, "minidl: cudaFreeHost failed: %s\n", cudaGetErrorString(err));
     }
   }
+  void record_use(void* ptr, cudaStream_t stream) {
+    cudaEvent_t e = nullptr;
+    MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const cudaError_t err = cudaEventRecord(e, stream);
+    if (err != cudaSuccess) {
+      (void)cudaEventDestroy(e);
+      MINIDL_CUDA_CHECK(err);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& events = uses_[ptr];
+    // Completed events of earlier copies go now: a long-lived buffer reused
+    // every step keeps one or two, not one per step.
+    std::erase_if(events, [](cudaEvent_t old) {
+      if (cudaEventQuery(old) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      (void)cudaEventDestroy(old);
+      return true;
+    });
+    events.push_back(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, std::vector<cudaEvent_t>> uses_;  // block -> events of its async copies
 };
+
+PinnedHostAllocator& pinned_allocator() {
+  static auto* a = new PinnedHostAllocator;
+  return *a;
+}
 
 }  // namespace
 
 void register_cuda_backend() {
-  static auto* pinned = new PinnedHostAllocator;
   set_allocator(DeviceType::CUDA, &cuda_allocator());
-  set_pinned_host_allocator(pinned);
+  set_pinned_host_allocator(&pinned_allocator());
+}
+
+void record_pinned_host_use(const Tensor& host, cudaStream_t stream) {
+  if (!host.defined() || !host.is_pinned()) return;
+  pinned_allocator().record_use(host.impl()->storage->data(), stream);
 }
 
 void record_stream(const Tensor& t, cudaStream_t stream) {

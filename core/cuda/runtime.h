@@ -84,6 +84,12 @@ class StreamGuard {
 // work; a no-op for memory not from the CUDA caching allocator's cache.
 void record_stream(const Tensor& t, cudaStream_t stream);
 
+// An asynchronous copy on `stream` reads or writes the pinned host tensor
+// `host` (non_blocking copies, ops/cuda/copy.cu): its memory is not returned
+// to the driver before that work has run (PyTorch's
+// CachingHostAllocator_recordEvent). A no-op for memory that is not pinned.
+void record_pinned_host_use(const Tensor& host, cudaStream_t stream);
+
 // Installs the CUDA caching allocator (allocator_for(DeviceType::CUDA)) and
 // the pinned host allocator. register_cuda_kernels() calls it when
 // is_available(); otherwise allocator_for(CUDA) says why CUDA is unavailable.

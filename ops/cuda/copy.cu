@@ -11,7 +11,8 @@
 // Everything runs on the current stream of the CUDA device. As PyTorch,
 // a copy that touches host memory synchronizes that stream before returning
 // unless non_blocking; non_blocking leaves it asynchronous only where that is
-// safe: from/to pinned memory, whose cudaFreeHost waits for the device.
+// safe: from/to pinned memory, whose block then waits for the copy's event
+// before it is freed (record_pinned_host_use).
 // Not handled (as the CPU kernel): a dst that overlaps src in memory.
 #include "minidl/core/cuda/runtime.h"
 #include "minidl/core/dtype.h"
@@ -75,10 +76,14 @@ void host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking) {
                        "copy_ (host to device)");
   if (!target.is_same(dst)) copy_on_device(dst, target, stream);
   // A pageable or scratch source has been staged by the driver when
-  // cudaMemcpyAsync returns; a pinned one is read later, and the caller
-  // promised (non_blocking) not to write it meanwhile.
+  // cudaMemcpyAsync returns; a pinned one is read later: the caller promised
+  // (non_blocking) not to write it meanwhile, and its block waits for the copy.
   const bool async_ok = non_blocking && host.is_same(src) && src.is_pinned();
-  if (!async_ok) MINIDL_CUDA_CHECK_OP(cudaStreamSynchronize(stream), "copy_ (host to device)");
+  if (async_ok) {
+    cuda::record_pinned_host_use(src, stream);  // src's memory outlives the copy
+  } else {
+    MINIDL_CUDA_CHECK_OP(cudaStreamSynchronize(stream), "copy_ (host to device)");
+  }
 }
 
 void device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking) {
@@ -94,7 +99,11 @@ void device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking) {
   MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(target.raw_data(), dev.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, stream),
                        "copy_ (device to host)");
   const bool async_ok = non_blocking && target.is_same(dst) && dst.is_pinned();
-  if (!async_ok) MINIDL_CUDA_CHECK_OP(cudaStreamSynchronize(stream), "copy_ (device to host)");
+  if (async_ok) {
+    cuda::record_pinned_host_use(dst, stream);  // dst's memory outlives the copy
+  } else {
+    MINIDL_CUDA_CHECK_OP(cudaStreamSynchronize(stream), "copy_ (device to host)");
+  }
   if (!target.is_same(dst)) copy_on_host(dst, target);
 }
 
