@@ -50,8 +50,8 @@ train: build
 
 # The CUDA configuration (library, tests, examples), compiled and linked,
 # then its GPU tests (ctest -L cuda): without a device each reports itself
-# skipped with the reason (exit 77), so this needs nvcc, not a GPU. On a GPU
-# machine, scripts/gpu-check.sh builds it and runs the GPU tests for real.
+# skipped with the reason (exit 77), so this needs nvcc, not a GPU. For a lent
+# GPU machine, scripts/gpu-check.sh prepares the GPU tests here and runs them there.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 build-cuda: deps
 	@if [ -z "$(NVCC)" ]; then echo "build-cuda: skipped: no nvcc found (install the CUDA toolkit)"; exit 0; fi; \
