@@ -48,14 +48,16 @@ train: build
 	$(BUILD)/examples/train_cifar10 $$data $(TRAIN_ARGS) --log-dir $(TRAIN_DIR) --checkpoint-dir $(TRAIN_DIR)/checkpoints \
 	  $(if $(RESUME),--resume $(TRAIN_DIR)/checkpoints)
 
-# The CUDA configuration (library, tests, examples), compiled and linked
-# only: it needs nvcc, not a GPU. On a GPU machine, scripts/gpu-check.sh
-# builds it and runs the GPU tests.
+# The CUDA configuration (library, tests, examples), compiled and linked,
+# then its GPU tests (ctest -L cuda): without a device each reports itself
+# skipped with the reason (exit 77), so this needs nvcc, not a GPU. For a lent
+# GPU machine, scripts/gpu-check.sh prepares the GPU tests here and runs them there.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 build-cuda: deps
 	@if [ -z "$(NVCC)" ]; then echo "build-cuda: skipped: no nvcc found (install the CUDA toolkit)"; exit 0; fi; \
 	cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) $(CMAKE_FLAGS) && \
-	cmake --build build-cuda -j $(JOBS)
+	cmake --build build-cuda -j $(JOBS) && \
+	cd build-cuda && ctest -L cuda --verbose -j $(JOBS)  # verbose: a skip prints its reason
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps

@@ -16,11 +16,22 @@ include(CMakePackageConfigHelpers)
 # installed), SIMD types, alignas or anything else whose layout depends on the
 # target ISA: the structs that cross the boundary have the same layout at any
 # -march. Keep Eigen and intrinsics out of public headers.
+#
+# core/cuda/*.h (streams, error checks, library handles) include CUDA's
+# headers: installed only by a CUDA build, and a consumer that includes them
+# links CUDA::cudart (find_package(CUDAToolkit)) for the include path, since
+# minidl links the CUDA libraries PRIVATE. core/cuda.h needs nothing.
+if(MINIDL_CUDA)
+  set(minidl_exclude_cuda_runtime "^$")  # matches no directory
+else()
+  set(minidl_exclude_cuda_runtime "/core/cuda$")
+endif()
 foreach(dir core ops nn optim data models dist)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl
           FILES_MATCHING PATTERN "*.h"
           REGEX "/ops/(cpu|cuda|cudnn)$" EXCLUDE
+          REGEX "${minidl_exclude_cuda_runtime}" EXCLUDE
           REGEX "/dist/launch$" EXCLUDE)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/minidl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minidl)

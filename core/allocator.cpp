@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "minidl/core/check.h"
+#include "minidl/core/cuda.h"
 #include "minidl/core/dispatch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -123,13 +124,9 @@ Allocator* allocator_for(DeviceType type) {
   ensure_kernels_registered();  // backends set their allocators when they register
   Allocator* a = g_allocators[static_cast<int>(type)];
   if (a == nullptr) {
-#ifdef MINIDL_WITH_CUDA
-    MINIDL_CHECK(type != DeviceType::CUDA,
-                 "no CUDA allocator: this build has the CUDA backend, but it did not start (no GPU or driver?)");
-#else
-    MINIDL_CHECK(type != DeviceType::CUDA,
-                 "no allocator for device type CUDA: configure with -DMINIDL_CUDA=ON and run on a machine with a GPU");
-#endif
+    // "minidl was built without CUDA: configure with -DMINIDL_CUDA=ON", or why
+    // the built backend did not start ("no CUDA driver: ...").
+    MINIDL_CHECK(type != DeviceType::CUDA, "no allocator for device type CUDA: ", cuda::unavailable_reason());
     MINIDL_FAIL("no allocator for device type ", device_type_name(type));
   }
   return a;

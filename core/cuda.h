@@ -7,9 +7,14 @@
 // Streams, events and error checks for backend code: core/cuda/runtime.h.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace minidl::cuda {
+
+// Whether this build has the CUDA backend (torch.backends.cuda.is_built()),
+// whatever the machine has.
+bool is_built();
 
 // Never throws and never crashes: false on a machine without a driver or a
 // GPU (cudaErrorInsufficientDriver / cudaErrorNoDevice, cleared afterwards),
@@ -25,5 +30,18 @@ void set_device(int index);  // throws for an index outside [0, device_count())
 // Blocks the host until every stream of device `index` (-1: the current
 // device) has finished its work.
 void synchronize(int index = -1);
+
+// ---- the caching allocator's statistics (torch.cuda's names), in bytes -----
+// Per device (-1: the current device). Before the first CUDA allocation, and
+// in a build or on a machine without CUDA, they are 0 and the calls below do
+// nothing (as torch.cuda's before initialization).
+size_t memory_allocated(int index = -1);      // held by live tensors
+size_t max_memory_allocated(int index = -1);  // peak of the above since reset
+size_t memory_reserved(int index = -1);       // obtained from cudaMalloc (live + cached)
+size_t max_memory_reserved(int index = -1);
+void reset_peak_memory_stats(int index = -1);
+// Returns every cached block that no tensor uses to the driver (cudaFree), so
+// other processes can use it; memory_allocated is unchanged.
+void empty_cache();
 
 }  // namespace minidl::cuda

@@ -1,5 +1,7 @@
 #include "minidl/core/dispatch.h"
 
+#include "minidl/core/cuda.h"
+
 namespace minidl {
 
 namespace {
@@ -19,11 +21,8 @@ const std::vector<DispatchStubBase*>& dispatch_stubs() { return registry(); }
 
 void DispatchStubBase::fail_missing(Device device) const {
   if (device.is_cuda()) {
-#ifdef MINIDL_WITH_CUDA
-    MINIDL_FAIL(op_, " has no CUDA kernel yet; move the input to the CPU");
-#else
+    if (cuda::is_built()) MINIDL_FAIL(op_, " has no CUDA kernel yet; move the input to the CPU");
     MINIDL_FAIL(op_, " has no CUDA kernel: configure with -DMINIDL_CUDA=ON");
-#endif
   }
   MINIDL_FAIL(op_, " has no ", device_type_name(device.type), " kernel");
 }

@@ -16,24 +16,24 @@ namespace {
 Device copy_runner(Device a, Device b) { return a.is_cpu() ? b : a; }
 
 // Copy into a fresh contiguous tensor of `dtype` on `device`.
-Tensor copy_to(const Tensor& x, DType dtype, Device device) {
+Tensor copy_to(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(device));
-  copy_stub.kernel(copy_runner(x.device(), device))(out, x);
+  copy_stub.kernel(copy_runner(x.device(), device))(out, x, non_blocking);
   return out;
 }
 
 struct ToCopy : autograd::Function<ToCopy> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, DType dtype, Device device) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, DType dtype, Device device, bool non_blocking) {
     ctx->saved_data["dtype"] = static_cast<int64_t>(x.dtype());
     ctx->saved_data["device_type"] = static_cast<int64_t>(x.device().type);
     ctx->saved_data["device_index"] = static_cast<int64_t>(x.device().index);
-    return copy_to(x, dtype, device);
+    return copy_to(x, dtype, device, non_blocking);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto dtype = static_cast<DType>(ctx->saved_data["dtype"].to_int());
     const Device device(static_cast<DeviceType>(ctx->saved_data["device_type"].to_int()),
                         static_cast<int>(ctx->saved_data["device_index"].to_int()));
-    return {copy_to(grads[0], dtype, device), Tensor(), Tensor()};
+    return {copy_to(grads[0], dtype, device), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -47,25 +47,23 @@ Tensor& Tensor::copy_(const Tensor& src) {
                          : "copy_: in-place operations on tensors that require grad are not supported "
                            "by minidl's autograd; use an out-of-place op");
   Tensor s = src.shape() == shape() ? src : src.expand(shape());
-  copy_stub.kernel(copy_runner(s.device(), device()))(*this, s);
+  copy_stub.kernel(copy_runner(s.device(), device()))(*this, s, false);
   bump_version();
   return *this;
 }
 
-Tensor Tensor::clone() const { return ToCopy::apply(*this, dtype(), device()); }
+Tensor Tensor::clone() const { return ToCopy::apply(*this, dtype(), device(), false); }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(DType dtype) const {
-  return dtype == this->dtype() ? *this : ToCopy::apply(*this, dtype, device());
+  return dtype == this->dtype() ? *this : ToCopy::apply(*this, dtype, device(), false);
 }
 
-// Copies in this build are synchronous on every device, so non_blocking only
-// states that the caller does not need them to be; the CUDA copy kernel will
-// honour it for pinned host memory.
+// non_blocking reaches the copy kernel: the CUDA one leaves a copy from/to
+// pinned host memory running (the CPU and test-device ones are synchronous).
 Tensor Tensor::to(Device device, bool non_blocking) const {
-  (void)non_blocking;
-  return device == this->device() ? *this : ToCopy::apply(*this, dtype(), device);
+  return device == this->device() ? *this : ToCopy::apply(*this, dtype(), device, non_blocking);
 }
 
 Tensor Tensor::pin_memory() const {
@@ -78,7 +76,7 @@ Tensor Tensor::pin_memory() const {
   impl->dtype = dtype();
   impl->storage = std::make_shared<Storage>(nbytes(), kCPU, pinned);
   Tensor out(std::move(impl));
-  copy_stub.kernel(kCPU)(out, *this);
+  copy_stub.kernel(kCPU)(out, *this, false);
   return out;
 }
 

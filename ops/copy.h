@@ -10,8 +10,12 @@ namespace minidl {
 // ---- kernel interface (a backend registers its kernels here) ----------------
 
 // dst and src have the same shape (src already broadcast); any dtypes.
-using CopyFn = void(const Tensor& dst, const Tensor& src);
+// non_blocking (Tensor::to(device, true)): the caller does not need a copy
+// between host and device finished on return; a backend may then leave one
+// from/to pinned host memory running (the CPU kernel ignores it).
+using CopyFn = void(const Tensor& dst, const Tensor& src, bool non_blocking);
 extern DispatchStub<CopyFn> copy_stub;  // keyed by the device that runs the copy
 void register_copy_cpu_kernels();
+void register_copy_cuda_kernels();  // ops/cuda/copy.cu (CUDA builds)
 
 }  // namespace minidl

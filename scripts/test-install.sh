@@ -73,7 +73,15 @@ echo "   consumer, 2 ranks under the installed minidl-launch: $out"
 
 step "every installed header, against the installed tree alone; components"
 mkdir -p "$work/checks"
-(cd "$prefix/include" && find minidl -name '*.h' | sort | sed 's/.*/#include "&"/') > "$work/checks/all_headers.cpp"
+# core/cuda/*.h need CUDA's headers: a CUDA build installs them and they are
+# compiled apart, with CUDA::cudart (a consumer's route); a CPU build must not
+# install them.
+(cd "$prefix/include" && find minidl -name '*.h' ! -path 'minidl/core/cuda/*' | sort | sed 's/.*/#include "&"/') \
+  > "$work/checks/all_headers.cpp"
+: > "$work/checks/cuda_headers.cpp"
+if [ -d "$prefix/include/minidl/core/cuda" ]; then
+  (cd "$prefix/include" && find minidl/core/cuda -name '*.h' | sort | sed 's/.*/#include "&"/') > "$work/checks/cuda_headers.cpp"
+fi
 cat > "$work/checks/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.22)
 project(minidl_install_checks LANGUAGES CXX)
@@ -82,6 +90,10 @@ list(JOIN minidl_FOUND_COMPONENTS "," components)
 message(STATUS "minidl components: ${components} | dist ${minidl_dist_FOUND} | cuda ${minidl_cuda_FOUND}")
 add_library(all_headers OBJECT all_headers.cpp)
 target_link_libraries(all_headers PRIVATE minidl::minidl)
+if(minidl_cuda_FOUND)
+  add_library(cuda_headers OBJECT cuda_headers.cpp)
+  target_link_libraries(cuda_headers PRIVATE minidl::minidl CUDA::cudart)
+endif()
 CMAKE
 quiet cmake -S "$work/checks" -B "$work/checks/build" -DCMAKE_PREFIX_PATH="$prefix" "${gen[@]}"
 cuda=$(grep -q 'MINIDL_CUDA:BOOL=ON' "$build/CMakeCache.txt" && echo TRUE || echo FALSE)
@@ -94,6 +106,11 @@ echo "   components: $components"
 quiet cmake --build "$work/checks/build" -j "$jobs"
 check_flags "$work/checks/build/CMakeFiles/all_headers.dir/flags.make" "header check"
 echo "   $(wc -l < "$work/checks/all_headers.cpp") installed headers compile"
+case $cuda in
+  TRUE) [ -s "$work/checks/cuda_headers.cpp" ] || fail "CUDA build: core/cuda/*.h not installed"
+        echo "   $(wc -l < "$work/checks/cuda_headers.cpp") core/cuda headers compile with CUDA::cudart" ;;
+  FALSE) [ ! -s "$work/checks/cuda_headers.cpp" ] || fail "CPU build installed core/cuda/*.h (they need CUDA's headers)" ;;
+esac
 
 # find_package(minidl REQUIRED COMPONENTS $1) must fail saying $2.
 expect_failure() {

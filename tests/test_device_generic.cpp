@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "minidl/core/allocator.h"
+#include "minidl/core/cuda.h"
 #include "minidl/core/storage.h"
 #include "minidl/core/test_device.h"
 #include "tests/test_util.h"
@@ -48,9 +49,7 @@ TEST_CASE("device strings") {
 TEST_CASE("allocators: looked up after the backends register; the test device's memory is accounted") {
   // The first non-CPU lookup registers the backends (the test device among them).
   CHECK(allocator_for(DeviceType::Test) != nullptr);
-#ifndef MINIDL_WITH_CUDA
-  CHECK_THROWS_CONTAINS(zeros({2}, Device("cuda")), "configure with -DMINIDL_CUDA=ON");
-#endif
+  if (!cuda::is_built()) CHECK_THROWS_CONTAINS(zeros({2}, Device("cuda")), "configure with -DMINIDL_CUDA=ON");
   const TestDeviceMemory before = test_device_memory();
   {
     Tensor a = zeros({1000}, TensorOptions(kFloat32).device(kTestDevice));

@@ -19,6 +19,8 @@ namespace minidl::cuda {
 // Bound to current_stream(index) with cublasSetStream, and to a workspace of
 // cublas_workspace_size() bytes for that stream (from the caching allocator).
 cublasHandle_t cublas_handle(int index = -1);
+// Not bound to anything: cublasLtMatmul takes the stream and the workspace
+// per call (pass current_stream(index) and a block from the caching allocator).
 cublasLtHandle_t cublaslt_handle(int index = -1);
 // Bound to current_stream(index) with cudnnSetStream.
 cudnnHandle_t cudnn_handle(int index = -1);

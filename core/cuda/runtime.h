@@ -1,7 +1,8 @@
 // The CUDA runtime as the rest of minidl sees it: devices, the current
 // stream, error checks. Only compiled with -DMINIDL_CUDA=ON (core/cuda/ is
 // built then only) and included only by CUDA-build sources (.cu files,
-// core/cuda/, ops/cuda/, ops/cudnn/, dist/nccl/).
+// core/cuda/, ops/cuda/, ops/cudnn/, dist/nccl/) and, under
+// #ifdef MINIDL_WITH_CUDA, by the GPU tests (tests/test_cuda_*.cpp).
 //
 // PyTorch's model (c10/cuda/CUDAStream.cpp, CUDAFunctions.cpp):
 //   - a current device per thread (cudaSetDevice is per thread already);
@@ -23,6 +24,10 @@
 #include "minidl/core/check.h"
 #include "minidl/core/cuda.h"
 #include "minidl/core/device.h"
+
+namespace minidl {
+class Tensor;
+}  // namespace minidl
 
 namespace minidl::cuda {
 
@@ -70,6 +75,25 @@ class StreamGuard {
   int index_;
   cudaStream_t previous_;
 };
+
+// ---- memory (core/cuda/allocator.cpp) ------------------------------------------
+
+// Tensor.record_stream: t's memory is also used by work queued on `stream`
+// (not its allocation stream), so when t is freed the caching allocator
+// reuses the block only after that work has run. Call it after queuing the
+// work; a no-op for memory not from the CUDA caching allocator's cache.
+void record_stream(const Tensor& t, cudaStream_t stream);
+
+// An asynchronous copy on `stream` reads or writes the pinned host tensor
+// `host` (non_blocking copies, ops/cuda/copy.cu): its memory is not returned
+// to the driver before that work has run (PyTorch's
+// CachingHostAllocator_recordEvent). A no-op for memory that is not pinned.
+void record_pinned_host_use(const Tensor& host, cudaStream_t stream);
+
+// Installs the CUDA caching allocator (allocator_for(DeviceType::CUDA)) and
+// the pinned host allocator. register_cuda_kernels() calls it when
+// is_available(); otherwise allocator_for(CUDA) says why CUDA is unavailable.
+void register_cuda_backend();
 
 }  // namespace minidl::cuda
 

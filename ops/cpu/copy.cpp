@@ -9,7 +9,7 @@ namespace minidl {
 
 namespace {
 
-void copy_cpu(const Tensor& dst, const Tensor& src) {
+void copy_cpu(const Tensor& dst, const Tensor& src, bool /*non_blocking: a host copy is synchronous*/) {
   if (is_reduced_floating(dst.dtype()) || is_reduced_floating(src.dtype())) return copy_half_cpu(dst, src);
   MINIDL_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
     using D = scalar_t;

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh: the GPU tests on a lent H100/H200, in two halves.
+#
+# NEVER RUN ON A GPU YET: written on a machine without one; the `prepare`
+# half and the "no device" path of `run` were exercised there, the GPU path
+# of `run` was not. Expect to fix it on its first lease.
+#
+#   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
+#       configuration (sm_90) and copies the GPU test binaries, stripped,
+#       with the shared libraries the GPU machine lacks (Gloo and its deps,
+#       libgomp, ...) into build-gpu-carry/ (ignored by git, carried by the
+#       device tool), then prints the command to run there.
+#   scripts/gpu-check.sh run       # there, via the device tool's `run` with
+#       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
+#       Python wheels, runs every test binary, then the CUDA tests under
+#       compute-sanitizer memcheck with PYTORCH_NO_CUDA_MEMORY_CACHING=1
+#       (each block its own cudaMalloc, so out-of-bounds accesses are seen;
+#       no --leak-check: the runtime keeps cuBLAS workspaces and streams for
+#       the process on purpose), and writes gpu-check-summary.txt, a JSON
+#       summary (gpu-check-summary.json) and one log per step under $OUT.
+#
+# Why binaries built here rather than a build there: the GPU machine has none
+# of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
+# compiling there spends device time (see ../shared/reference/gpu-device.md).
+# A test that exits 77 there (no device seen) counts as a failure.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+carry=build-gpu-carry
+
+prepare() {
+  set -e
+  local build=$root/build-cuda
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  local tests=(test_caching_allocator test_strided_index)
+  for src in "$root"/tests/test_cuda_*.cpp; do tests+=("$(basename "$src" .cpp)"); done
+  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}"
+  rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/bin" "$root/$carry/lib"
+  for t in "${tests[@]}"; do
+    strip -o "$root/$carry/bin/$t" "$build/tests/$t"
+  done
+  # Shared libraries of the binaries except glibc's, the C++ runtime (newer
+  # there), and CUDA's (the wheels provide them there).
+  ldd "$root/$carry"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
+      libcuda.so*|libcudart*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) ;;
+      *) cp -L "$lib" "$root/$carry/lib/" ;;
+    esac
+  done
+  cp "$0" "$root/$carry/gpu-check.sh"
+  du -sh "$root/$carry"
+  echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
+}
+
+run() {
+  local here out=${OUT:-$root/gpu-check-out}
+  here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
+  mkdir -p "$out"
+  local summary=$out/gpu-check-summary.txt passed=0 failed=0
+  : > "$summary"
+  say() { echo "$*" | tee -a "$summary"; }
+  # cuDNN, cuBLAS, NCCL from the Python wheels (nvidia-*-cu13), and /usr/local/cuda's.
+  local wheel_libs
+  wheel_libs=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p)) if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="$here/lib:${wheel_libs}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  say "== gpu-check $(date -u +%FT%TZ) on $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   gpu: /' | tee -a "$summary"
+  step() {  # step NAME TIMEOUT CMD...: passes on exit 0 only (77, "skipped", fails: a GPU is expected here)
+    local name=$1 limit=$2; shift 2
+    local log=$out/$name.log start=$SECONDS rc
+    timeout "$limit" "$@" > "$log" 2>&1; rc=$?
+    if [ $rc -eq 0 ]; then passed=$((passed + 1)); say "PASS $name ($((SECONDS - start)) s)"
+    else failed=$((failed + 1)); say "FAIL $name (exit $rc, $((SECONDS - start)) s): $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+    json+=("{\"step\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - start))}")
+  }
+  local json=()
+  for t in "$here"/bin/*; do step "$(basename "$t")" 120 "$t"; done
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  if [ -n "$sanitizer" ]; then
+    for t in "$here"/bin/test_cuda_*; do
+      step "memcheck_$(basename "$t")" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+        "$sanitizer" --tool memcheck --error-exitcode 1 "$t"
+    done
+  else
+    failed=$((failed + 1)); say "FAIL memcheck: compute-sanitizer not found"
+    json+=("{\"step\": \"memcheck\", \"exit\": 127, \"seconds\": 0}")
+  fi
+  say "$passed passed, $failed failed"
+  { echo "{\"passed\": $passed, \"failed\": $failed, \"steps\": ["
+    local i; for i in "${!json[@]}"; do echo "  ${json[$i]}$([ "$i" -lt $((${#json[@]} - 1)) ] && echo ,)"; done
+    echo "]}"; } > "$out/gpu-check-summary.json"
+  [ $failed -eq 0 ]
+}
+
+case ${1:-} in
+  prepare) prepare ;;
+  run) run ;;
+  *) echo "usage: $0 prepare|run (see the comment at the top)" >&2; exit 2 ;;
+esac
