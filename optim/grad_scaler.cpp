@@ -33,21 +33,13 @@ void check_growth_interval(int64_t growth_interval) {
   MINIDL_CHECK(growth_interval >= 1, "GradScaler: expected growth_interval >= 1, got ", growth_interval);
 }
 
-bool cuda_available() {
-#ifdef MINIDL_WITH_CUDA
-  return cuda::is_available();
-#else
-  return false;  // not linked in a CPU build: no CUDA device can exist
-#endif
-}
-
 }  // namespace
 
 GradScaler::GradScaler(const std::string& device, double init_scale, double growth_factor, double backoff_factor,
                        int64_t growth_interval, bool enabled)
     : device_(device), enabled_(enabled) {
   const DeviceType type = Device(device).type;  // refuses an unknown device name
-  if (type == DeviceType::CUDA && enabled_ && !cuda_available()) {
+  if (type == DeviceType::CUDA && enabled_ && !cuda::is_available()) {
     std::cerr << "UserWarning: GradScaler is enabled, but CUDA is not available.  Disabling.\n";
     enabled_ = false;
   }

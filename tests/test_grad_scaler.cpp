@@ -7,6 +7,7 @@
 //   - PyTorch's misuse errors, unscale_ then clipping, disabled pass-through,
 //     gradient accumulation, state_dict round trips;
 //   - the kernels' math (ops/amp_math.h) element by element.
+// The CUDA kernels against these: tests/test_cuda_grad_scaler.cpp.
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -19,111 +20,14 @@
 #include "minidl/ops/amp.h"
 #include "minidl/ops/amp_math.h"
 #include "tests/device_test_util.h"
+#include "tests/grad_scaler_replay.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using nlohmann::json;
+using namespace minidl::testing;
 
 namespace {
-
-double as_number(const json& v) {
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
-    REQUIRE(s == "nan");
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  return v.get<double>();
-}
-
-std::vector<double> numbers(const json& list) {
-  std::vector<double> out;
-  for (const json& v : list) out.push_back(as_number(v));
-  return out;
-}
-
-// Equal values, NaN equal to NaN (the golden writes every NaN as "nan").
-bool same(const std::vector<double>& got, const std::vector<double>& want) {
-  if (got.size() != want.size()) return false;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i]) ? !std::isnan(got[i]) : got[i] != want[i]) return false;
-  }
-  return true;
-}
-
-Tensor values_on(const std::vector<double>& v, DType dtype, Device device) {
-  return tensor(v).to(dtype).to(device);
-}
-
-const json& goldens() {
-  static const json fixture = [] {
-    std::ifstream in(std::string(MINIDL_GOLDENS_DIR) + "/grad_scaler.json");
-    REQUIRE(in.good());
-    return json::parse(in);
-  }();
-  return fixture;
-}
-
-// Replays one golden case on `device`. Off the CPU, CPU storages made by
-// scale+backward, unscale_, step and update are counted (the test's own
-// reads are not): the one host read of step() makes the only one.
-void replay(const json& c, Device device) {
-  const std::string dev = device.str();
-  CAPTURE(c.at("name").get<std::string>());
-  CAPTURE(dev);
-  const std::vector<std::string> names = {"w32", "w64"};
-  const std::vector<DType> dtypes = {kFloat32, kFloat64};
-  std::vector<Tensor> params;
-  for (size_t k = 0; k < 2; ++k)
-    params.push_back(values_on(numbers(c.at("init").at(names[k])), dtypes[k], device).requires_grad_());
-  optim::SGD opt(params, c.at("lr").get<double>(), c.at("momentum").get<double>());
-  amp::GradScaler scaler(dev, c.at("init_scale").get<double>(), c.value("growth_factor", 2.0),
-                         c.value("backoff_factor", 0.5), c.at("growth_interval").get<int64_t>());
-  int step = 0;
-  for (const json& s : c.at("steps")) {
-    CAPTURE(step);
-    opt.zero_grad();
-    std::vector<Tensor> losses;
-    for (size_t k = 0; k < 2; ++k)
-      losses.push_back((params[k] * values_on(numbers(s.at("x").at(names[k])), dtypes[k], device)).sum());
-    const int64_t cpu_backward = testing::cpu_storages_made([&] {
-      for (const Tensor& scaled : scaler.scale(losses)) scaled.backward();
-    });
-    if (!device.is_cpu()) CHECK(cpu_backward == 0);
-    for (const json& p : s.at("poison")) {
-      const size_t k = p[0] == "w32" ? 0 : 1;
-      std::vector<double> g = params[k].grad().to_vector<double>();
-      g[p[1].get<size_t>()] = as_number(p[2]);
-      params[k].set_grad(values_on(g, dtypes[k], device));
-    }
-    bool stepped = false;
-    const int64_t cpu_step = testing::cpu_storages_made([&] {
-      if (s.at("unscale").get<bool>()) scaler.unscale_(opt);
-      stepped = scaler.step(opt);
-    });
-    if (!device.is_cpu()) CHECK(cpu_step == 1);  // the read of found_inf
-    CHECK(stepped == s.at("stepped").get<bool>());
-    for (size_t k = 0; k < 2; ++k) {
-      CAPTURE(names[k]);
-      CHECK(same(params[k].grad().to_vector<double>(), numbers(s.at("grads").at(names[k]))));
-      CHECK(same(params[k].to_vector<double>(), numbers(s.at("params").at(names[k]))));
-      CHECK(params[k].grad().device() == device);
-    }
-    const int64_t cpu_update = testing::cpu_storages_made([&] {
-      if (s.contains("new_scale"))
-        scaler.update(s.at("new_scale").get<double>());
-      else
-        scaler.update();
-    });
-    if (!device.is_cpu()) CHECK(cpu_update == 0);
-    CHECK(scaler.get_scale_async().device() == device);
-    CHECK(scaler.get_scale() == s.at("scale").get<double>());
-    CHECK(scaler.get_growth_tracker() == s.at("growth_tracker").get<int64_t>());
-    ++step;
-  }
-  CHECK(scaler.state_dict() == c.at("state_dict"));
-}
 
 // One float32 parameter p = [1, 2, 3] with SGD(lr 0.5) and a scaler at 2^10.
 struct Setup {
@@ -291,9 +195,8 @@ TEST_CASE("GradScaler disabled: a pass-through") {
   CHECK(scaler.get_scale() == 1.0);
   CHECK(scaler.state_dict() == json::object());
   CHECK_NOTHROW(scaler.load_state_dict(json::object()));
-#ifndef MINIDL_WITH_CUDA
-  CHECK_FALSE(amp::GradScaler().is_enabled());  // "cuda", the default, without CUDA: warns and disables
-#endif
+  if (!cuda::is_available())
+    CHECK_FALSE(amp::GradScaler().is_enabled());  // "cuda", the default, without a GPU: warns and disables
 }
 
 TEST_CASE("GradScaler: gradient accumulation (scaled gradients add up; one step and update per batch)") {
@@ -436,48 +339,3 @@ TEST_CASE("amp kernels through ops/amp.h: many tensors, OpenMP sizes, non-contig
       amp_foreach_non_finite_check_and_unscale_({zeros({2}, kInt64)}, zeros({}), ones({})),
       "expected floating-point gradients, got int64");
 }
-
-#ifdef MINIDL_WITH_CUDA
-// The CUDA kernels (ops/cuda/amp.cu) against the CPU ones, bit for bit, and
-// the golden replay on the GPU. Reports itself skipped without a device.
-TEST_CASE("GradScaler and its kernels on CUDA equal the CPU (skipped without a GPU)") {
-  if (!cuda::is_available()) {
-    MESSAGE("skipped: " << cuda::unavailable_reason());
-    return;
-  }
-  const Device gpu("cuda");
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
-    CAPTURE(dtype_name(dtype));
-    manual_seed(3);
-    std::vector<double> v = (randn({100003}, kFloat64) * 1000.0).to_vector<double>();
-    v[77] = std::numeric_limits<double>::infinity();
-    v[100000] = std::numeric_limits<double>::quiet_NaN();
-    for (bool poisoned : {false, true}) {
-      CAPTURE(poisoned);
-      std::vector<double> values = v;
-      if (!poisoned) values[77] = values[100000] = 1.0;
-      const Tensor host = tensor(values).to(dtype), small = randn({5, 3}).to(dtype);
-      Tensor dev = host.to(gpu), dev_small = small.to(gpu);
-      const Tensor inv = full({}, 1.0 / 3.0), found = zeros({});
-      const Tensor dev_found = zeros({}, TensorOptions(kFloat32).device(gpu));
-      amp_foreach_non_finite_check_and_unscale_({host, small}, found, inv);
-      amp_foreach_non_finite_check_and_unscale_({dev, dev_small}, dev_found, inv.to(gpu));
-      CHECK(dev_found.item<double>() == found.item<double>());
-      CHECK(found.item<double>() == (poisoned ? 1.0 : 0.0));
-      CHECK(same(dev.to_vector<double>(), host.to_vector<double>()));
-      CHECK(same(dev_small.to_vector<double>(), small.to_vector<double>()));
-    }
-  }
-  for (float found_inf : {0.0f, 1.0f}) {
-    for (int64_t start : {0, 1}) {
-      Tensor scale = full({}, 3000.0), tracker = full({}, static_cast<double>(start), kInt64);
-      Tensor dev_scale = scale.to(gpu), dev_tracker = tracker.to(gpu);
-      amp_update_scale_(scale, tracker, full({}, found_inf), 3.0, 0.3, 2);
-      amp_update_scale_(dev_scale, dev_tracker, full({}, found_inf).to(gpu), 3.0, 0.3, 2);
-      CHECK(dev_scale.item<double>() == scale.item<double>());
-      CHECK(dev_tracker.item<int64_t>() == tracker.item<int64_t>());
-    }
-  }
-  for (const json& c : goldens().at("cases")) replay(c, gpu);
-}
-#endif
