@@ -1,6 +1,7 @@
 // The CUDA backend's registration: one register_<family>_cuda_kernels() call
-// per op family, as each family gains a CUDA kernel (ops/cuda/<family>.cu).
-// Until then every op on a CUDA tensor says it has no CUDA kernel yet.
+// per op family with a CUDA kernel (ops/cuda/<family>.cu). Kernels are
+// registered whether or not a GPU is present (registration touches no
+// device); an op without one says it has no CUDA kernel.
 //
 // A .cu file from the start, so that nvcc compiles the core headers every
 // kernel file will include (C++20 through nvcc is checked by every CUDA build).
@@ -8,6 +9,14 @@
 
 namespace minidl {
 
-void register_cuda_kernels() {}
+void register_binary_cuda_kernels();  // ops/cuda/binary.cu
+void register_unary_cuda_kernels();   // ops/cuda/unary.cu
+void register_reduce_cuda_kernels();  // ops/cuda/reduce.cu
+
+void register_cuda_kernels() {
+  register_binary_cuda_kernels();
+  register_unary_cuda_kernels();
+  register_reduce_cuda_kernels();
+}
 
 }  // namespace minidl

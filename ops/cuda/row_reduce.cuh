@@ -1,0 +1,69 @@
+// The one reduction pattern of the CUDA kernels: many independent rows, each
+// reduced to one value. A block per row (threads stride over the row, then
+// CUB's BlockReduce), or a thread per row when rows are short. No atomics:
+// every element goes to a fixed thread and CUB combines in a fixed order, so
+// results are deterministic run to run (they differ from the CPU's order, so
+// compare with a tolerance).
+//
+// A Loader is a device functor with
+//   using Row = ...;                     // what row r needs (its offsets)
+//   Row row(int64_t r) const;
+//   Acc operator()(const Row&, int64_t j) const;   // element j of the row, as Acc
+// and Finish is called once per row by one thread: finish(r, row, acc).
+// Combine must be associative and commutative (ties broken by index, say).
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+
+#include "minidl/ops/cuda/launch.cuh"
+
+namespace minidl::cuda_kernels {
+
+template <class Acc, class Loader, class Combine, class Finish>
+__global__ void __launch_bounds__(kReduceThreads)
+    block_rows_kernel(int64_t rows, int64_t len, Acc init, Loader load, Combine combine, Finish finish) {
+  using BlockReduce = cub::BlockReduce<Acc, kReduceThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const auto row = load.row(r);
+    Acc acc = init;
+    for (int64_t j = threadIdx.x; j < len; j += kReduceThreads) acc = combine(acc, load(row, j));
+    const Acc total = BlockReduce(temp).Reduce(acc, combine);
+    if (threadIdx.x == 0) finish(r, row, total);
+    __syncthreads();  // temp is reused by the next row
+  }
+}
+
+template <class Acc, class Loader, class Combine, class Finish>
+__global__ void thread_rows_kernel(int64_t rows, int64_t len, Acc init, Loader load, Combine combine, Finish finish) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const auto row = load.row(r);
+    Acc acc = init;
+    for (int64_t j = 0; j < len; ++j) acc = combine(acc, load(row, j));
+    finish(r, row, acc);
+  }
+}
+
+// Rows shorter than this go a thread each (a block would idle most threads).
+inline constexpr int64_t kThreadPerRowMaxLen = 32;
+
+template <class Acc, class Loader, class Combine, class Finish>
+void launch_row_reduce(const LaunchContext& ctx, int64_t rows, int64_t len, Acc init, Loader load, Combine combine,
+                       Finish finish, const char* op) {
+  if (rows == 0) return;
+  if (len <= kThreadPerRowMaxLen) {
+    thread_rows_kernel<<<blocks_for(rows), kThreads, 0, ctx.stream>>>(rows, len, init, load, combine, finish);
+  } else {
+    const int blocks = static_cast<int>(rows < kMaxBlocks ? rows : kMaxBlocks);
+    block_rows_kernel<<<blocks, kReduceThreads, 0, ctx.stream>>>(rows, len, init, load, combine, finish);
+  }
+  MINIDL_CUDA_KERNEL_LAUNCH_CHECK(op);
+}
+
+template <class T>
+struct SumOp {
+  __host__ __device__ T operator()(const T& a, const T& b) const { return a + b; }
+};
+
+}  // namespace minidl::cuda_kernels
