@@ -12,11 +12,19 @@ namespace minidl {
 void register_binary_cuda_kernels();  // ops/cuda/binary.cu
 void register_unary_cuda_kernels();   // ops/cuda/unary.cu
 void register_reduce_cuda_kernels();  // ops/cuda/reduce.cu
+void register_softmax_cuda_kernels(); // ops/cuda/softmax.cu
+void register_shape_cuda_kernels();   // ops/cuda/shape_ops.cu
+void register_norm_cuda_kernels();    // ops/cuda/norm_core.cu
+void register_dropout_cuda_kernels(); // ops/cuda/dropout.cu
 
 void register_cuda_kernels() {
   register_binary_cuda_kernels();
   register_unary_cuda_kernels();
   register_reduce_cuda_kernels();
+  register_softmax_cuda_kernels();
+  register_shape_cuda_kernels();
+  register_norm_cuda_kernels();
+  register_dropout_cuda_kernels();
 }
 
 }  // namespace minidl
