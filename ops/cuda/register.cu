@@ -16,6 +16,7 @@ void register_softmax_cuda_kernels(); // ops/cuda/softmax.cu
 void register_shape_cuda_kernels();   // ops/cuda/shape_ops.cu
 void register_norm_cuda_kernels();    // ops/cuda/norm_core.cu
 void register_dropout_cuda_kernels(); // ops/cuda/dropout.cu
+void register_loss_cuda_kernels();    // ops/cuda/loss.cu (binary_cross_entropy too)
 
 void register_cuda_kernels() {
   register_binary_cuda_kernels();
@@ -25,6 +26,7 @@ void register_cuda_kernels() {
   register_shape_cuda_kernels();
   register_norm_cuda_kernels();
   register_dropout_cuda_kernels();
+  register_loss_cuda_kernels();
 }
 
 }  // namespace minidl
