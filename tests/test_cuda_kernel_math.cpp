@@ -10,11 +10,16 @@
 #include <vector>
 
 #include "minidl/ops/cuda/elementwise_math.h"
+#include "minidl/ops/cuda/loss_math.h"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/offset_calculator.h"
 #include "minidl/ops/cuda/philox.h"
+#include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/softmax_math.h"
+#include "minidl/ops/binary_cross_entropy.h"
+#include "minidl/ops/loss.h"
+#include "minidl/ops/pooling.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -385,4 +390,101 @@ TEST_CASE("dropout mask: a function of (seed, index), keeping about 1 - p") {
   for (uint64_t i = 0; i < 1000; ++i) differ += dropout_mask_value(1, i, p) != dropout_mask_value(2, i, p);
   CHECK(differ > 100);  // another seed, another mask
   CHECK(dropout_mask_value(9, 0, 0.0) == 1.0);
+}
+
+TEST_CASE("pool windows: outputs_touching holds every output whose window has the input") {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 2000; ++trial) {
+    PoolDim d;
+    d.in = 1 + static_cast<int64_t>(rng() % 12);
+    d.adaptive = trial % 3 == 0;
+    if (d.adaptive) {
+      d.out = 1 + static_cast<int64_t>(rng() % 8);
+    } else {
+      d.kernel = 1 + static_cast<int64_t>(rng() % 4);
+      d.stride = 1 + static_cast<int64_t>(rng() % 3);
+      d.dilation = 1 + static_cast<int64_t>(rng() % 2);
+      d.padding = static_cast<int64_t>(rng() % (d.kernel / 2 + 1));
+      const int64_t span = d.in + 2 * d.padding - d.dilation * (d.kernel - 1) - 1;
+      if (span < 0) continue;
+      d.out = span / d.stride + 1 + (rng() % 2);  // sometimes one more (ceil_mode)
+    }
+    for (int64_t i = 0; i < d.in; ++i) {
+      int64_t first, last;
+      outputs_touching(d, i, first, last);
+      for (int64_t o = 0; o < d.out; ++o) {
+        if (!is_tap(taps_of(d, o), i)) continue;
+        CAPTURE(trial);
+        CHECK((first <= o && o <= last));
+      }
+    }
+  }
+}
+
+TEST_CASE("pool windows reproduce the CPU avg_pool2d (padding, ceil_mode, count_include_pad)") {
+  const Tensor x = randn({1, 2, 7, 6}, kFloat64);
+  const std::vector<double> xv = x.to_vector<double>();
+  for (bool include_pad : {true, false}) {
+    const Tensor y = avg_pool2d(x, {3, 2}, {2, 2}, {1, 1}, include_pad, /*ceil_mode=*/true);
+    const std::vector<double> yv = y.to_vector<double>();
+    const int64_t OH = y.shape()[2], OW = y.shape()[3];
+    const PoolDim dd{1, 1, 1, 1, 0, 1, false};
+    const PoolDim dh{7, OH, 3, 2, 1, 1, false}, dw{6, OW, 2, 2, 1, 1, false};
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const Taps td = taps_of(dd, 0), th = taps_of(dh, oh), tw = taps_of(dw, ow);
+          double s = 0;
+          for (int64_t a = th.lo; a < th.hi; ++a)
+            for (int64_t b = tw.lo; b < tw.hi; ++b) s += xv[p * 42 + (th.start + a) * 6 + tw.start + b];
+          CHECK(s / pool_divisor(td, th, tw, include_pad, 0) == doctest::Approx(yv[(p * OH + oh) * OW + ow]));
+        }
+  }
+}
+
+TEST_CASE("loss math reproduces the CPU cross_entropy, nll and bce kernels") {
+  // (N=3, C=4, S=2) with class weights, smoothing and an ignored position.
+  const Tensor x = randn({3, 4, 2}, kFloat64);
+  const Tensor target = tensor(std::vector<int64_t>{0, 3, 2, -100, 1, 1}, {3, 2});
+  const Tensor w = tensor({0.5, 1.0, 2.0, 1.5}, {4}, kFloat64);
+  const double eps = 0.1;
+  const Tensor got = cross_entropy(x, target, w, Reduction::None, -100, eps);
+  const std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = got.to_vector<double>();
+  const std::vector<int64_t> tv = target.to_vector<int64_t>();
+  for (int64_t i = 0; i < 6; ++i) {
+    const double* xc = xv.data() + (i / 2) * 8 + i % 2;
+    const double lse = log_sum_exp(xc, 4, 2);
+    const double want = tv[i] == -100 ? 0.0 : cross_entropy_loss(xc, 4, 2, tv[i], lse, eps, wv.data());
+    CHECK(want == doctest::Approx(gv[i]).epsilon(1e-12));
+  }
+  // The gradient formula against the autograd of the CPU op (sum reduction).
+  const Tensor xr = x.detach().requires_grad_(true);
+  cross_entropy(xr, target, w, Reduction::Sum, -100, eps).backward();
+  const std::vector<double> gx = xr.grad().to_vector<double>();
+  double wsum = 0;
+  for (double e : wv) wsum += e;
+  for (int64_t i = 0; i < 6; ++i) {
+    if (tv[i] == -100) continue;
+    const double* xc = xv.data() + (i / 2) * 8 + i % 2;
+    const double lse = log_sum_exp(xc, 4, 2);
+    for (int64_t c = 0; c < 4; ++c)
+      CHECK(cross_entropy_grad(xc[c * 2], lse, c, tv[i], 1.0, eps, 4, wsum, wv.data()) ==
+            doctest::Approx(gx[(i / 2) * 8 + c * 2 + i % 2]).epsilon(1e-12));
+  }
+  CHECK(position_weight(std::vector<double>{6.0}.data(), 3, 1, 4.0) == 1.5);
+
+  const Tensor p = tensor({0.1, 0.5, 0.9, 1e-50}, {4}, kFloat64);
+  const Tensor t = tensor({0.0, 1.0, 0.3, 1.0}, {4}, kFloat64);
+  const std::vector<double> bce = binary_cross_entropy(p, t, Tensor(), Reduction::None).to_vector<double>();
+  const Tensor logits = tensor({-30.0, -1.0, 0.5, 40.0}, {4}, kFloat64);
+  const Tensor pw = tensor({2.0, 0.5, 1.0, 3.0}, {4}, kFloat64);
+  const std::vector<double> bcel =
+      binary_cross_entropy_with_logits(logits, t, Tensor(), Reduction::None, pw).to_vector<double>();
+  const std::vector<double> pv = p.to_vector<double>(), tv2 = t.to_vector<double>(), lv = logits.to_vector<double>(),
+                            pwv = pw.to_vector<double>();
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(bce_loss(pv[i], tv2[i]) == doctest::Approx(bce[i]).epsilon(1e-12));
+    CHECK(bce_logits_loss(lv[i], tv2[i], pwv[i], true) == doctest::Approx(bcel[i]).epsilon(1e-12));
+  }
+  CHECK(bce_loss(1e-50, 1.0) == 100.0);  // log clamped at -100
 }
