@@ -488,3 +488,28 @@ TEST_CASE("loss math reproduces the CPU cross_entropy, nll and bce kernels") {
   }
   CHECK(bce_loss(1e-50, 1.0) == 100.0);  // log clamped at -100
 }
+
+TEST_CASE("SyncBN's count-weighted rank merge equals the global two-pass statistics, empty ranks skipped") {
+  std::mt19937 rng(17);
+  std::normal_distribution<double> nd(3.0, 1.5);
+  std::vector<double> v(900);
+  for (auto& e : v) e = nd(rng);
+  const double eps = 1e-5;
+  // Uneven ranks (300, 0, 100, 500 values): each reports (count, mean, invstd).
+  const std::vector<size_t> sizes{300, 0, 100, 500};
+  SyncMerge s;
+  size_t b = 0;
+  for (size_t n : sizes) {
+    if (n == 0) {
+      s = sync_merge_rank(s, 0.0, 0.0, 0.0, eps);  // what an empty rank sends
+      continue;
+    }
+    const TwoPass r = two_pass(v, b, b + n);
+    s = sync_merge_rank(s, static_cast<double>(n), r.mean, 1.0 / std::sqrt(r.m2 / n + eps), eps);
+    b += n;
+  }
+  const TwoPass all = two_pass(v, 0, v.size());
+  CHECK(s.n == 900);
+  CHECK(s.avg == doctest::Approx(all.mean).epsilon(1e-13));
+  CHECK(s.var_n == doctest::Approx(all.m2).epsilon(1e-9));
+}

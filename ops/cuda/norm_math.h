@@ -95,4 +95,24 @@ MINIDL_HOST_DEVICE inline double running_update(double running, double batch, do
   return (1.0 - momentum) * running + momentum * batch;
 }
 
+// SyncBatchNorm's count-weighted merge of one rank's (mean, invstd) over
+// count values into the running (n, avg, var_n) of the ranks before it
+// (ops/batch_norm_sync.h; PyTorch's batch_norm_reduce_statistics_kernel):
+// the rank's biased variance is 1/invstd^2 - eps. A rank with count < 1 (an
+// empty rank) is skipped: zero weight, and no inf * 0 from its invstd of 0.
+struct SyncMerge {
+  double n = 0, avg = 0, var_n = 0;  // var_n: the sum of squared deviations
+};
+
+MINIDL_HOST_DEVICE inline SyncMerge sync_merge_rank(SyncMerge s, double count, double mean, double invstd, double eps) {
+  if (count < 1) return s;
+  const double sd = 1.0 / invstd;
+  const double vk = (sd * sd - eps) * count;
+  const double factor = 1.0 / (s.n + count);
+  s.var_n += vk + (s.avg - mean) * (s.avg - mean) * s.n * count * factor;
+  s.avg = s.n * factor * s.avg + count * factor * mean;
+  s.n += count;
+  return s;
+}
+
 }  // namespace minidl::cuda_math
