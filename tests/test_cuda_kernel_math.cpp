@@ -13,12 +13,15 @@
 #include "minidl/ops/cuda/loss_math.h"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/offset_calculator.h"
+#include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/cuda/philox.h"
 #include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/softmax_math.h"
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/loss.h"
+#include "minidl/ops/pad.h"
+#include "minidl/ops/reduce.h"
 #include "minidl/ops/pooling.h"
 #include "tests/test_util.h"
 
@@ -512,4 +515,45 @@ TEST_CASE("SyncBN's count-weighted rank merge equals the global two-pass statist
   CHECK(s.n == 900);
   CHECK(s.avg == doctest::Approx(all.mean).epsilon(1e-13));
   CHECK(s.var_n == doctest::Approx(all.m2).epsilon(1e-9));
+}
+
+TEST_CASE("pad maps: forward sources and the backward's reader gather match the CPU pad") {
+  // Reflect pad (left 2, right 1) on W = 5 and (top 1, bottom 3) on H = 4,
+  // and constant pad on W (left 1, right 0).
+  auto reflect = [](int64_t n, int64_t before, int64_t after) {
+    std::vector<int64_t> src;
+    for (int64_t i = 0; i < n + before + after; ++i) {
+      int64_t j = i - before;
+      if (j < 0) j = -j;
+      if (j >= n) j = 2 * (n - 1) - j;
+      src.push_back(j);
+    }
+    return src;
+  };
+  const Tensor x = randn({2, 4, 5}, kFloat64).requires_grad_(true);
+  const Tensor y = pad(x, {2, 1, 1, 3}, "reflect");
+  const Tensor g = randn(y.shape(), kFloat64);
+  mul(y, g).sum().backward();
+  PadMaps maps;
+  cuda_math::PadMapsLayout layout;
+  REQUIRE(make_pad_maps({4, 5}, {8, 8}, {reflect(4, 1, 3), reflect(5, 2, 1)}, maps, layout));
+  layout.bind(maps, layout.flat.data());
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
+                            dx = x.grad().to_vector<double>();
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t o = 0; o < 64; ++o) CHECK(xv[n * 20 + maps.source_offset(o)] == yv[n * 64 + o]);
+    for (int64_t e = 0; e < 20; ++e) {
+      double acc = 0;
+      maps.for_each_reader(e, [&](int64_t o) { acc += gv[n * 64 + o]; });
+      CHECK(acc == doctest::Approx(dx[n * 20 + e]).epsilon(1e-12));
+    }
+  }
+  // Constant padding: -1 sources give the value, and nobody reads past them.
+  REQUIRE(make_pad_maps({3}, {4}, {{-1, 0, 1, 2}}, maps, layout));
+  layout.bind(maps, layout.flat.data());
+  CHECK(maps.source_offset(0) == -1);
+  CHECK(maps.source_offset(3) == 2);
+  std::vector<int64_t> readers;
+  maps.for_each_reader(0, [&](int64_t o) { readers.push_back(o); });
+  CHECK(readers == std::vector<int64_t>{1});
 }
