@@ -18,8 +18,10 @@
 #include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/softmax_math.h"
+#include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/loss.h"
+#include "minidl/ops/interpolate.h"
 #include "minidl/ops/pad.h"
 #include "minidl/ops/reduce.h"
 #include "minidl/ops/pooling.h"
@@ -556,4 +558,48 @@ TEST_CASE("pad maps: forward sources and the backward's reader gather match the 
   std::vector<int64_t> readers;
   maps.for_each_reader(0, [&](int64_t o) { readers.push_back(o); });
   CHECK(readers == std::vector<int64_t>{1});
+}
+
+TEST_CASE("upsample taps and reader lists reproduce the CPU interpolate and its gradient") {
+  struct Case {
+    const char* mode;
+    int code;
+    bool align;
+  };
+  for (const Case c : {Case{"bilinear", 2, false}, Case{"bilinear", 2, true}, Case{"nearest", 0, false},
+                       Case{"nearest-exact", 1, false}}) {
+    CAPTURE(c.mode);
+    const Tensor x = randn({1, 2, 3, 5}, kFloat64).requires_grad_(true);
+    InterpolateOptions opt;
+    opt.size = {7, 4};
+    opt.mode = c.mode;
+    if (c.code == 2) opt.align_corners = c.align;
+    const Tensor y = interpolate(x, opt);
+    const Tensor g = randn(y.shape(), kFloat64);
+    mul(y, g).sum().backward();
+    const UpsampleDim dh{3, 7, 0, c.code, c.align}, dw{5, 4, 0, c.code, c.align};
+    const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
+                              dx = x.grad().to_vector<double>();
+    for (int64_t p = 0; p < 2; ++p) {
+      for (int64_t oh = 0; oh < 7; ++oh)
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          const UpsampleTap<double> th = upsample_tap<double>(dh, oh), tw = upsample_tap<double>(dw, ow);
+          const double* xp = xv.data() + p * 15;
+          const double want = th.l0 * (tw.l0 * xp[th.i0 * 5 + tw.i0] + tw.l1 * xp[th.i0 * 5 + tw.i1]) +
+                              th.l1 * (tw.l0 * xp[th.i1 * 5 + tw.i0] + tw.l1 * xp[th.i1 * 5 + tw.i1]);
+          CHECK(want == doctest::Approx(yv[p * 28 + oh * 4 + ow]).epsilon(1e-12));
+        }
+      std::vector<int64_t> sh, sw;
+      std::vector<UpsampleReader<double>> rh, rw;
+      upsample_readers<double>(dh, sh, rh);
+      upsample_readers<double>(dw, sw, rw);
+      for (int64_t jh = 0; jh < 3; ++jh)
+        for (int64_t jw = 0; jw < 5; ++jw) {
+          double acc = 0;
+          for (int64_t a = sh[jh]; a < sh[jh + 1]; ++a)
+            for (int64_t b = sw[jw]; b < sw[jw + 1]; ++b) acc += rw[b].w * (rh[a].w * gv[p * 28 + rh[a].o * 4 + rw[b].o]);
+          CHECK(acc == doctest::Approx(dx[p * 15 + jh * 5 + jw]).epsilon(1e-12));
+        }
+    }
+  }
 }

@@ -20,6 +20,7 @@ void register_loss_cuda_kernels();    // ops/cuda/loss.cu (binary_cross_entropy 
 void register_pooling_cuda_kernels(); // ops/cuda/pooling.cu
 void register_batch_norm_sync_cuda_kernels();  // ops/cuda/batch_norm_sync.cu
 void register_pad_cuda_kernels();     // ops/cuda/pad.cu
+void register_interpolate_cuda_kernels();  // ops/cuda/upsample.cu
 
 void register_cuda_kernels() {
   register_binary_cuda_kernels();
@@ -33,6 +34,7 @@ void register_cuda_kernels() {
   register_pooling_cuda_kernels();
   register_batch_norm_sync_cuda_kernels();
   register_pad_cuda_kernels();
+  register_interpolate_cuda_kernels();
 }
 
 }  // namespace minidl
