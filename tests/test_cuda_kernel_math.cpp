@@ -13,6 +13,7 @@
 #include "minidl/ops/cuda/loss_math.h"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/offset_calculator.h"
+#include "minidl/ops/cuda/optim_math.h"
 #include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/cuda/philox.h"
 #include "minidl/ops/cuda/pool_math.h"
@@ -21,6 +22,7 @@
 #include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/loss.h"
+#include "minidl/ops/fused_optim.h"
 #include "minidl/ops/interpolate.h"
 #include "minidl/ops/pad.h"
 #include "minidl/ops/reduce.h"
@@ -602,4 +604,72 @@ TEST_CASE("upsample taps and reader lists reproduce the CPU interpolate and its 
         }
     }
   }
+}
+
+TEST_CASE("optimizer math equals the CPU SGD / Adam kernels; norm and clip factor") {
+  const int64_t n = 50;
+  for (bool nesterov : {false, true}) {
+    const Tensor p = randn({n}, kFloat64), g = randn({n}, kFloat64), buf = randn({n}, kFloat64);
+    std::vector<double> pv = p.to_vector<double>(), bv = buf.to_vector<double>();
+    const std::vector<double> gv = g.to_vector<double>();
+    SgdStepArgs a;
+    a.param = p;
+    a.grad = g;
+    a.momentum_buffer = buf;
+    a.lr = 0.1;
+    a.momentum = 0.9;
+    a.dampening = 0.1;
+    a.weight_decay = 0.01;
+    a.nesterov = nesterov;
+    sgd_step_stub(kCPU)(a);
+    const SgdScalars<double> s{0.01, 0.9, 1.0 - 0.1, -0.1, true, nesterov, false, true};
+    for (int64_t i = 0; i < n; ++i) sgd_update(s, pv[i], gv[i], &bv[i]);
+    const std::vector<double> pc = p.to_vector<double>(), bc = buf.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(pv[i] == doctest::Approx(pc[i]).epsilon(1e-14));
+      CHECK(bv[i] == doctest::Approx(bc[i]).epsilon(1e-14));
+    }
+  }
+  for (bool decoupled : {false, true}) {
+    const Tensor p = randn({n}, kFloat64), g = randn({n}, kFloat64), m = randn({n}, kFloat64),
+                 v = rand({n}, kFloat64), vmax = rand({n}, kFloat64);
+    std::vector<double> pv = p.to_vector<double>(), mv = m.to_vector<double>(), vv = v.to_vector<double>(),
+                        xv = vmax.to_vector<double>();
+    const std::vector<double> gv = g.to_vector<double>();
+    AdamStepArgs a;
+    a.param = p;
+    a.grad = g;
+    a.exp_avg = m;
+    a.exp_avg_sq = v;
+    a.max_exp_avg_sq = vmax;
+    a.lr = 1e-3;
+    a.beta1 = 0.9;
+    a.beta2 = 0.999;
+    a.eps = 1e-8;
+    a.weight_decay = 0.05;
+    a.decoupled_weight_decay = decoupled;
+    a.step_size = 1e-3 / (1 - 0.9 * 0.9);
+    a.bias_correction2_sqrt = std::sqrt(1 - 0.999 * 0.999);
+    adam_step_stub(kCPU)(a);
+    const AdamScalars<double> s{0.05, 1.0 - 1e-3 * 0.05, 1.0 - 0.9, 0.999, 1.0 - 0.999, a.bias_correction2_sqrt,
+                                1e-8, -a.step_size, true, decoupled, true};
+    for (int64_t i = 0; i < n; ++i) adam_update(s, pv[i], gv[i], mv[i], vv[i], &xv[i]);
+    const std::vector<double> pc = p.to_vector<double>(), mc = m.to_vector<double>(), vc = v.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(pv[i] == doctest::Approx(pc[i]).epsilon(1e-14));
+      CHECK(mv[i] == doctest::Approx(mc[i]).epsilon(1e-14));
+      CHECK(vv[i] == doctest::Approx(vc[i]).epsilon(1e-14));
+    }
+  }
+  const std::vector<double> x{3.0, -4.0, 0.5};
+  for (double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    const Tensor out = zeros({}, kFloat64);
+    vector_norm_stub(kCPU)(out, tensor(x, {3}, kFloat64), p);
+    double acc = 0;
+    for (double e : x) acc = std::isinf(p) ? std::max(acc, norm_term(e, p)) : acc + norm_term(e, p);
+    CHECK(norm_finish(acc, p) == doctest::Approx(out.item<double>()).epsilon(1e-14));
+  }
+  CHECK(clip_coefficient(1.0, 0.5) == 1.0);
+  CHECK(clip_coefficient(1.0, 3.0) == doctest::Approx(1.0 / (3.0 + 1e-6)));
+  CHECK(std::isnan(clip_coefficient(1.0, std::numeric_limits<double>::quiet_NaN())));
 }

@@ -21,6 +21,7 @@ void register_pooling_cuda_kernels(); // ops/cuda/pooling.cu
 void register_batch_norm_sync_cuda_kernels();  // ops/cuda/batch_norm_sync.cu
 void register_pad_cuda_kernels();     // ops/cuda/pad.cu
 void register_interpolate_cuda_kernels();  // ops/cuda/upsample.cu
+void register_fused_optim_cuda_kernels();  // ops/cuda/fused_optim.cu
 
 void register_cuda_kernels() {
   register_binary_cuda_kernels();
@@ -35,6 +36,7 @@ void register_cuda_kernels() {
   register_batch_norm_sync_cuda_kernels();
   register_pad_cuda_kernels();
   register_interpolate_cuda_kernels();
+  register_fused_optim_cuda_kernels();
 }
 
 }  // namespace minidl
