@@ -51,7 +51,8 @@ inline int blocks_for(int64_t n, int threads = kThreads) {
 // Everything one op's launches need: the device made current for the scope
 // and the thread's current stream on it.
 struct LaunchContext {
-  explicit LaunchContext(Device device) : guard(device), stream(cuda::current_stream(device.index)) {}
+  explicit LaunchContext(Device d) : device(d), guard(d), stream(cuda::current_stream(d.index)) {}
+  Device device;
   cuda::DeviceGuard guard;
   cudaStream_t stream;
 };
