@@ -32,15 +32,19 @@ struct OffsetCalculator {
   int64_t sizes[kMaxDims] = {};       // innermost first
   int64_t strides[N][kMaxDims] = {};  // element strides per operand, innermost first
 
+  // linear < the product of sizes. The outermost dim needs no division, so a
+  // collapsed contiguous layout (one dim) costs none.
   MINIDL_HOST_DEVICE Offsets<N> get(int64_t linear) const {
     Offsets<N> out;
     for (int k = 0; k < N; ++k) out.v[k] = 0;
-    for (int d = 0; d < ndim; ++d) {
+    for (int d = 0; d + 1 < ndim; ++d) {
       const int64_t size = sizes[d];
       const int64_t i = linear % size;
       linear /= size;
       for (int k = 0; k < N; ++k) out.v[k] += i * strides[k][d];
     }
+    if (ndim > 0)
+      for (int k = 0; k < N; ++k) out.v[k] += linear * strides[k][ndim - 1];
     return out;
   }
 };
