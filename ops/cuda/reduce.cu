@@ -85,8 +85,8 @@ void sum_rows_cuda(const Tensor& base, const RowLayout& rows, const Tensor& out,
   MINIDL_CUDA_DISPATCH_ALL(base.dtype(), "sum", [&] { sum_rows_typed<scalar_t>(base, rows, out, scale); });
 }
 
-// x [A, R, B] contiguous: row (a, b) has R elements B apart. A thread per
-// column when R is short (neighbouring threads read neighbouring b).
+// x [A, R, B] contiguous: row (a, b) has R elements B apart; many columns go
+// a thread each (neighbouring threads read neighbouring b).
 template <class T, class Acc>
 struct ColumnLoader {
   const T* x;
@@ -103,7 +103,8 @@ void sum_columns_typed(const Tensor& x, const Tensor& out, double scale) {
   const int64_t A = x.shape()[0], R = x.shape()[1], B = x.shape()[2];
   const LaunchContext ctx(x.device());
   cuda_kernels::launch_row_reduce(ctx, A * B, R, Acc(0), ColumnLoader<T, Acc>{static_cast<const T*>(x.raw_data()), R, B},
-                                  cuda_kernels::SumOp<Acc>(), ScaledStore<O, Acc>{out.data_ptr<O>(), scale}, "sum");
+                                  cuda_kernels::SumOp<Acc>(), ScaledStore<O, Acc>{out.data_ptr<O>(), scale}, "sum",
+                                  B > 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
 }
 
 void sum_columns_cuda(const Tensor& x, const Tensor& out, double scale) {

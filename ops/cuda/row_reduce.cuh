@@ -84,9 +84,16 @@ inline constexpr int64_t kThreadPerRowMaxLen = 32;
 inline constexpr int64_t kSplitRowsBelow = 256;
 inline constexpr int64_t kChunkLen = 16384;
 
+// How rows lie in memory. kInterleaved: element j of neighbouring rows are
+// neighbours (columns of a row-major block: sum_columns, softmax over an inner
+// dim); a thread per row then reads coalesced, so many such rows go a thread
+// each whatever their length.
+enum class RowAccess { kContiguous, kInterleaved };
+inline constexpr int64_t kInterleavedThreadRows = 1024;
+
 template <class Acc, class Loader, class Combine, class Finish>
 void launch_row_reduce(const LaunchContext& ctx, int64_t rows, int64_t len, Acc init, Loader load, Combine combine,
-                       Finish finish, const char* op) {
+                       Finish finish, const char* op, RowAccess access = RowAccess::kContiguous) {
   if (rows == 0) return;
   const int64_t chunks = (len + kChunkLen - 1) / kChunkLen;
   if (rows < kSplitRowsBelow && chunks > 2 && rows * chunks <= 0x7FFFFFFF) {
@@ -99,7 +106,7 @@ void launch_row_reduce(const LaunchContext& ctx, int64_t rows, int64_t len, Acc 
     MINIDL_CUDA_KERNEL_LAUNCH_CHECK(op);
     return;  // partials go back to the cache; the stream orders their reuse after these kernels
   }
-  if (len <= kThreadPerRowMaxLen) {
+  if (len <= kThreadPerRowMaxLen || (access == RowAccess::kInterleaved && rows >= kInterleavedThreadRows)) {
     thread_rows_kernel<<<blocks_for(rows), kThreads, 0, ctx.stream>>>(rows, len, init, load, combine, finish);
   } else {
     const int blocks = static_cast<int>(rows < kMaxBlocks ? rows : kMaxBlocks);

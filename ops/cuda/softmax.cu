@@ -28,6 +28,11 @@ SoftmaxShape shape_of(const Shape& shape, int64_t dim) {
   return g;
 }
 
+// Softmax over an inner dim: neighbouring columns are neighbours in memory.
+cuda_kernels::RowAccess access_of(const SoftmaxShape& g) {
+  return g.inner > 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous;
+}
+
 // Column c's D elements.
 template <class T>
 struct ColumnMaxLoader {
@@ -101,9 +106,9 @@ void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool
   auto* sum = static_cast<double*>(sum_buf.raw_data());
   const T* xp = x.data_ptr<T>();
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, -std::numeric_limits<T>::infinity(),
-                                  ColumnMaxLoader<T>{xp, g}, MaxOp<T>(), StoreTo<T>{mx}, op);
+                                  ColumnMaxLoader<T>{xp, g}, MaxOp<T>(), StoreTo<T>{mx}, op, access_of(g));
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, ExpSumLoader<T>{xp, mx, g},
-                                  cuda_kernels::SumOp<double>(), SumStore{sum}, op);
+                                  cuda_kernels::SumOp<double>(), SumStore{sum}, op, access_of(g));
   cuda_kernels::launch_elementwise(ctx, n, linear(n, op), SoftmaxOutput<T>{y.data_ptr<T>(), xp, mx, sum, g, log}, op);
 }
 
@@ -158,7 +163,7 @@ void backward_typed(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x,
   const T* gy = grad_y.data_ptr<T>();
   const T* yp = y.data_ptr<T>();
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, BackwardSumLoader<T>{gy, yp, g, log},
-                                  cuda_kernels::SumOp<double>(), RoundedStore<T>{s}, op);
+                                  cuda_kernels::SumOp<double>(), RoundedStore<T>{s}, op, access_of(g));
   cuda_kernels::launch_elementwise(ctx, n, linear(n, op),
                                    SoftmaxBackwardOutput<T>{grad_x.data_ptr<T>(), gy, yp, s, g, log}, op);
 }
