@@ -8,13 +8,13 @@
 // CPU build of this branch has no cuda::is_available (the runtime branch
 // defines it in every build; after that merge this test can join every build).
 //
-// Not done yet: ops outside this list (losses with weights/smoothing/ignore_index,
-// pooling variants, pad modes, interpolate modes, optimizers, SyncBN blocks),
-// float64 and int64 passes, and compute-sanitizer runs. Written without a GPU:
+// Not done yet: pooling 3-D and adaptive max, interpolate nearest modes,
+// optimizers, SyncBN blocks, float64 and int64 passes, and compute-sanitizer runs. Written without a GPU:
 // compiled, never run.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -117,6 +117,42 @@ TEST_CASE("normalization, losses, pooling") {
   compare("max_pool2d", [](auto& v) { return max_pool2d(v[0], {2, 2}); }, {leaf({2, 3, 6, 6})});
   compare("avg_pool2d pad", [](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {leaf({1, 2, 7, 7})});
   compare("adaptive_avg_pool2d", [](auto& v) { return adaptive_avg_pool2d(v[0], {1, 1}); }, {leaf({2, 3, 5, 5})});
+}
+
+TEST_CASE("class losses with weights, smoothing and ignore_index; BCE; pad; interpolate; index_select") {
+  const Tensor target = tensor(std::vector<int64_t>{1, -100, 3, 2, 0, 2}, {2, 3});  // (N=2, S=3)
+  const Tensor w = rand({4}, kFloat32);
+  compare("cross_entropy weighted smoothed", [&](auto& v) {
+    return cross_entropy(v[0], target, w.to(v[0].device()), Reduction::Mean, -100, 0.1);
+  }, {leaf({2, 4, 3})});
+  compare("nll_loss weighted none", [&](auto& v) {
+    return nll_loss(log_softmax(v[0], 1), target, w.to(v[0].device()), Reduction::None);
+  }, {leaf({2, 4, 3})});
+  compare("bce_with_logits pos_weight", [](auto& v) {
+    return binary_cross_entropy_with_logits(v[0], v[1], Tensor(), Reduction::Sum, v[2]);
+  }, {leaf({3, 4}), rand({3, 4}), rand({4})});
+  compare("pad reflect", [](auto& v) { return pad(v[0], {2, 1, 1, 2}, "reflect"); }, {leaf({2, 3, 4, 5})});
+  compare("pad circular", [](auto& v) { return pad(v[0], {1, 1}, "circular"); }, {leaf({2, 3, 5})});
+  InterpolateOptions bilinear;
+  bilinear.size = {7, 9};
+  bilinear.mode = "bilinear";
+  bilinear.align_corners = false;
+  compare("interpolate bilinear", [&](auto& v) { return interpolate(v[0], bilinear); }, {leaf({1, 2, 4, 5})});
+  const Tensor index = tensor(std::vector<int64_t>{2, 0, 2, 1}, {4});
+  compare("index_select repeated", [&](auto& v) { return index_select(v[0], 0, index.to(v[0].device())); },
+          {leaf({3, 5})});
+}
+
+TEST_CASE("dropout on CUDA: the same seed gives the same mask, about 1 - p kept") {
+  const Tensor x = ones({100000}, TensorOptions(kFloat32).device(kGpu));
+  manual_seed(5);
+  const std::vector<float> a = to_cpu(dropout(x, 0.3)).to_vector<float>();
+  manual_seed(5);
+  const std::vector<float> b = to_cpu(dropout(x, 0.3)).to_vector<float>();
+  CHECK(a == b);
+  int64_t kept = 0;
+  for (float v : a) kept += v != 0.0f;
+  CHECK(std::abs(static_cast<double>(kept) - 70000.0) < 1000.0);  // about 7 sd of Binomial(1e5, 0.7)
 }
 
 int main(int argc, char** argv) {
