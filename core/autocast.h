@@ -42,7 +42,7 @@ namespace minidl::amp {
 // The ops that consult autocast. The policy of each, per device type, is in
 // core/autocast_policy.cpp; amp_op_name gives PyTorch's name.
 #define MINIDL_AMP_OPS(X)                                                                         \
-  X(conv2d) X(conv3d) X(conv_transpose2d) X(conv_transpose3d) X(matmul) X(linear)                   \
+  X(conv2d) X(conv3d) X(conv_transpose2d) X(conv_transpose3d) X(matmul) X(bmm) X(linear)            \
   X(softmax) X(log_softmax) X(layer_norm) X(group_norm) X(sum) X(exp) X(log) X(pow)                  \
   X(max_pool3d) X(avg_pool3d) X(adaptive_max_pool3d) X(adaptive_avg_pool3d)                           \
   X(cross_entropy) X(nll_loss) X(mse_loss) X(binary_cross_entropy)                                   \

@@ -28,6 +28,7 @@ constexpr Entry kCuda[] = {
     {AmpOp::conv_transpose2d, P::kLowerPrecisionFp},
     {AmpOp::conv_transpose3d, P::kLowerPrecisionFp},
     {AmpOp::matmul, P::kLowerPrecisionFp},
+    {AmpOp::bmm, P::kLowerPrecisionFp},
     {AmpOp::linear, P::kLowerPrecisionFp},
     // fp32
     {AmpOp::exp, P::kFp32},
@@ -66,6 +67,7 @@ constexpr Entry kCpu[] = {
     {AmpOp::conv_transpose2d, P::kLowerPrecisionFp},
     {AmpOp::conv_transpose3d, P::kLowerPrecisionFp},
     {AmpOp::matmul, P::kLowerPrecisionFp},
+    {AmpOp::bmm, P::kLowerPrecisionFp},
     {AmpOp::linear, P::kLowerPrecisionFp},
     // fp32
     {AmpOp::max_pool3d, P::kFp32},

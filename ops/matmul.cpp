@@ -1,4 +1,4 @@
-// Matrix products, as torch.matmul and F.linear (CPU kernels: ops/cpu/matmul.cpp,
+// Matrix products, as torch.matmul, torch.bmm and F.linear (CPU kernels: ops/cpu/matmul.cpp,
 // on Eigen's GEMM).
 //   matmul  C[i] = A[i] B[i] over the broadcast batch dims (A, B at least 2-D
 //           inside MatMul; matmul() maps 1-D operands and 3-D x 2-D onto it).
@@ -202,6 +202,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     c = c.reshape(out_shape);
   }
   return c;
+}
+
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const auto cast = amp::cast_args(amp::AmpOp::bmm, a_in, b_in);
+  const Tensor &a = cast[0], &b = cast[1];
+  check_operands(a, b, "bmm");
+  MINIDL_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  MINIDL_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  MINIDL_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2),
+               "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0), ", ", a.size(2),
+               "] but got: [", b.size(0), ", ", b.size(1), "].");
+  return MatMul::apply(a, b);
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {

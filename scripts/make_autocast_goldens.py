@@ -43,6 +43,7 @@ def _ops():
         "conv_transpose3d": ([((1, 2, 3, 3, 3), "x"), ((2, 2, 2, 2, 2), "x"), ((2,), "x")],
                              lambda x, w, b: F.conv_transpose3d(x, w, b)),
         "matmul": ([((3, 4), "x"), ((4, 5), "x")], lambda a, b: torch.matmul(a, b)),
+        "bmm": ([((2, 3, 4), "x"), ((2, 4, 5), "x")], lambda a, b: torch.bmm(a, b)),
         "linear": ([((3, 4), "x"), ((5, 4), "x"), ((5,), "x")], lambda x, w, b: F.linear(x, w, b)),
         "softmax": ([((3, 5), "x")], lambda x: F.softmax(x, 1)),
         "log_softmax": ([((3, 5), "x")], lambda x: F.log_softmax(x, 1)),
@@ -86,7 +87,7 @@ DTYPE_NAME = {torch.float32: "float32", torch.float64: "float64", torch.float16:
               torch.bfloat16: "bfloat16", torch.int64: "int64"}
 
 # PyTorch's documented CUDA lists (docs/source/amp.rst), restricted to the ops above.
-CUDA_LOWER = {"conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d", "matmul", "linear"}
+CUDA_LOWER = {"conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d", "matmul", "bmm", "linear"}
 CUDA_FP32 = {"exp", "log", "pow", "softmax", "log_softmax", "sum", "layer_norm", "group_norm", "cross_entropy",
              "nll_loss", "mse_loss", "binary_cross_entropy_with_logits"}
 CUDA_PROMOTE = {"cat", "stack"}  # autocast_mode.cpp: KERNEL_CUDA(cat / stack, promote)

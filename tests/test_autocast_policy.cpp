@@ -38,6 +38,7 @@ const std::map<std::string, OpCase>& op_cases() {
        {{{{1, 2, 3, 3, 3}, 'x'}, {{2, 2, 2, 2, 2}, 'x'}, {{2}, 'x'}},
         [](V a) { return conv_transpose3d(a[0], a[1], a[2]); }}},
       {"matmul", {{{{3, 4}, 'x'}, {{4, 5}, 'x'}}, [](V a) { return matmul(a[0], a[1]); }}},
+      {"bmm", {{{{2, 3, 4}, 'x'}, {{2, 4, 5}, 'x'}}, [](V a) { return bmm(a[0], a[1]); }}},
       {"linear", {{{{3, 4}, 'x'}, {{5, 4}, 'x'}, {{5}, 'x'}}, [](V a) { return linear(a[0], a[1], a[2]); }}},
       {"softmax", {{{{3, 5}, 'x'}}, [](V a) { return softmax(a[0], 1); }}},
       {"log_softmax", {{{{3, 5}, 'x'}}, [](V a) { return log_softmax(a[0], 1); }}},
