@@ -150,6 +150,10 @@ TEST_CASE("Float32Compute: bfloat16 ops and their backward equal float32 computa
          return batch_norm(a[0], zeros({3}), ones({3}), w, b, true);
        }},
       {"group_norm", {{2, 4, 3}}, [](V a) { return group_norm(a[0], 2); }},
+      {"mse_loss", {{3, 4}, {3, 4}}, [](V a) { return mse_loss(a[0], a[1]); }},
+      // Saves log-sum-exp in the input's dtype for backward.
+      {"cross_entropy", {{4, 5}},
+       [](V a) { return cross_entropy(a[0], tensor(std::vector<int64_t>{0, 4, 2, 2})); }, true},
   };
   for (const Case& c : cases) {
     INFO(std::string(c.name));

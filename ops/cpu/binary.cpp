@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "minidl/ops/binary.h"
-#include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/cpu/strided_loop.h"
 
 namespace minidl {
 

@@ -1,8 +1,8 @@
 // CPU kernels of dropout (ops/dropout.h's kernel interface): the mask is
 // drawn serially from the generator, then applied in parallel.
 #include "minidl/core/generator.h"
-#include "minidl/ops/dropout.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/dropout.h"
 
 namespace minidl {
 

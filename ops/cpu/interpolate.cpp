@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "minidl/ops/interpolate.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/interpolate.h"
 
 namespace minidl {
 

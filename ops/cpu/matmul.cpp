@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/gemm.h"
 #include "minidl/ops/matmul.h"
-#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 

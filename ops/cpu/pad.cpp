@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "minidl/core/dtype.h"
-#include "minidl/ops/pad.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/pad.h"
 
 namespace minidl {
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "minidl/ops/pooling.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/pooling.h"
 
 namespace minidl {
 

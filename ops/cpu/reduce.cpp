@@ -12,9 +12,9 @@
 
 #include <Eigen/Core>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/reduce.h"
-#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 

@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "minidl/ops/softmax.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/softmax.h"
 
 namespace minidl {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/unary.h"
-#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 
