@@ -150,6 +150,9 @@ TEST_CASE("Float32Compute: bfloat16 ops and their backward equal float32 computa
          return batch_norm(a[0], zeros({3}), ones({3}), w, b, true);
        }},
       {"group_norm", {{2, 4, 3}}, [](V a) { return group_norm(a[0], 2); }},
+      {"relu of a narrowed, transposed view", {{6, 5}},
+       [](V a) { return relu(narrow(a[0], 0, 2, 3).transpose(0, 1)); }},
+      {"mul by an expanded view", {{3, 4}, {3, 1}}, [](V a) { return mul(a[0], a[1].expand({3, 4})); }},
       {"mse_loss", {{3, 4}, {3, 4}}, [](V a) { return mse_loss(a[0], a[1]); }},
       // Saves log-sum-exp in the input's dtype for backward.
       {"cross_entropy", {{4, 5}},
@@ -181,6 +184,14 @@ TEST_CASE("Float32Compute: bfloat16 ops and their backward equal float32 computa
         CHECK(testing::max_abs_diff(low[i].grad().to(kFloat32), want) == 0.0);
     }
   }
+}
+
+TEST_CASE("Float32Compute: in-place ops on a view of a bfloat16 tensor write only the view") {
+  const Tensor base = arange(12.0).reshape({3, 4}).to(kBFloat16);
+  Tensor row = select(base, 0, 1);  // [4, 5, 6, 7]
+  row.mul_(0.5);
+  row.add_(ones({4}, kBFloat16));
+  CHECK(base.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 3, 3.5, 4, 4.5, 8, 9, 10, 11});
 }
 
 TEST_CASE("Float32Compute: dropout on bfloat16 keeps zeros and scales the kept values") {

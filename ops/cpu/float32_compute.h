@@ -6,9 +6,9 @@
 //
 // The wrapper has the kernel's signature. When no tensor argument is 16-bit it
 // calls the kernel as is. Otherwise each 16-bit tensor argument is replaced by
-// a float32 tensor with the same geometry (shape, strides and offset, over a
-// float32 copy of its whole storage, so kernels that address memory relative
-// to a base pointer see the same layout), the float32 kernel runs, and the
+// a float32 tensor with the same shape and strides (over a float32 copy of the
+// storage span the view reaches, so kernels that address memory relative to a
+// base pointer see the same layout), the float32 kernel runs, and the
 // arguments listed as outputs (indices into the argument list) are rounded back
 // into the caller's 16-bit tensors (nearest even, as Tensor::to does). Outputs
 // are converted in as well, so kernels that accumulate into them stay right.
@@ -33,7 +33,8 @@
 namespace minidl::cpu {
 
 bool is_reduced_tensor(const Tensor& t);  // defined and float16/bfloat16
-// A float32 tensor with t's geometry over a float32 copy of t's storage (on t's device).
+// A float32 tensor with t's shape and strides over a float32 copy of the
+// storage span t reaches (on t's device).
 Tensor widen_to_float32(const Tensor& t);
 // dst (16-bit) = wide (float32, dst's shape), rounded.
 void round_into(const Tensor& dst, const Tensor& wide);
