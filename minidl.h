@@ -1,6 +1,7 @@
 // minidl: the umbrella header for users.
 #pragma once
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/engine.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/core/autograd/grad_mode.h"

@@ -18,6 +18,7 @@
 
 #include <cmath>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/unary.h"
 
@@ -289,10 +290,22 @@ Tensor& scalar_inplace(Tensor& self, BinaryOp op, double s, const char* name) {
 
 // ---- public API ------------------------------------------------------------------------
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) { return Add::apply(a, b, alpha); }
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return Sub::apply(a, b, alpha); }
-Tensor mul(const Tensor& a, const Tensor& b) { return Mul::apply(a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  const auto t = amp::cast_args(amp::AmpOp::add, a, b);
+  return Add::apply(t[0], t[1], alpha);
+}
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  const auto t = amp::cast_args(amp::AmpOp::sub, a, b);
+  return Sub::apply(t[0], t[1], alpha);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  const auto t = amp::cast_args(amp::AmpOp::mul, a, b);
+  return Mul::apply(t[0], t[1]);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  const auto t = amp::cast_args(amp::AmpOp::div, a, b);
+  return Div::apply(t[0], t[1]);
+}
 Tensor maximum(const Tensor& a, const Tensor& b) { return Maximum::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Minimum::apply(a, b); }
 

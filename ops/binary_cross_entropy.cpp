@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/core/autograd/grad_mode.h"
 #include "minidl/ops/binary.h"
@@ -107,7 +108,10 @@ Tensor reduce(const Tensor& loss, const Tensor& weight, Reduction reduction) {
 
 }  // namespace
 
-Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) {
+Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
+                            Reduction reduction) {
+  const auto cast = amp::cast_args(amp::AmpOp::binary_cross_entropy, input_in, target_in, weight_in);
+  const Tensor &input = cast[0], &target = cast[1], &weight = cast[2];
   const char* op = "binary_cross_entropy";
   MINIDL_CHECK(input.defined() && target.defined(), op, ": expected defined input and target tensors");
   MINIDL_CHECK(input.shape() == target.shape(), op, ": Using a target size (", shape_str(target.shape()),
@@ -118,8 +122,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   return reduce(BinaryCrossEntropy::apply(input, target), weight, reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
-                                        Reduction reduction, const Tensor& pos_weight) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
+                                        Reduction reduction, const Tensor& pos_weight_in) {
+  const auto cast = amp::cast_args(amp::AmpOp::binary_cross_entropy_with_logits, input_in, target_in, weight_in, pos_weight_in);
+  const Tensor &input = cast[0], &target = cast[1], &weight = cast[2], &pos_weight = cast[3];
   const char* op = "binary_cross_entropy_with_logits";
   MINIDL_CHECK(input.defined() && target.defined(), op, ": expected defined input and target tensors");
   MINIDL_CHECK(input.shape() == target.shape(), op, ": Target size (", shape_str(target.shape()),

@@ -16,6 +16,7 @@
 
 #include <vector>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 
 namespace minidl {
@@ -89,7 +90,9 @@ std::string batched_str(const Tensor& x) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& params) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dParams& params) {
+  const auto cast = amp::cast_args(amp::AmpOp::conv2d, x_in, weight_in, bias_in);
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   MINIDL_CHECK(x.defined(), "conv2d: the input tensor is undefined");
   MINIDL_CHECK(weight.defined(), "conv2d: the weight tensor is undefined");
   MINIDL_CHECK(x.dim() == 3 || x.dim() == 4,

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 
 namespace minidl {
@@ -87,7 +88,9 @@ std::string batched_str(const Tensor& x) {
 
 }  // namespace
 
-Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dParams& params) {
+Tensor conv3d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv3dParams& params) {
+  const auto cast = amp::cast_args(amp::AmpOp::conv3d, x_in, weight_in, bias_in);
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   MINIDL_CHECK(x.defined(), "conv3d: the input tensor is undefined");
   MINIDL_CHECK(weight.defined(), "conv3d: the weight tensor is undefined");
   MINIDL_CHECK(x.dim() == 4 || x.dim() == 5,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 #include "minidl/ops/conv2d.h"
@@ -229,11 +230,17 @@ Tensor conv_transpose(const char* name, const Tensor& x, const Tensor& weight, c
 
 }  // namespace
 
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose2dParams& params) {
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                        const ConvTranspose2dParams& params) {
+  const auto cast = amp::cast_args(amp::AmpOp::conv_transpose2d, x_in, weight_in, bias_in);
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   return conv_transpose<2>("conv_transpose2d", x, weight, bias, params);
 }
 
-Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose3dParams& params) {
+Tensor conv_transpose3d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                        const ConvTranspose3dParams& params) {
+  const auto cast = amp::cast_args(amp::AmpOp::conv_transpose3d, x_in, weight_in, bias_in);
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   return conv_transpose<3>("conv_transpose3d", x, weight, bias, params);
 }
 

@@ -11,6 +11,7 @@
 // Gradients are fresh tensors; the engine accumulates them.
 #include "minidl/ops/group_norm.h"
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/norm_core.h"
 
@@ -33,8 +34,11 @@ void check_affine(const Tensor& t, const char* name, const Tensor& input, int64_
 
 }  // namespace
 
-Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weight_in,
+                  const Tensor& bias_in,
                   double eps) {
+  const auto cast = amp::cast_args(amp::AmpOp::group_norm, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   MINIDL_CHECK(input.defined(), "group_norm: the input tensor is undefined");
   MINIDL_CHECK(input.dim() >= 2, "Expected at least 2 dimensions for input tensor but received ", input.dim());
   MINIDL_CHECK(is_floating(input.dtype()), "\"group_norm\" not implemented for '", dtype_name(input.dtype()), "'");

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/norm_core.h"
 
@@ -34,8 +35,10 @@ void check_affine(const Tensor& t, const char* name, const Tensor& input, const 
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  const auto cast = amp::cast_args(amp::AmpOp::layer_norm, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   MINIDL_CHECK(input.defined(), "layer_norm: the input tensor is undefined");
   MINIDL_CHECK(!normalized_shape.empty(),
                "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "

@@ -27,6 +27,7 @@
 // CPU kernels: ops/cpu/loss.cpp.
 #include "minidl/ops/loss.h"
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 #include "minidl/ops/reduce.h"
@@ -233,8 +234,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduct
   return cross_entropy(input, target, Tensor(), reduction, ignore_index, label_smoothing);
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
+  const auto cast = amp::cast_args(amp::AmpOp::cross_entropy, input_in, target_in, weight_in);
+  const Tensor &input = cast[0], &target = cast[1], &weight = cast[2];
   MINIDL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   // PyTorch's rule: a target of the input's shape holds class probabilities.
@@ -251,8 +254,10 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
   return nll_loss(input, target, Tensor(), reduction, ignore_index);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in, Reduction reduction,
                 int64_t ignore_index) {
+  const auto cast = amp::cast_args(amp::AmpOp::nll_loss, input_in, target_in, weight_in);
+  const Tensor &input = cast[0], &target = cast[1], &weight = cast[2];
   const ClassGeometry g = class_geometry(input, target, "nll_loss");
   const Tensor w = checked_weight(weight, input, g.C, "nll_loss");
   Tensor t = target.contiguous();
@@ -260,7 +265,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   return NllLossFunction::apply(input, t, w, g, ignore_index, reduction);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const auto cast = amp::cast_args(amp::AmpOp::mse_loss, input_in, target_in);
+  const Tensor &input = cast[0], &target = cast[1];
   MINIDL_CHECK(input.defined() && target.defined(), "mse_loss: expected defined input and target tensors");
   MINIDL_CHECK(input.shape() == target.shape(), "mse_loss: expected input and target of the same shape, got ",
                shape_str(input.shape()), " and ", shape_str(target.shape()));

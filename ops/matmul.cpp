@@ -1,4 +1,4 @@
-// Matrix products, as torch.matmul and F.linear (CPU kernels: ops/cpu/matmul.cpp,
+// Matrix products, as torch.matmul, torch.bmm and F.linear (CPU kernels: ops/cpu/matmul.cpp,
 // on Eigen's GEMM).
 //   matmul  C[i] = A[i] B[i] over the broadcast batch dims (A, B at least 2-D
 //           inside MatMul; matmul() maps 1-D operands and 3-D x 2-D onto it).
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 
 namespace minidl {
@@ -154,7 +155,9 @@ std::string mat_str(int64_t r, int64_t c) { return std::to_string(r) + "x" + std
 }  // namespace
 
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto cast = amp::cast_args(amp::AmpOp::matmul, a_in, b_in);
+  const Tensor &a = cast[0], &b = cast[1];
   check_operands(a, b, "matmul");
   const int64_t da = a.dim(), db = b.dim();
   MINIDL_CHECK(da >= 1 && db >= 1, "both arguments to matmul need to be at least 1D, but they are ", da, "D and ",
@@ -201,7 +204,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return c;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const auto cast = amp::cast_args(amp::AmpOp::bmm, a_in, b_in);
+  const Tensor &a = cast[0], &b = cast[1];
+  check_operands(a, b, "bmm");
+  MINIDL_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  MINIDL_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  MINIDL_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2),
+               "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0), ", ", a.size(2),
+               "] but got: [", b.size(0), ", ", b.size(1), "].");
+  return MatMul::apply(a, b);
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const auto cast = amp::cast_args(amp::AmpOp::linear, x_in, weight_in, bias_in);
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   check_operands(x, weight, "linear");
   MINIDL_CHECK(x.dim() >= 1, "linear: expected input with at least 1 dimension, but got a 0-D tensor");
   MINIDL_CHECK(weight.dim() == 2, "linear: expected weight of size (out_features, in_features), but got weight of size ",

@@ -10,6 +10,8 @@ namespace minidl {
 
 // 2-D x 2-D, batched 3-D x 3-D (or 3-D x 2-D), 1-D operands as in torch.matmul.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// (B, n, m) x (B, m, p) -> (B, n, p), both 3-D, no broadcasting (torch.bmm).
+Tensor bmm(const Tensor& a, const Tensor& b);
 // y = x W^T + b; x: (*, in), weight: (out, in), bias: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

@@ -89,8 +89,10 @@ Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
   args.invstd = invstd;
   args.batch_stats = batch_stats;
   if (need_input) args.grad_input = grads.input = empty(x.shape(), opts);
-  if (need_weight) args.grad_weight = grads.weight = empty({geo.channels()}, opts);
-  if (need_bias) args.grad_bias = grads.bias = empty({geo.channels()}, opts);
+  // Parameter gradients in the parameters' dtype (float32 next to a bfloat16 input).
+  const TensorOptions param_opts = weight.defined() ? weight.options() : opts;
+  if (need_weight) args.grad_weight = grads.weight = empty({geo.channels()}, param_opts);
+  if (need_bias) args.grad_bias = grads.bias = empty({geo.channels()}, param_opts);
   norm_backward_stub(x.device())(args);
   return grads;
 }
@@ -168,8 +170,13 @@ void check_param(const Tensor& t, const char* name, int64_t expected, const Tens
   MINIDL_CHECK(t.device() == input.device(), op, ": expected ", name, " on ", input.device().str(),
                " (the input's device), got ", t.device().str());
   MINIDL_CHECK(t.numel() == expected, name, " should contain ", expected, " elements not ", t.numel());
-  MINIDL_CHECK(t.dtype() == input.dtype(), op, ": mixed dtype (CPU): expect parameter to have scalar type of ",
-               dtype_name(input.dtype()), " (the input's), but ", name, " is ", dtype_name(t.dtype()));
+  // PyTorch's mixed type: a float16/bfloat16 input with float32 parameters and
+  // statistics (autocast, Apex O2's BatchNorm kept in float32); any other mix is refused.
+  const bool mixed_ok = is_reduced_floating(input.dtype()) && t.dtype() == kFloat32;
+  MINIDL_CHECK(t.dtype() == input.dtype() || mixed_ok, op,
+               ": mixed dtype (CPU): expect parameter to have scalar type of ", dtype_name(input.dtype()),
+               mixed_ok || !is_reduced_floating(input.dtype()) ? " (the input's)" : " (the input's) or float32",
+               ", but ", name, " is ", dtype_name(t.dtype()));
 }
 
 }  // namespace minidl::norm

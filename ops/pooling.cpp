@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <string>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 
 namespace minidl {
@@ -282,18 +283,21 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel
 }
 
 Tensor max_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride, Size3 padding, Size3 dilation, bool ceil_mode) {
-  return std::get<0>(max_pool3d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
+  const Tensor x32 = amp::cast_args(amp::AmpOp::max_pool3d, x)[0];  // float32 under CPU autocast
+  return std::get<0>(max_pool3d_with_indices(x32, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride, Size3 padding, bool count_include_pad,
                   bool ceil_mode, std::optional<int64_t> divisor_override) {
   const WindowArgs a{3,         "avg_pool3d",      kernel_size, stride, padding, {1, 1, 1},
                      ceil_mode, count_include_pad, divisor_override};
-  return AvgPoolFunction::apply(x, window_geometry(x, a), int64_t{3});
+  const Tensor x32 = amp::cast_args(amp::AmpOp::avg_pool3d, x)[0];
+  return AvgPoolFunction::apply(x32, window_geometry(x32, a), int64_t{3});
 }
 
 Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size) {
-  return AvgPoolFunction::apply(x, adaptive_geometry(x, output_size, 3, "adaptive_avg_pool3d"), int64_t{3});
+  const Tensor x32 = amp::cast_args(amp::AmpOp::adaptive_avg_pool3d, x)[0];
+  return AvgPoolFunction::apply(x32, adaptive_geometry(x32, output_size, 3, "adaptive_avg_pool3d"), int64_t{3});
 }
 
 std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Size3 output_size) {
@@ -301,7 +305,8 @@ std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Siz
 }
 
 Tensor adaptive_max_pool3d(const Tensor& x, Size3 output_size) {
-  return std::get<0>(adaptive_max_pool3d_with_indices(x, output_size));
+  const Tensor x32 = amp::cast_args(amp::AmpOp::adaptive_max_pool3d, x)[0];
+  return std::get<0>(adaptive_max_pool3d_with_indices(x32, output_size));
 }
 
 }  // namespace minidl

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 
@@ -405,7 +406,8 @@ struct Amin : autograd::Function<Amin>, ExtremumDims<false> {};
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const Tensor x = amp::cast_args(amp::AmpOp::sum, x_in)[0];
   check_input(x, "sum");
   return Sum::apply(x, dims, keepdim);
 }

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <optional>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 
@@ -351,9 +352,10 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return Expand::apply(x, shape);
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return Cat::apply(tensors, dim); }
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return Cat::apply(amp::cast_list(amp::AmpOp::cat, tensors), dim); }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  const std::vector<Tensor> tensors = amp::cast_list(amp::AmpOp::stack, tensors_in);
   MINIDL_CHECK(!tensors.empty(), "stack expects a non-empty TensorList");
   for (size_t i = 1; i < tensors.size(); ++i)
     MINIDL_CHECK(tensors[i].shape() == tensors[0].shape(), "stack expects each tensor to be equal size, but got ",

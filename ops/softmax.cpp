@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 
 namespace minidl {
@@ -54,7 +55,11 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 }  // namespace
 
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, /*log=*/false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, /*log=*/true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(amp::cast_args(amp::AmpOp::softmax, x)[0], dim, /*log=*/false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(amp::cast_args(amp::AmpOp::log_softmax, x)[0], dim, /*log=*/true);
+}
 
 }  // namespace minidl

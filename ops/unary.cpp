@@ -19,6 +19,7 @@
 // CPU kernels: ops/cpu/unary.cpp.
 #include "minidl/ops/unary.h"
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 
@@ -100,8 +101,8 @@ struct GeluTanh : Unary<GeluTanh, UnaryOp::GeluTanh, Keep::Input> {};
 }  // namespace
 
 Tensor neg(const Tensor& x) { return Neg::apply(x, UnaryParams{}); }
-Tensor exp(const Tensor& x) { return Exp::apply(x, UnaryParams{}); }
-Tensor log(const Tensor& x) { return Log::apply(x, UnaryParams{}); }
+Tensor exp(const Tensor& x) { return Exp::apply(amp::cast_args(amp::AmpOp::exp, x)[0], UnaryParams{}); }
+Tensor log(const Tensor& x) { return Log::apply(amp::cast_args(amp::AmpOp::log, x)[0], UnaryParams{}); }
 Tensor sqrt(const Tensor& x) { return Sqrt::apply(x, UnaryParams{}); }
 Tensor rsqrt(const Tensor& x) { return Rsqrt::apply(x, UnaryParams{}); }
 Tensor abs(const Tensor& x) { return Abs::apply(x, UnaryParams{}); }
@@ -109,7 +110,9 @@ Tensor relu(const Tensor& x) { return Relu::apply(x, UnaryParams{}); }
 Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x, UnaryParams{}); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x, UnaryParams{}); }
 
-Tensor pow(const Tensor& x, double exponent) { return Pow::apply(x, UnaryParams{.scalar = exponent}); }
+Tensor pow(const Tensor& x, double exponent) {
+  return Pow::apply(amp::cast_args(amp::AmpOp::pow, x)[0], UnaryParams{.scalar = exponent});
+}
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return LeakyRelu::apply(x, UnaryParams{.scalar = negative_slope});

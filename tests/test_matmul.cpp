@@ -1,4 +1,4 @@
-// matmul and linear: values against loops written here (2-D, batched with
+// matmul, bmm and linear: values against loops written here (2-D, batched with
 // broadcasting, 3-D x 2-D, 1-D operands, empty sizes, products big enough to
 // be split over threads), float64 gradient checks for every shape case,
 // linear with and without bias, error paths with PyTorch's wording.
@@ -153,6 +153,19 @@ TEST_CASE("matmul grads of a broadcast operand sum over the batch") {
       for (int t = 0; t < 3; ++t)
         for (int c = 0; c < 2; ++c) expect[r * 3 + t] += bv[i * 6 + t * 2 + c];
   CHECK(allclose(a.grad(), tensor(expect, {1, 2, 3}), 1e-12, 1e-12));
+}
+
+TEST_CASE("bmm: batched products of 3-D tensors, gradients, and PyTorch's errors") {
+  const Tensor a = random_tensor({3, 2, 4}, 41).requires_grad_(), b = random_tensor({3, 4, 5}, 42).requires_grad_();
+  const Tensor c = bmm(a, b);
+  CHECK(c.shape() == Shape{3, 2, 5});
+  CHECK(allclose(c, reference_matmul(a, b), 1e-12, 1e-12));
+  check_gradients([](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); }, {a, b});
+  CHECK_THROWS_CONTAINS(bmm(random_tensor({2, 4}, 1), b), "batch1 must be a 3D tensor");
+  CHECK_THROWS_CONTAINS(bmm(a, random_tensor({4, 5}, 1)), "batch2 must be a 3D tensor");
+  CHECK_THROWS_CONTAINS(bmm(a, random_tensor({2, 4, 5}, 1)),
+                        "Expected size for first two dimensions of batch2 tensor to be: [3, 4] but got: [2, 4].");
+  CHECK_THROWS_CONTAINS(bmm(a, random_tensor({3, 4, 5}, 1, kFloat32)), "expected m1 and m2 to have the same dtype");
 }
 
 TEST_CASE("linear matches x W^T + b and its gradients check") {

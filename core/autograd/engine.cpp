@@ -3,6 +3,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/grad_mode.h"
 
 namespace minidl::autograd {
@@ -107,6 +108,9 @@ void backward(const variable_list& roots, const variable_list& grads, bool retai
   }
 
   AutoGradMode no_grad(false);  // backward formulas record no history (no double backward)
+  // Each backward runs in the dtype its forward ran in: the casts are ToCopy
+  // nodes in the graph, so autocast must not cast again inside backward formulas.
+  amp::AutocastExcludeGuard no_autocast;
   std::vector<std::function<void()>> final_callbacks;
   FinalCallbacksScope callbacks_scope(&final_callbacks);
   std::unordered_map<Node*, variable_list> buffers;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "minidl/ops/binary.h"
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 
 namespace minidl {
@@ -160,9 +161,9 @@ void fill_cpu(const Tensor& out, double value) {
 }  // namespace
 
 void register_binary_cpu_kernels() {
-  binary_stub.set(DeviceType::CPU, binary_cpu);
-  binary_scalar_stub.set(DeviceType::CPU, binary_scalar_cpu);
-  sum_to_stub.set(DeviceType::CPU, sum_to_cpu);
+  binary_stub.set(DeviceType::CPU, cpu::Float32Compute<binary_cpu, 2>::run);
+  binary_scalar_stub.set(DeviceType::CPU, cpu::Float32Compute<binary_scalar_cpu, 1>::run);
+  sum_to_stub.set(DeviceType::CPU, cpu::Float32Compute<sum_to_cpu, 0>::run);
   fill_stub.set(DeviceType::CPU, fill_cpu);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "minidl/ops/binary_cross_entropy.h"
+#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 
@@ -106,10 +107,10 @@ void bce_logits_backward_cpu(const Tensor& g, const Tensor& x, const Tensor& t, 
 }  // namespace
 
 void register_bce_cpu_kernels() {
-  bce_forward_stub.set(DeviceType::CPU, bce_forward_cpu);
-  bce_backward_stub.set(DeviceType::CPU, bce_backward_cpu);
-  bce_logits_forward_stub.set(DeviceType::CPU, bce_logits_forward_cpu);
-  bce_logits_backward_stub.set(DeviceType::CPU, bce_logits_backward_cpu);
+  bce_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<bce_forward_cpu, 2>::run);
+  bce_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<bce_backward_cpu, 3, 4>::run);
+  bce_logits_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<bce_logits_forward_cpu, 3>::run);
+  bce_logits_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<bce_logits_backward_cpu, 4, 5>::run);
 }
 
 }  // namespace minidl

@@ -3,6 +3,7 @@
 // ops/cpu/conv2d_kernels.h.
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 
@@ -36,8 +37,8 @@ void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 }  // namespace
 
 void register_conv2d_cpu_kernels() {
-  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_cpu);
-  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_cpu);
+  conv2d_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv2d_forward_cpu, 4>::run);
+  conv2d_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run);
 }
 
 }  // namespace minidl

@@ -37,6 +37,7 @@
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv3d_kernels.h"
+#include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
 
@@ -313,8 +314,8 @@ void conv3d_backward_cpu(const Conv3dGeometry& g, const Tensor& x, const Tensor&
 }  // namespace
 
 void register_conv3d_cpu_kernels() {
-  conv3d_forward_stub.set(DeviceType::CPU, conv3d_forward_cpu);
-  conv3d_backward_stub.set(DeviceType::CPU, conv3d_backward_cpu);
+  conv3d_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv3d_forward_cpu, 4>::run);
+  conv3d_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv3d_backward_cpu, 4, 5, 6>::run);
 }
 
 }  // namespace minidl

@@ -1,6 +1,7 @@
 // CPU kernels of dropout (ops/dropout.h's kernel interface): the mask is
 // drawn serially from the generator, then applied in parallel.
 #include "minidl/core/generator.h"
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/dropout.h"
 
 namespace minidl {
@@ -39,8 +40,8 @@ void dropout_backward_cpu(const Tensor& grad_y, const Tensor& mask, const Tensor
 }  // namespace
 
 void register_dropout_cpu_kernels() {
-  dropout_forward_stub.set(DeviceType::CPU, dropout_forward_cpu);
-  dropout_backward_stub.set(DeviceType::CPU, dropout_backward_cpu);
+  dropout_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<dropout_forward_cpu, 1, 2>::run);
+  dropout_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<dropout_backward_cpu, 2>::run);
 }
 
 }  // namespace minidl

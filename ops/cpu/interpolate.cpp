@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/interpolate.h"
 
 namespace minidl {
@@ -152,8 +153,8 @@ void upsample_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const Ups
 }  // namespace
 
 void register_interpolate_cpu_kernels() {
-  upsample_forward_stub.set(DeviceType::CPU, upsample_forward_cpu);
-  upsample_backward_stub.set(DeviceType::CPU, upsample_backward_cpu);
+  upsample_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<upsample_forward_cpu, 1>::run);
+  upsample_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<upsample_backward_cpu, 1>::run);
 }
 
 }  // namespace minidl

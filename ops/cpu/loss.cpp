@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "minidl/ops/binary_cross_entropy.h"
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/loss.h"
 
 namespace minidl {
@@ -259,12 +260,12 @@ void mse_loss_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tensor
 }  // namespace
 
 void register_loss_cpu_kernels() {
-  cross_entropy_forward_stub.set(DeviceType::CPU, cross_entropy_forward_cpu);
-  cross_entropy_backward_stub.set(DeviceType::CPU, cross_entropy_backward_cpu);
-  nll_loss_forward_stub.set(DeviceType::CPU, nll_loss_forward_cpu);
-  nll_loss_backward_stub.set(DeviceType::CPU, nll_loss_backward_cpu);
-  mse_loss_forward_stub.set(DeviceType::CPU, mse_loss_forward_cpu);
-  mse_loss_backward_stub.set(DeviceType::CPU, mse_loss_backward_cpu);
+  cross_entropy_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_forward_cpu, 2, 3>::run);
+  cross_entropy_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_backward_cpu, 4>::run);
+  nll_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_forward_cpu, 2>::run);
+  nll_loss_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_backward_cpu, 2>::run);
+  mse_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<mse_loss_forward_cpu, 2>::run);
+  mse_loss_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<mse_loss_backward_cpu, 3, 4>::run);
   register_bce_cpu_kernels();  // ops/cpu/binary_cross_entropy.cpp
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/gemm.h"
 #include "minidl/ops/matmul.h"
 
@@ -83,9 +84,9 @@ void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, con
 }  // namespace
 
 void register_matmul_cpu_kernels() {
-  batched_gemm_stub.set(DeviceType::CPU, batched_gemm_cpu);
-  linear_forward_stub.set(DeviceType::CPU, linear_forward_cpu);
-  linear_backward_stub.set(DeviceType::CPU, linear_backward_cpu);
+  batched_gemm_stub.set(DeviceType::CPU, cpu::Float32Compute<batched_gemm_cpu, 3>::run);
+  linear_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<linear_forward_cpu, 3>::run);
+  linear_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<linear_backward_cpu, 3, 4, 5>::run);
 }
 
 }  // namespace minidl

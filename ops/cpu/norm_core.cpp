@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/norm_core.h"
 
 namespace minidl::norm {
@@ -525,6 +527,39 @@ void stats_from_running_cpu(const NormStatsFromRunningArgs& args) {
                            [&] { stats_from_running_kernel<scalar_t>(args); });
 }
 
+// A float16/bfloat16 input (and grad_out) next to float32 or 16-bit parameters
+// (BatchNorm under autocast, cuDNN's convention): the float32 kernel runs on
+// float32 copies of the 16-bit tensors (ops/cpu/float32_compute.h); statistics
+// stay float64, parameters keep their dtype, outputs are rounded back.
+void forward_any_cpu(const NormForwardArgs& args) {
+  NormForwardArgs wide = args;
+  bool any = false;
+  for (Tensor* t : {&wide.input, &wide.output, &wide.weight, &wide.bias}) {
+    if (!cpu::is_reduced_tensor(*t)) continue;
+    *t = cpu::widen_to_float32(*t);
+    any = true;
+  }
+  if (!any) return forward_cpu(args);
+  forward_cpu(wide);
+  if (cpu::is_reduced_tensor(args.output)) cpu::round_into(args.output, wide.output);
+}
+
+void backward_any_cpu(const NormBackwardArgs& args) {
+  NormBackwardArgs wide = args;
+  bool any = false;
+  for (Tensor* t : {&wide.grad_out, &wide.input, &wide.weight, &wide.grad_input, &wide.grad_weight,
+                    &wide.grad_bias}) {
+    if (!cpu::is_reduced_tensor(*t)) continue;
+    *t = cpu::widen_to_float32(*t);
+    any = true;
+  }
+  if (!any) return backward_cpu(args);
+  backward_cpu(wide);
+  for (auto [out, w] : {std::pair{&args.grad_input, &wide.grad_input}, std::pair{&args.grad_weight, &wide.grad_weight},
+                        std::pair{&args.grad_bias, &wide.grad_bias}})
+    if (cpu::is_reduced_tensor(*out)) cpu::round_into(*out, *w);
+}
+
 }  // namespace
 
 }  // namespace minidl::norm
@@ -532,8 +567,8 @@ void stats_from_running_cpu(const NormStatsFromRunningArgs& args) {
 namespace minidl {
 
 void register_norm_cpu_kernels() {
-  norm::norm_forward_stub.set(DeviceType::CPU, norm::forward_cpu);
-  norm::norm_backward_stub.set(DeviceType::CPU, norm::backward_cpu);
+  norm::norm_forward_stub.set(DeviceType::CPU, norm::forward_any_cpu);
+  norm::norm_backward_stub.set(DeviceType::CPU, norm::backward_any_cpu);
   norm::norm_update_running_stats_stub.set(DeviceType::CPU, norm::update_running_stats_cpu);
   norm::norm_stats_from_running_stub.set(DeviceType::CPU, norm::stats_from_running_cpu);
 }

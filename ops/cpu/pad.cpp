@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "minidl/core/dtype.h"
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/pad.h"
 
 namespace minidl {
@@ -105,8 +106,8 @@ void pad_backward_cpu(const PadGeometry& g, const Tensor& dy, const Tensor& dx) 
 }  // namespace
 
 void register_pad_cpu_kernels() {
-  pad_forward_stub.set(DeviceType::CPU, pad_forward_cpu);
-  pad_backward_stub.set(DeviceType::CPU, pad_backward_cpu);
+  pad_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<pad_forward_cpu, 2>::run);
+  pad_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<pad_backward_cpu, 2>::run);
 }
 
 }  // namespace minidl

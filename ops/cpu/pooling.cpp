@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/pooling.h"
 
 namespace minidl {
@@ -213,10 +214,10 @@ void avg_pool_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const Poo
 }  // namespace
 
 void register_pooling_cpu_kernels() {
-  max_pool_forward_stub.set(DeviceType::CPU, max_pool_forward_cpu);
-  max_pool_backward_stub.set(DeviceType::CPU, max_pool_backward_cpu);
-  avg_pool_forward_stub.set(DeviceType::CPU, avg_pool_forward_cpu);
-  avg_pool_backward_stub.set(DeviceType::CPU, avg_pool_backward_cpu);
+  max_pool_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<max_pool_forward_cpu, 1>::run);
+  max_pool_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<max_pool_backward_cpu, 2>::run);
+  avg_pool_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_forward_cpu, 1>::run);
+  avg_pool_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_backward_cpu, 1>::run);
 }
 
 }  // namespace minidl

@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/reduce.h"
 
@@ -317,14 +318,14 @@ void even_backward_cpu(const Tensor& g, const Tensor& x, const Tensor& y, const 
 }  // namespace
 
 void register_reduce_cpu_kernels() {
-  sum_rows_stub.set(DeviceType::CPU, sum_rows_cpu);
-  sum_columns_stub.set(DeviceType::CPU, sum_columns_cpu);
-  var_rows_stub.set(DeviceType::CPU, var_rows_cpu);
-  extremum_rows_stub.set(DeviceType::CPU, extremum_rows_cpu);
-  expand_backward_stub.set(DeviceType::CPU, expand_backward_cpu);
-  var_backward_stub.set(DeviceType::CPU, var_backward_cpu);
-  index_backward_stub.set(DeviceType::CPU, index_backward_cpu);
-  even_backward_stub.set(DeviceType::CPU, even_backward_cpu);
+  sum_rows_stub.set(DeviceType::CPU, cpu::Float32Compute<sum_rows_cpu, 2>::run);
+  sum_columns_stub.set(DeviceType::CPU, cpu::Float32Compute<sum_columns_cpu, 1>::run);
+  var_rows_stub.set(DeviceType::CPU, cpu::Float32Compute<var_rows_cpu, 2, 3>::run);
+  extremum_rows_stub.set(DeviceType::CPU, cpu::Float32Compute<extremum_rows_cpu, 2>::run);
+  expand_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<expand_backward_cpu, 1>::run);
+  var_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<var_backward_cpu, 3>::run);
+  index_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<index_backward_cpu, 2>::run);
+  even_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<even_backward_cpu, 3>::run);
 }
 
 }  // namespace minidl

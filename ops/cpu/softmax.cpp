@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/softmax.h"
 
 namespace minidl {
@@ -119,8 +120,8 @@ void softmax_backward_cpu(const Tensor& grad_y, const Tensor& y, const Tensor& g
 }  // namespace
 
 void register_softmax_cpu_kernels() {
-  softmax_forward_stub.set(DeviceType::CPU, softmax_forward_cpu);
-  softmax_backward_stub.set(DeviceType::CPU, softmax_backward_cpu);
+  softmax_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<softmax_forward_cpu, 1>::run);
+  softmax_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<softmax_backward_cpu, 2>::run);
 }
 
 }  // namespace minidl

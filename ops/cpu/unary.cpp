@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/unary.h"
 
@@ -158,8 +159,8 @@ void unary_backward_cpu(UnaryOp op, const UnaryParams& p, const Tensor& dx, cons
 }  // namespace
 
 void register_unary_cpu_kernels() {
-  unary_stub.set(DeviceType::CPU, unary_cpu);
-  unary_backward_stub.set(DeviceType::CPU, unary_backward_cpu);
+  unary_stub.set(DeviceType::CPU, cpu::Float32Compute<unary_cpu, 2>::run);
+  unary_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<unary_backward_cpu, 2>::run);
 }
 
 }  // namespace minidl
