@@ -18,7 +18,12 @@
 // Checkpoints are committed by checkpoint.json (written temp + rename): it
 // names the epoch's model and optimizer files, which are written first; so a
 // crash at any point leaves the previous epoch's checkpoint usable.
+//
+// --amp bf16: forward passes under autocast in bfloat16 (the loss in float32;
+// BatchNorm keeps float32 statistics); --amp fp16: float16 with a GradScaler
+// whose state is checkpointed and whose scale is logged (CUDA only).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -36,11 +41,13 @@
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/classifier_metrics.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
 #include "examples/common/lr_scaling.h"
 #include "examples/common/main_guard.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/progress.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
@@ -50,6 +57,7 @@ namespace fs = std::filesystem;
 using namespace minidl;
 using nlohmann::json;
 using examples::fmt;
+using examples::EpochMetrics;
 
 namespace {
 
@@ -64,42 +72,12 @@ struct Args {
   std::string optimizer = "sgd", schedule = "cosine";
   int64_t warmup_epochs = 0, step_size = 0;
   int workers = 2, threads = 0, eval_every = 1;
-  std::string device = "cpu";
+  std::string device = "cpu", amp = "off";
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
   bool no_augment = false;
 };
-
-// Per-epoch metrics; kept in the checkpoint so resumed runs plot whole curves.
-struct EpochMetrics {
-  int64_t epoch = 0;
-  double lr = 0, train_loss = NAN, train_acc = NAN, test_loss = NAN, test_acc = NAN, test_acc_train_mode = NAN;
-  double seconds = 0, images_per_s = 0;
-};
-
-json to_json(const EpochMetrics& m) {
-  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  return {{"epoch", m.epoch}, {"lr", m.lr}, {"train_loss", num(m.train_loss)}, {"train_acc", num(m.train_acc)},
-          {"test_loss", num(m.test_loss)}, {"test_acc", num(m.test_acc)},
-          {"test_acc_train_mode", num(m.test_acc_train_mode)}, {"seconds", m.seconds},
-          {"images_per_s", m.images_per_s}};
-}
-
-EpochMetrics metrics_from_json(const json& j) {
-  auto num = [&](const char* k) { return j.at(k).is_null() ? NAN : j.at(k).get<double>(); };
-  EpochMetrics m;
-  m.epoch = j.at("epoch").get<int64_t>();
-  m.lr = num("lr");
-  m.train_loss = num("train_loss");
-  m.train_acc = num("train_acc");
-  m.test_loss = num("test_loss");
-  m.test_acc = num("test_acc");
-  m.test_acc_train_mode = num("test_acc_train_mode");
-  m.seconds = num("seconds");
-  m.images_per_s = num("images_per_s");
-  return m;
-}
 
 struct Datasets {
   std::shared_ptr<const data::Dataset> train, test;
@@ -208,13 +186,19 @@ struct Totals {
 };
 
 // Loss and accuracy over a loader, under no_grad, in the model's current mode.
-Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, Device device) {
+Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, Device device,
+                const examples::MixedPrecision& amp) {
   NoGradGuard no_grad;
   Totals t;
   for (data::Batch& b : loader) {
     b.data = b.data.to(device, /*non_blocking=*/true);
     b.targets = b.targets.to(device, /*non_blocking=*/true);
-    Tensor logits = model.forward(b.data);
+    Tensor logits;
+    {
+      auto region = amp.autocast();
+      logits = model.forward(b.data);
+    }
+    logits = logits.to(kFloat32);
     const double n = static_cast<double>(b.targets.numel());
     t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
     t.correct += static_cast<double>(examples::count_correct(logits, b.targets));
@@ -228,30 +212,38 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
 // under no_grad, so the buffers are copied before and restored after. Under
 // DDP the loader must give every rank the same number of batches (SyncBN
 // communicates in train mode).
-double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed, Device device) {
+double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed, Device device,
+                           const examples::MixedPrecision& amp) {
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, buf] : model.named_buffers()) saved.emplace_back(buf, buf.clone());
   model.train();
-  const double acc = evaluate(model, loader, distributed, device).acc();
+  const double acc = evaluate(model, loader, distributed, device, amp).acc();
   for (auto& [buf, copy] : saved) buf.copy_(copy);
   return acc;
 }
 
 // ---- checkpoints ----------------------------------------------------------
 
+// What a resumed run must share with the checkpoint's (epochs and lr may differ).
+json run_config(const Args& a) {
+  return {{"dataset", a.dataset},     {"model", a.model},       {"norm", a.norm},
+          {"width", a.width},         {"optimizer", a.optimizer}, {"schedule", a.schedule},
+          {"epochs", a.epochs},       {"batch_size", a.batch_size}, {"lr", a.lr},
+          {"limit_train", a.limit_train}, {"amp", a.amp}};
+}
+
 void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Module& model, const optim::Optimizer& opt,
-                     const optim::LRScheduler& sched, const std::vector<EpochMetrics>& history) {
+                     const optim::LRScheduler& sched, const examples::MixedPrecision& amp,
+                     const std::vector<EpochMetrics>& history) {
   json j;
   j["scheduler"] = sched.state_dict();
+  j["scaler"] = amp.state_dict();
   j["generator_state"] = default_generator().state();
   j["loader"] = {{"seed", a.seed}, {"next_epoch", epoch}};
-  j["config"] = {{"dataset", a.dataset}, {"model", a.model},         {"norm", a.norm},
-                 {"width", a.width},     {"optimizer", a.optimizer}, {"schedule", a.schedule},
-                 {"epochs", a.epochs},   {"batch_size", a.batch_size}, {"lr", a.lr},
-                 {"limit_train", a.limit_train}};
+  j["config"] = run_config(a);
   json h = json::array();
-  for (const auto& m : history) h.push_back(to_json(m));
+  for (const auto& m : history) h.push_back(examples::to_json(m));
   j["history"] = h;
   examples::save_epoch_checkpoint(dir, epoch, model, opt, std::move(j));
 }
@@ -262,36 +254,31 @@ struct Resumed {
 };
 
 Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a, nn::Module& model,
-                             optim::Optimizer& opt, optim::LRScheduler& sched);
+                             optim::Optimizer& opt, optim::LRScheduler& sched, examples::MixedPrecision& amp);
 
 Resumed load_checkpoint(const std::string& path, const Args& a, nn::Module& model, optim::Optimizer& opt,
-                        optim::LRScheduler& sched) {
+                        optim::LRScheduler& sched, examples::MixedPrecision& amp) {
   const examples::LoadedCheckpoint c = examples::read_checkpoint(path, "train_cifar10");
   try {  // every error (a missing key, another model's tensors) names the file
-    return load_checkpoint_from(c, a, model, opt, sched);
+    return load_checkpoint_from(c, a, model, opt, sched, amp);
   } catch (const std::exception& e) {
     MINIDL_FAIL("train_cifar10: cannot resume from ", c.file.string(), ": ", e.what());
   }
 }
 
 Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a, nn::Module& model,
-                             optim::Optimizer& opt, optim::LRScheduler& sched) {
+                             optim::Optimizer& opt, optim::LRScheduler& sched, examples::MixedPrecision& amp) {
   const json& j = c.json;
   const json& cfg = j.at("config");
-  for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule"}) {
-    MINIDL_CHECK(cfg.at(key).get<std::string>() == (key == std::string("dataset")     ? a.dataset
-                                                    : key == std::string("model")     ? a.model
-                                                    : key == std::string("norm")      ? a.norm
-                                                    : key == std::string("optimizer") ? a.optimizer
-                                                                                      : a.schedule),
-                 "train_cifar10: the checkpoint was made with --", key, " ", cfg.at(key).get<std::string>());
+  const json now = run_config(a);
+  for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule", "batch_size", "width", "limit_train",
+                          "amp"}) {
+    const json was = cfg.contains(key) ? cfg.at(key) : json("off");  // checkpoints from before --amp: off
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    MINIDL_CHECK(was == now.at(key), "train_cifar10: the checkpoint was made with --", flag, " ",
+                 was.is_string() ? was.get<std::string>() : was.dump());
   }
-  MINIDL_CHECK(cfg.at("batch_size").get<int64_t>() == a.batch_size,
-               "train_cifar10: the checkpoint was made with --batch-size ", cfg.at("batch_size").get<int64_t>());
-  MINIDL_CHECK(cfg.at("width").get<double>() == a.width, "train_cifar10: the checkpoint was made with --width ",
-               cfg.at("width").get<double>());
-  MINIDL_CHECK(cfg.at("limit_train").get<int64_t>() == a.limit_train,
-               "train_cifar10: the checkpoint was made with --limit-train ", cfg.at("limit_train").get<int64_t>());
   // The loader's order and augmentation come from (seed, epoch, index).
   MINIDL_CHECK(j.at("loader").at("seed").get<uint64_t>() == a.seed,
                "train_cifar10: the checkpoint was made with --seed ", j.at("loader").at("seed").get<uint64_t>(),
@@ -301,35 +288,12 @@ Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a,
               << "; the lr schedule continues from its saved state, not as a fresh " << a.epochs << "-epoch schedule\n";
   examples::load_model_and_optimizer(c, model, opt);
   sched.load_state_dict(j.at("scheduler"));
+  amp.load_state_dict(j.value("scaler", json()));
   default_generator().set_state(j.at("generator_state").get<std::string>());
   Resumed r;
   r.epoch = c.epoch;
-  for (const auto& m : j.at("history")) r.history.push_back(metrics_from_json(m));
+  for (const auto& m : j.at("history")) r.history.push_back(examples::metrics_from_json(m));
   return r;
-}
-
-// ---- logs -----------------------------------------------------------------
-
-void write_curves(const fs::path& path, const std::vector<EpochMetrics>& history, const std::string& title) {
-  using examples::Series;
-  Series train_loss{"train", {}, {}}, test_loss{"test (eval mode)", {}, {}};
-  Series train_acc{"train", {}, {}}, test_acc{"test (eval mode)", {}, {}}, test_acc_tm{"test (train mode)", {}, {}};
-  for (const auto& m : history) {
-    const double x = static_cast<double>(m.epoch);
-    auto add = [&](Series& s, double y) {
-      s.x.push_back(x);
-      s.y.push_back(y);
-    };
-    add(train_loss, m.train_loss);
-    add(test_loss, m.test_loss);
-    add(train_acc, 100 * m.train_acc);
-    add(test_acc, 100 * m.test_acc);
-    add(test_acc_tm, 100 * m.test_acc_train_mode);
-  }
-  examples::write_svg_plot(path.string(),
-                           {{"loss", "epoch", "cross-entropy", {train_loss, test_loss}, true},
-                            {"accuracy", "epoch", "%", {train_acc, test_acc, test_acc_tm}, true}},
-                           title);
 }
 
 int run(Args a) {
@@ -374,6 +338,7 @@ int run(Args a) {
   auto model = models::create_model(a.model, model_options);
   if (sync_bn) model = nn::convert_sync_batch_norm(model);
   const Device device(a.device);
+  examples::MixedPrecision amp(a.amp, device);  // refuses fp16 off CUDA
   model->to(device);  // before DDP and the optimizer, which keep the model's tensors
   // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
   std::unique_ptr<dist::DistributedDataParallel> ddp;
@@ -387,7 +352,7 @@ int run(Args a) {
   std::vector<EpochMetrics> history;
   int64_t start_epoch = 0;
   if (!a.resume.empty()) {
-    Resumed r = load_checkpoint(a.resume, a, *model, *opt, *sched);
+    Resumed r = load_checkpoint(a.resume, a, *model, *opt, *sched, amp);
     start_epoch = r.epoch;
     history = std::move(r.history);
     out << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
@@ -437,11 +402,15 @@ int run(Args a) {
     for (data::Batch& b : train_loader) {
       b.data = b.data.to(device, /*non_blocking=*/true);
       b.targets = b.targets.to(device, /*non_blocking=*/true);
-      Tensor logits = ddp ? ddp->forward(b.data) : model->forward(b.data);
-      Tensor loss = cross_entropy(logits, b.targets);
+      Tensor logits;
+      {
+        auto region = amp.autocast();
+        logits = ddp ? ddp->forward(b.data) : model->forward(b.data);
+      }
+      Tensor loss = cross_entropy(logits.to(kFloat32), b.targets);
       opt->zero_grad();
-      loss.backward();
-      opt->step();
+      amp.backward(loss);
+      amp.step(*opt);
       sched->step();
       const int64_t n = b.targets.numel();
       const double l = loss.item<float>();
@@ -465,10 +434,10 @@ int run(Args a) {
 
     if ((epoch + 1) % a.eval_every == 0 || epoch + 1 == end_epoch) {
       model->eval();
-      Totals r = evaluate(*model, test_loader, distributed, device);
+      Totals r = evaluate(*model, test_loader, distributed, device, amp);
       m.test_loss = r.loss();
       m.test_acc = r.acc();
-      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed, device);
+      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed, device, amp);
       model->train();
     }
     history.push_back(m);
@@ -486,11 +455,15 @@ int run(Args a) {
         {"test/loss", m.test_loss},            {"test/accuracy", m.test_acc},
         {"test/accuracy_train_mode", m.test_acc_train_mode}, {"lr", m.lr},
         {"perf/images_per_s", m.images_per_s}};
+    if (amp.has_scaler()) {
+      tb->add_scalar("amp/loss_scale", amp.loss_scale(), m.epoch);
+      tb->add_scalar("amp/skipped_steps", static_cast<double>(amp.skipped_steps()), m.epoch);
+    }
     for (const auto& [tag, v] : scalars)
       if (std::isfinite(v)) tb->add_scalar(tag, v, m.epoch);
     tb->flush();
-    write_curves(log_dir / "curves.svg", history, title);
-    if (!a.checkpoint_dir.empty()) save_checkpoint(a.checkpoint_dir, epoch + 1, a, *model, *opt, *sched, history);
+    examples::write_curves(log_dir / "curves.svg", history, title);
+    if (!a.checkpoint_dir.empty()) save_checkpoint(a.checkpoint_dir, epoch + 1, a, *model, *opt, *sched, amp, history);
   }
 
   // Plain BatchNorm under DDP keeps per-rank running statistics (DDP's buffer
@@ -568,6 +541,8 @@ int main(int argc, char** argv) {
                  "where the model trains: cpu, cuda[:N] (a CUDA build) or test (the test device of CI, "
                  "core/test_device.h)")
       ->capture_default_str();
+  app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, "
+                 "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")
       ->check(CLI::PositiveNumber)

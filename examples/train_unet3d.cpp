@@ -17,11 +17,13 @@
 // TensorBoard scalars (train/val loss, dice, iou, lr) and images (a depth
 // slice of the first validation volume: image, ground truth, predicted mask),
 // metrics.csv and curves.svg, and a checkpoint per epoch (model, optimizer,
-// scheduler, GradScaler state when AMP exists, history).
+// scheduler, GradScaler state with --amp fp16, history).
 //
-// AMP: --amp off is the only mode today (minidl has no autocast/GradScaler
-// yet; bf16 and fp16 stop with an error saying so). examples/common/mixed_precision.h
-// is where they plug in.
+// AMP (the template's amp O1): --amp bf16 runs the forward passes under
+// autocast in bfloat16 (CPU or CUDA; no loss scaling needed), --amp fp16 in
+// float16 with a GradScaler whose state goes into the checkpoint (CUDA only);
+// the loss is computed in float32 and BatchNorm keeps float32 statistics.
+// examples/common/mixed_precision.h.
 //
 // Data (examples/common/segmentation_data.h): --data DIR with train/ and val/
 // folders of images/ and labels/ .npy volumes; when DIR/train is absent the
@@ -134,14 +136,20 @@ struct Validation {
 // Whole validation volumes in eval mode: BCE + Dice loss, Dice and IoU of
 // sigmoid(logits) > 0.5, one number per volume, summed over ranks.
 Validation validate(nn::Module& model, nn::BCEDiceLossImpl& criterion, const data::VolumeDataset& val,
-                    const data::Sampler& sampler, bool distributed, Device device, int64_t tb_slice) {
+                    const data::Sampler& sampler, bool distributed, Device device, int64_t tb_slice,
+                    const examples::MixedPrecision& amp) {
   NoGradGuard no_grad;
   model.eval();
   Validation v;
   for (int64_t i : sampler.indices(0)) {
     const data::VolumeSample s = val.volume(i);
     const Tensor x = s.image.unsqueeze(0).to(device), y = s.label.unsqueeze(0).to(device);
-    const Tensor logits = model.forward(x);
+    Tensor logits;
+    {
+      auto region = amp.autocast();
+      logits = model.forward(x);
+    }
+    logits = logits.to(kFloat32);  // loss and metrics in float32
     v.sums.loss += criterion.forward(logits, y).item<float>();
     metrics::OverlapOptions o;
     o.from_logits = true;
@@ -190,7 +198,6 @@ int run(const Args& a) {
   const bool distributed = ddp_run.on;
   std::ostringstream quiet;  // only rank 0 prints, logs and saves
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
-  examples::MixedPrecision amp(a.amp);  // throws for bf16/fp16 (not available yet)
   MINIDL_CHECK(!a.sync_bn || a.norm == "batchnorm", "train_unet3d: --sync-bn converts BatchNorm layers; it needs --norm "
                "batchnorm, got --norm ", a.norm);
 
@@ -221,6 +228,7 @@ int run(const Args& a) {
   std::shared_ptr<nn::Module> model = model_ptr;
   if (a.sync_bn) model = nn::convert_sync_batch_norm(model);  // the template's convert_syncbn_model
   const Device device(a.device);
+  examples::MixedPrecision amp(a.amp, device);  // throws for fp16 off CUDA
   model->to(device);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);
@@ -291,8 +299,12 @@ int run(const Args& a) {
       const size_t end = std::min(order.size(), begin + static_cast<size_t>(a.batch_size));
       const data::VolumeBatch b = examples::patch_batch(*d.train, order, begin, end, gen);
       const Tensor x = b.images.to(device, true), y = b.labels.to(device, true);
-      const Tensor logits = ddp ? ddp->forward(x) : model->forward(x);  // an autocast guard goes here
-      const Tensor loss = criterion(logits, y);
+      Tensor logits;
+      {
+        auto region = amp.autocast();
+        logits = ddp ? ddp->forward(x) : model->forward(x);
+      }
+      const Tensor loss = criterion(logits.to(kFloat32), y);
       opt.zero_grad();
       amp.backward(loss);
       amp.step(opt);
@@ -304,7 +316,7 @@ int run(const Args& a) {
     }
     sched.step();
     const Sums train_all = train.total(distributed);
-    const Validation v = validate(*model, *criterion, *d.val, val_sampler, distributed, device, a.tb_slice);
+    const Validation v = validate(*model, *criterion, *d.val, val_sampler, distributed, device, a.tb_slice, amp);
     EpochMetrics m;
     m.epoch = epoch + 1;
     m.lr = lr;
@@ -325,6 +337,10 @@ int run(const Args& a) {
                                      {"val/loss", m.val_loss}, {"val/dice", m.val_dice}, {"val/iou", m.val_iou},
                                      {"lr", m.lr}})
       if (std::isfinite(value)) tb->add_scalar(tag, value, m.epoch);
+    if (amp.has_scaler()) {
+      tb->add_scalar("amp/loss_scale", amp.loss_scale(), m.epoch);
+      tb->add_scalar("amp/skipped_steps", static_cast<double>(amp.skipped_steps()), m.epoch);
+    }
     if (v.image.defined()) {  // rank 0 always holds validation volume 0
       tb->add_image("val/image", v.image, m.epoch);
       tb->add_image("val/ground_truth", v.label, m.epoch);
@@ -397,7 +413,7 @@ int main(int argc, char** argv) {
   app.add_option("--norm", a.norm)->check(CLI::IsMember(models::norm_kinds()))->capture_default_str();
   app.add_flag("--sync-bn", a.sync_bn, "convert BatchNorm to SyncBatchNorm (statistics over all ranks)");
   app.add_option("--upsample", a.upsample)->check(CLI::IsMember({"transpose", "interpolate"}))->capture_default_str();
-  app.add_option("--amp", a.amp, "mixed precision: off (bf16 and fp16 are not available yet)")
+  app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, CUDA only)")
       ->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_option("--device", a.device, "cpu, cuda[:N] (a CUDA build) or test")->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)");

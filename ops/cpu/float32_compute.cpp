@@ -18,10 +18,10 @@ Tensor widen_to_float32(const Tensor& t) {
   }
   const Tensor source = make_view(t, {span}, {1}, t.storage_offset());
   Tensor wide = empty({span}, TensorOptions(kFloat32).device(t.device()));
-  copy_stub.kernel(t.device())(wide, source);
+  copy_stub.kernel(t.device())(wide, source, /*non_blocking=*/false);
   return make_view(wide, t.shape(), t.strides(), 0);
 }
 
-void round_into(const Tensor& dst, const Tensor& wide) { copy_stub.kernel(dst.device())(dst, wide); }
+void round_into(const Tensor& dst, const Tensor& wide) { copy_stub.kernel(dst.device())(dst, wide, /*non_blocking=*/false); }
 
 }  // namespace minidl::cpu
