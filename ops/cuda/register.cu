@@ -1,7 +1,7 @@
 // The CUDA backend's registration: one register_<family>_cuda_kernels() call
-// per op family, as each family gains a CUDA kernel (ops/cuda/<family>.cu,
-// ops/cudnn/<family>.cpp). Until then every op on a CUDA tensor says it has
-// no CUDA kernel yet.
+// per op family with a CUDA kernel (ops/cuda/<family>.cu, ops/cudnn/<family>.cpp).
+// Kernels are registered whether or not a GPU is present (registration
+// touches no device); an op without one says it has no CUDA kernel.
 //
 // A .cu file from the start, so that nvcc compiles the core headers every
 // kernel file will include (C++20 through nvcc is checked by every CUDA build).
@@ -12,11 +12,37 @@ namespace minidl {
 void register_amp_cuda_kernels();     // ops/cuda/amp.cu (GradScaler)
 void register_matmul_cuda_kernels();  // ops/cuda/matmul.cu (cuBLAS)
 void register_conv_cuda_kernels();    // ops/cudnn/conv.cpp (cuDNN): conv2d, conv3d
+void register_binary_cuda_kernels();  // ops/cuda/binary.cu
+void register_unary_cuda_kernels();   // ops/cuda/unary.cu
+void register_reduce_cuda_kernels();  // ops/cuda/reduce.cu
+void register_softmax_cuda_kernels(); // ops/cuda/softmax.cu
+void register_shape_cuda_kernels();   // ops/cuda/shape_ops.cu
+void register_norm_cuda_kernels();    // ops/cuda/norm_core.cu
+void register_dropout_cuda_kernels(); // ops/cuda/dropout.cu
+void register_loss_cuda_kernels();    // ops/cuda/loss.cu (binary_cross_entropy too)
+void register_pooling_cuda_kernels(); // ops/cuda/pooling.cu
+void register_batch_norm_sync_cuda_kernels();  // ops/cuda/batch_norm_sync.cu
+void register_pad_cuda_kernels();     // ops/cuda/pad.cu
+void register_interpolate_cuda_kernels();  // ops/cuda/upsample.cu
+void register_fused_optim_cuda_kernels();  // ops/cuda/fused_optim.cu
 
 void register_cuda_kernels() {
   register_amp_cuda_kernels();
   register_matmul_cuda_kernels();
   register_conv_cuda_kernels();
+  register_binary_cuda_kernels();
+  register_unary_cuda_kernels();
+  register_reduce_cuda_kernels();
+  register_softmax_cuda_kernels();
+  register_shape_cuda_kernels();
+  register_norm_cuda_kernels();
+  register_dropout_cuda_kernels();
+  register_loss_cuda_kernels();
+  register_pooling_cuda_kernels();
+  register_batch_norm_sync_cuda_kernels();
+  register_pad_cuda_kernels();
+  register_interpolate_cuda_kernels();
+  register_fused_optim_cuda_kernels();
 }
 
 }  // namespace minidl

@@ -1,0 +1,143 @@
+// CUDA kernels of ops/fused_optim.h: SGD and Adam/AdamW steps (a thread per
+// element of one parameter; PyTorch's multi-tensor apply over many
+// parameters per launch is not done here), the vector norm for
+// clip_grad_norm_ (the CUB row reducer, double, no atomics) and the clip
+// scaling, which reads the total norm on the device (no host round trip).
+// Math in ops/cuda/optim_math.h, shared with the CPU tests. Compiled, not run
+// on a GPU.
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/optim_math.h"
+#include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/fused_optim.h"
+
+namespace minidl {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::Offsets;
+
+cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
+}
+
+template <class T>
+struct SgdFunctor {
+  T* p;
+  const T* g;
+  T* buf;
+  cuda_math::SgdScalars<T> s;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0];
+    cuda_math::sgd_update(s, p[i], g[i], buf ? buf + i : nullptr);
+  }
+};
+
+void sgd_step_cuda(const SgdStepArgs& a) {
+  MINIDL_CUDA_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] {
+    using T = scalar_t;
+    const LaunchContext ctx(a.param.device());
+    const int64_t n = a.param.numel();
+    const bool has_buf = a.momentum_buffer.defined();
+    const cuda_math::SgdScalars<T> s{static_cast<T>(a.weight_decay), static_cast<T>(a.momentum),
+                                     static_cast<T>(1.0 - a.dampening), static_cast<T>(-a.lr),
+                                     a.weight_decay != 0.0, a.nesterov, a.first_step, has_buf};
+    cuda_kernels::launch_elementwise(ctx, n, linear(n, "SGD"),
+                                     SgdFunctor<T>{a.param.data_ptr<T>(), a.grad.data_ptr<T>(),
+                                                   has_buf ? a.momentum_buffer.data_ptr<T>() : nullptr, s},
+                                     "SGD");
+  });
+}
+
+template <class T>
+struct AdamFunctor {
+  T* p;
+  const T* g;
+  T *m, *v, *v_max;
+  cuda_math::AdamScalars<T> s;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0];
+    cuda_math::adam_update(s, p[i], g[i], m[i], v[i], v_max ? v_max + i : nullptr);
+  }
+};
+
+void adam_step_cuda(const AdamStepArgs& a) {
+  MINIDL_CUDA_DISPATCH_FLOATING(a.param.dtype(), "Adam", [&] {
+    using T = scalar_t;
+    const LaunchContext ctx(a.param.device());
+    const int64_t n = a.param.numel();
+    const bool ams = a.max_exp_avg_sq.defined();
+    const cuda_math::AdamScalars<T> s{static_cast<T>(a.weight_decay), static_cast<T>(1.0 - a.lr * a.weight_decay),
+                                      static_cast<T>(1.0 - a.beta1),   static_cast<T>(a.beta2),
+                                      static_cast<T>(1.0 - a.beta2),   static_cast<T>(a.bias_correction2_sqrt),
+                                      static_cast<T>(a.eps),           static_cast<T>(-a.step_size),
+                                      a.weight_decay != 0.0,           a.decoupled_weight_decay,
+                                      ams};
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "Adam"),
+        AdamFunctor<T>{a.param.data_ptr<T>(), a.grad.data_ptr<T>(), a.exp_avg.data_ptr<T>(), a.exp_avg_sq.data_ptr<T>(),
+                       ams ? a.max_exp_avg_sq.data_ptr<T>() : nullptr, s},
+        "Adam");
+  });
+}
+
+template <class T>
+struct NormLoader {
+  const T* x;
+  double p;
+  using Row = int64_t;
+  __device__ Row row(int64_t) const { return 0; }
+  __device__ double operator()(Row, int64_t i) const { return cuda_math::norm_term(static_cast<double>(x[i]), p); }
+};
+
+struct NormCombine {  // sum, or max for p = inf
+  bool is_max;
+  __device__ double operator()(double a, double b) const { return is_max ? (a < b ? b : a) : a + b; }
+};
+
+struct NormStore {
+  double* out;
+  double p;
+  __device__ void operator()(int64_t, int64_t, double acc) const { *out = cuda_math::norm_finish(acc, p); }
+};
+
+void vector_norm_cuda(const Tensor& out, const Tensor& x, double norm_type) {
+  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "vector_norm", [&] {
+    const LaunchContext ctx(x.device());
+    cuda_kernels::launch_row_reduce(ctx, 1, x.numel(), 0.0, NormLoader<scalar_t>{x.data_ptr<scalar_t>(), norm_type},
+                                    NormCombine{std::isinf(norm_type)}, NormStore{out.data_ptr<double>(), norm_type},
+                                    "vector_norm");
+  });
+}
+
+template <class T>
+struct ClipFunctor {
+  T* g;
+  const double* total;
+  double max_norm;
+  __device__ void operator()(const Offsets<1>& o) const {
+    g[o.v[0]] = g[o.v[0]] * static_cast<T>(cuda_math::clip_coefficient(max_norm, *total));
+  }
+};
+
+void clip_grad_scale_cuda(const Tensor& grad, const Tensor& total_norm, double max_norm) {
+  MINIDL_CUDA_DISPATCH_FLOATING(grad.dtype(), "clip_grad_norm_", [&] {
+    const LaunchContext ctx(grad.device());
+    const int64_t n = grad.numel();
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "clip_grad_norm_"),
+        ClipFunctor<scalar_t>{grad.data_ptr<scalar_t>(), total_norm.data_ptr<double>(), max_norm}, "clip_grad_norm_");
+  });
+}
+
+}  // namespace
+
+void register_fused_optim_cuda_kernels() {
+  sgd_step_stub.set(DeviceType::CUDA, sgd_step_cuda);
+  adam_step_stub.set(DeviceType::CUDA, adam_step_cuda);
+  vector_norm_stub.set(DeviceType::CUDA, vector_norm_cuda);
+  clip_grad_scale_stub.set(DeviceType::CUDA, clip_grad_scale_cuda);
+}
+
+}  // namespace minidl

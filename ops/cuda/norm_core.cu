@@ -1,0 +1,306 @@
+// CUDA kernels of the shared normalization core (ops/norm_core.h's kernel
+// interface): norm_forward, norm_backward, norm_update_running_stats,
+// norm_stats_from_running. Statistics are per-thread Welford in double merged
+// with Chan's formula by CUB's BlockReduce (a block per group, no atomics,
+// deterministic); the per-group and per-channel backward sums likewise; the
+// rest is elementwise. SyncBN's given sums and count are read on the device,
+// so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
+// tests. Compiled, not run on a GPU.
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/norm_core.h"
+
+namespace minidl::norm {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::NormShape;
+using cuda_math::Offsets;
+using cuda_math::Welford;
+
+NormShape shape_of(const NormGeometry& g) { return NormShape{g.A, g.G, g.K, g.S, g.P}; }
+
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
+}
+
+// ---- forward ------------------------------------------------------------------
+
+template <class T>
+struct GroupValueLoader {
+  const T* x;
+  NormShape shape;
+  using Row = int64_t;
+  __device__ Row row(int64_t g) const { return g; }
+  __device__ Welford operator()(Row g, int64_t j) const {
+    return cuda_math::welford_of(static_cast<double>(x[shape.group_offset(g, j)]));
+  }
+};
+
+struct WelfordMerge {
+  __device__ Welford operator()(const Welford& a, const Welford& b) const { return cuda_math::welford_merge(a, b); }
+};
+
+struct StatsStore {
+  double *mean, *invstd, *var;  // var optional
+  double eps;
+  __device__ void operator()(int64_t g, int64_t, const Welford& w) const {
+    const cuda_math::GroupStatistics s = cuda_math::statistics_of(w, eps);
+    mean[g] = s.mean;
+    invstd[g] = s.invstd;
+    if (var) var[g] = s.var;
+  }
+};
+
+template <class T>
+struct NormalizeFunctor {
+  T* y;
+  const T *x, *w, *b;  // w, b optional
+  const double *mean, *invstd;
+  NormShape shape;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0], g = shape.group_of(i), c = shape.channel_of(i);
+    y[i] = cuda_math::normalize_value<T>(x[i], mean[g], invstd[g], w ? static_cast<double>(w[c]) : 1.0,
+                                         b ? b[c] : T(0));
+  }
+};
+
+template <class T>
+void forward_typed(const NormForwardArgs& args) {
+  const NormShape shape = shape_of(args.geo);
+  const LaunchContext ctx(args.input.device());
+  const T* x = args.input.data_ptr<T>();
+  double* mean = args.mean.data_ptr<double>();
+  double* invstd = args.invstd.data_ptr<double>();
+  if (args.use_input_stats) {
+    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, GroupValueLoader<T>{x, shape},
+                                    WelfordMerge(),
+                                    StatsStore{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr,
+                                               args.eps},
+                                    "normalization");
+  }
+  if (!args.output.defined()) return;
+  const int64_t n = args.geo.numel();
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"),
+                                   NormalizeFunctor<T>{args.output.data_ptr<T>(), x, data_or_null<T>(args.weight),
+                                                       data_or_null<T>(args.bias), mean, invstd, shape},
+                                   "normalization");
+}
+
+void forward_cuda(const NormForwardArgs& args) {
+  MINIDL_CUDA_DISPATCH_FLOATING(args.input.dtype(), "normalization", [&] { forward_typed<scalar_t>(args); });
+}
+
+// ---- backward -------------------------------------------------------------------
+
+struct DySums {  // sum w dy, sum w dy (x - mean)
+  double dy = 0, dy_xmu = 0;
+};
+
+struct AddDySums {
+  __device__ DySums operator()(const DySums& a, const DySums& b) const { return DySums{a.dy + b.dy, a.dy_xmu + b.dy_xmu}; }
+};
+
+template <class T>
+struct GroupDyLoader {
+  const T *dy, *x, *w;  // w optional
+  const double* mean;
+  NormShape shape;
+  struct Row {
+    int64_t g;
+    double mean;
+  };
+  __device__ Row row(int64_t g) const { return Row{g, mean[g]}; }
+  __device__ DySums operator()(const Row& row, int64_t j) const {
+    const int64_t i = shape.group_offset(row.g, j);
+    const double wd = static_cast<double>(dy[i]) * (w ? static_cast<double>(w[shape.channel_of(i)]) : 1.0);
+    return DySums{wd, wd * (static_cast<double>(x[i]) - row.mean)};
+  }
+};
+
+struct GroupSumsStore {
+  double *s1, *s2;
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row&, const DySums& s) const {
+    s1[g] = s.dy;
+    s2[g] = s.dy_xmu;
+  }
+};
+
+// Per channel: {sum dy (x - mean_g) invstd_g, sum dy} (no weight).
+template <class T>
+struct ChannelDyLoader {
+  const T *dy, *x;
+  const double *mean, *invstd;
+  NormShape shape;
+  using Row = int64_t;
+  __device__ Row row(int64_t c) const { return c; }
+  __device__ DySums operator()(Row c, int64_t j) const {
+    int64_t g = 0;
+    const int64_t i = shape.channel_offset(c, j, g);
+    const double d = static_cast<double>(dy[i]);
+    return DySums{d * (static_cast<double>(x[i]) - mean[g]) * invstd[g], d};
+  }
+};
+
+template <class T>
+struct ParamGradStore {
+  T *dw, *db;  // each optional
+  __device__ void operator()(int64_t c, int64_t, const DySums& s) const {
+    if (dw) dw[c] = static_cast<T>(s.dy_xmu);
+    if (db) db[c] = static_cast<T>(s.dy);
+  }
+};
+
+template <class T>
+struct NormBackwardFunctor {
+  T* dx;
+  const T *dy, *x, *w;
+  const double *mean, *invstd, *s1, *s2;  // s1, s2 null when !batch_stats
+  const double* count_ptr;                // overrides count when set
+  double count;
+  bool batch_stats;
+  NormShape shape;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0], g = shape.group_of(i);
+    const double n = count_ptr ? *count_ptr : count;
+    dx[i] = cuda_math::norm_backward_value<T>(dy[i], x[i], mean[g], invstd[g],
+                                              w ? static_cast<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
+                                              batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+  }
+};
+
+template <class T>
+void backward_typed(const NormBackwardArgs& args) {
+  const NormShape shape = shape_of(args.geo);
+  const Device device = args.input.device();
+  const LaunchContext ctx(device);
+  const T* dy = args.grad_out.data_ptr<T>();
+  const T* x = args.input.data_ptr<T>();
+  const T* w = data_or_null<T>(args.weight);
+  const double* mean = args.mean.data_ptr<double>();
+  const double* invstd = args.invstd.data_ptr<double>();
+  const bool given = args.given_sum_dy.defined();
+  const bool want_dx = args.grad_input.defined();
+  const bool need_local = args.out_sum_dy.defined() || args.out_sum_dy_xmu.defined() ||
+                          (want_dx && args.batch_stats && !given);
+
+  // Local per-group sums, into the caller's outputs where given, else temporaries.
+  Tensor tmp;
+  double *s1 = nullptr, *s2 = nullptr;
+  if (need_local) {
+    tmp = cuda_kernels::temp_buffer(2 * shape.G * static_cast<int64_t>(sizeof(double)), device);
+    s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
+    s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
+                                       : static_cast<double*>(tmp.raw_data()) + shape.G;
+    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, GroupDyLoader<T>{dy, x, w, mean, shape},
+                                    AddDySums(), GroupSumsStore{s1, s2}, "normalization backward");
+  }
+  if (args.grad_weight.defined() || args.grad_bias.defined()) {
+    cuda_kernels::launch_row_reduce(
+        ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
+        AddDySums(), ParamGradStore<T>{args.grad_weight.defined() ? args.grad_weight.data_ptr<T>() : nullptr,
+                                       args.grad_bias.defined() ? args.grad_bias.data_ptr<T>() : nullptr},
+        "normalization backward");
+  }
+  if (!want_dx) return;
+  const double* sum_dy = given ? args.given_sum_dy.data_ptr<double>() : s1;
+  const double* sum_dy_xmu = given ? args.given_sum_dy_xmu.data_ptr<double>() : s2;
+  const double* count_ptr = given && args.given_count_tensor.defined() ? args.given_count_tensor.data_ptr<double>()
+                                                                       : nullptr;
+  const double count = given ? args.given_count : static_cast<double>(shape.group_size());
+  const int64_t n = args.geo.numel();
+  cuda_kernels::launch_elementwise(
+      ctx, n, linear(n, "normalization backward"),
+      NormBackwardFunctor<T>{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu, count_ptr,
+                             count, args.batch_stats, shape},
+      "normalization backward");
+}
+
+void backward_cuda(const NormBackwardArgs& args) {
+  MINIDL_CUDA_DISPATCH_FLOATING(args.input.dtype(), "normalization backward", [&] { backward_typed<scalar_t>(args); });
+}
+
+// ---- running statistics (a thread per channel, rows summed in order) -------------
+
+template <class T>
+struct RunningUpdateFunctor {
+  T *rm, *rv;
+  const double *mean, *var;
+  int64_t C, R;
+  double momentum, correction;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t c = o.v[0];
+    double bm = mean[c], bv = var[c] * correction;
+    if (R > 1) {
+      bm = bv = 0.0;
+      for (int64_t r = 0; r < R; ++r) {
+        bm += mean[r * C + c] / static_cast<double>(R);
+        bv += var[r * C + c] * correction / static_cast<double>(R);
+      }
+    }
+    rm[c] = static_cast<T>(cuda_math::running_update(static_cast<double>(rm[c]), bm, momentum));
+    rv[c] = static_cast<T>(cuda_math::running_update(static_cast<double>(rv[c]), bv, momentum));
+  }
+};
+
+void update_running_stats_cuda(const NormRunningStatsArgs& args) {
+  MINIDL_CUDA_DISPATCH_FLOATING(args.running_mean.dtype(), "update running statistics", [&] {
+    const LaunchContext ctx(args.running_mean.device());
+    const int64_t C = args.running_mean.numel();
+    cuda_kernels::launch_elementwise(
+        ctx, C, linear(C, "update running statistics"),
+        RunningUpdateFunctor<scalar_t>{args.running_mean.data_ptr<scalar_t>(), args.running_var.data_ptr<scalar_t>(),
+                                       args.batch_mean.data_ptr<double>(), args.batch_var.data_ptr<double>(), C,
+                                       args.rows, args.momentum, args.var_correction},
+        "update running statistics");
+  });
+}
+
+template <class T>
+struct FromRunningFunctor {
+  const T *rm, *rv;
+  double *mean, *invstd;
+  int64_t C;
+  double eps;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0], c = i % C;
+    mean[i] = static_cast<double>(rm[c]);
+    invstd[i] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + eps);
+  }
+};
+
+void stats_from_running_cuda(const NormStatsFromRunningArgs& args) {
+  MINIDL_CUDA_DISPATCH_FLOATING(args.running_mean.dtype(), "statistics from running statistics", [&] {
+    const LaunchContext ctx(args.running_mean.device());
+    const int64_t C = args.running_mean.numel(), n = args.rows * C;
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "statistics from running statistics"),
+        FromRunningFunctor<scalar_t>{args.running_mean.data_ptr<scalar_t>(), args.running_var.data_ptr<scalar_t>(),
+                                     args.mean.data_ptr<double>(), args.invstd.data_ptr<double>(), C, args.eps},
+        "statistics from running statistics");
+  });
+}
+
+}  // namespace
+
+}  // namespace minidl::norm
+
+namespace minidl {
+
+void register_norm_cuda_kernels() {
+  norm::norm_forward_stub.set(DeviceType::CUDA, norm::forward_cuda);
+  norm::norm_backward_stub.set(DeviceType::CUDA, norm::backward_cuda);
+  norm::norm_update_running_stats_stub.set(DeviceType::CUDA, norm::update_running_stats_cuda);
+  norm::norm_stats_from_running_stub.set(DeviceType::CUDA, norm::stats_from_running_cuda);
+}
+
+}  // namespace minidl

@@ -1,0 +1,118 @@
+// The math of the CUDA normalization core (ops/cuda/norm_core.cu), shared
+// with the CPU tests: Welford statistics with Chan's parallel merge, where a
+// group's j-th value and a channel's j-th value live in the (A, G, K, S) view
+// of ops/norm_core.h, and PyTorch's normalize / backward / running-statistics
+// formulas. Plain C++ with MINIDL_HOST_DEVICE, no CUDA header.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+
+namespace minidl::cuda_math {
+
+// Count, mean and sum of squared deviations of a set of values, in double.
+struct Welford {
+  double n = 0, mean = 0, m2 = 0;
+};
+
+MINIDL_HOST_DEVICE inline Welford welford_of(double x) { return Welford{1.0, x, 0.0}; }
+
+// Chan, Golub and LeVeque's merge of two sets' moments (with b a single
+// value it is Welford's update): n = na + nb, mean = ma + d nb / n,
+// M2 = M2a + M2b + d^2 na nb / n with d = mb - ma. An empty side returns the other.
+MINIDL_HOST_DEVICE inline Welford welford_merge(const Welford& a, const Welford& b) {
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  const double n = a.n + b.n;
+  const double delta = b.mean - a.mean;
+  const double nb_over_n = b.n / n;
+  return Welford{n, a.mean + delta * nb_over_n, a.m2 + b.m2 + delta * delta * a.n * nb_over_n};
+}
+
+// The (A, G, K, S) view with P groups per affine parameter set (ops/norm_core.h).
+struct NormShape {
+  int64_t A = 1, G = 1, K = 1, S = 1, P = 1;
+  MINIDL_HOST_DEVICE int64_t group_size() const { return A * K * S; }
+  MINIDL_HOST_DEVICE int64_t channels() const { return P * K; }
+  // Offset of value j (0 <= j < A K S, in (a, k, s) order) of group g.
+  MINIDL_HOST_DEVICE int64_t group_offset(int64_t g, int64_t j) const {
+    const int64_t run = K * S;
+    return ((j / run) * G + g) * run + j % run;
+  }
+  // Group and channel of the element at `offset`.
+  MINIDL_HOST_DEVICE int64_t group_of(int64_t offset) const { return (offset / (K * S)) % G; }
+  MINIDL_HOST_DEVICE int64_t channel_of(int64_t offset) const {
+    return (group_of(offset) % P) * K + (offset / S) % K;
+  }
+  // Values of channel c: its G/P groups g = c/K + q P, each with A runs of S
+  // values at k = c % K. Value j is (q, a, s) in that order; returns its offset
+  // and sets its group.
+  MINIDL_HOST_DEVICE int64_t channel_size() const { return (G / P) * A * S; }
+  MINIDL_HOST_DEVICE int64_t channel_offset(int64_t c, int64_t j, int64_t& group) const {
+    const int64_t s = j % S, a = (j / S) % A, q = j / (S * A);
+    group = c / K + q * P;
+    return ((a * G + group) * K + c % K) * S + s;
+  }
+};
+
+// The statistics of a group from its moments: biased variance, invstd =
+// 1/sqrt(var + eps); no values gives zeros (the CPU kernel's convention).
+struct GroupStatistics {
+  double mean, var, invstd;
+};
+
+MINIDL_HOST_DEVICE inline GroupStatistics statistics_of(const Welford& w, double eps) {
+  if (w.n == 0) return GroupStatistics{0.0, 0.0, 0.0};
+  const double var = w.m2 / w.n;
+  return GroupStatistics{w.mean, var, 1.0 / std::sqrt(var + eps)};
+}
+
+// y = (x - mean) * (invstd * w) + b, the factors rounded to T as the CPU kernel.
+template <class T>
+MINIDL_HOST_DEVICE inline T normalize_value(T x, double mean, double invstd, double weight, T bias) {
+  return (x - static_cast<T>(mean)) * static_cast<T>(invstd * weight) + bias;
+}
+
+// dx = dy * invstd * w + (x - mean) * beta + gamma with, for batch statistics,
+// beta = -invstd^3 sum_dy_xmu / count and gamma = -invstd sum_dy / count
+// (sums w-weighted), both 0 when the statistics were constants.
+template <class T>
+MINIDL_HOST_DEVICE inline T norm_backward_value(T dy, T x, double mean, double invstd, double weight, bool batch_stats,
+                                                double sum_dy, double sum_dy_xmu, double count) {
+  double beta = 0, gamma = 0;
+  if (batch_stats) {
+    beta = -invstd * invstd * invstd * sum_dy_xmu / count;
+    gamma = -invstd * sum_dy / count;
+  }
+  return dy * static_cast<T>(invstd * weight) + (x - static_cast<T>(mean)) * static_cast<T>(beta) +
+         static_cast<T>(gamma);
+}
+
+// PyTorch's running update: (1 - momentum) running + momentum batch.
+MINIDL_HOST_DEVICE inline double running_update(double running, double batch, double momentum) {
+  return (1.0 - momentum) * running + momentum * batch;
+}
+
+// SyncBatchNorm's count-weighted merge of one rank's (mean, invstd) over
+// count values into the running (n, avg, var_n) of the ranks before it
+// (ops/batch_norm_sync.h; PyTorch's batch_norm_reduce_statistics_kernel):
+// the rank's biased variance is 1/invstd^2 - eps. A rank with count < 1 (an
+// empty rank) is skipped: zero weight, and no inf * 0 from its invstd of 0.
+struct SyncMerge {
+  double n = 0, avg = 0, var_n = 0;  // var_n: the sum of squared deviations
+};
+
+MINIDL_HOST_DEVICE inline SyncMerge sync_merge_rank(SyncMerge s, double count, double mean, double invstd, double eps) {
+  if (count < 1) return s;
+  const double sd = 1.0 / invstd;
+  const double vk = (sd * sd - eps) * count;
+  const double factor = 1.0 / (s.n + count);
+  s.var_n += vk + (s.avg - mean) * (s.avg - mean) * s.n * count * factor;
+  s.avg = s.n * factor * s.avg + count * factor * mean;
+  s.n += count;
+  return s;
+}
+
+}  // namespace minidl::cuda_math

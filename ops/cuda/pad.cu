@@ -1,0 +1,104 @@
+// CUDA kernels of pad (ops/pad.h's kernel interface): forward is a thread per
+// output element reading its source (or the value); backward a thread per
+// input element summing dy over every output that read it (the inverse maps
+// of ops/cuda/pad_math.h), so reflect/replicate/circular need no atomics and
+// sum in a fixed order. The small index maps are uploaded once per call
+// (a pageable copy on the current stream). Compiled, not run on a GPU.
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/pad_math.h"
+#include "minidl/ops/pad.h"
+
+namespace minidl {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::Offsets;
+using cuda_math::PadMaps;
+
+cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
+}
+
+// The maps on the device; `storage` keeps them alive until the launches are enqueued.
+struct DeviceMaps {
+  PadMaps maps;
+  Tensor storage;
+};
+
+DeviceMaps upload_maps(const PadGeometry& g, const LaunchContext& ctx, Device device, const char* op) {
+  DeviceMaps d;
+  cuda_math::PadMapsLayout layout;
+  MINIDL_CHECK(cuda_math::make_pad_maps(g.in_sizes, g.out_sizes, g.source, d.maps, layout), op,
+               ": CUDA kernels pad at most ", cuda_math::kMaxPadDims, " dims, got ", g.in_sizes.size());
+  const auto bytes = static_cast<int64_t>(layout.flat.size() * sizeof(int64_t));
+  d.storage = cuda_kernels::temp_buffer(bytes, device);
+  if (bytes > 0)
+    MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(d.storage.raw_data(), layout.flat.data(), bytes, cudaMemcpyHostToDevice,
+                                         ctx.stream),
+                         op);
+  layout.bind(d.maps, static_cast<const int64_t*>(d.storage.raw_data()));
+  return d;
+}
+
+template <class T>
+struct PadForward {
+  const T* x;
+  T* y;
+  PadMaps maps;
+  T value;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t o = off.v[0], n = o / maps.out_plane;
+    const int64_t s = maps.source_offset(o % maps.out_plane);
+    y[o] = s < 0 ? value : x[n * maps.in_plane + s];
+  }
+};
+
+template <class T>
+struct PadBackward {
+  const T* dy;
+  T* dx;
+  PadMaps maps;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t e = off.v[0], n = e / maps.in_plane;
+    const T* dyn = dy + n * maps.out_plane;
+    T acc = T(0);
+    maps.for_each_reader(e % maps.in_plane, [&](int64_t o) { acc += dyn[o]; });
+    dx[e] = acc;
+  }
+};
+
+void pad_forward_cuda(const PadGeometry& g, const Tensor& x, const Tensor& y) {
+  if (y.numel() == 0) return;
+  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "pad", [&] {
+    const LaunchContext ctx(y.device());
+    const DeviceMaps d = upload_maps(g, ctx, y.device(), "pad");
+    const int64_t n = y.numel();
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "pad"),
+        PadForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), d.maps, static_cast<scalar_t>(g.value)},
+        "pad");
+  });
+}
+
+void pad_backward_cuda(const PadGeometry& g, const Tensor& dy, const Tensor& dx) {
+  if (dx.numel() == 0) return;
+  MINIDL_CUDA_DISPATCH_FLOATING(dy.dtype(), "pad_backward", [&] {
+    const LaunchContext ctx(dx.device());
+    const DeviceMaps d = upload_maps(g, ctx, dx.device(), "pad_backward");
+    const int64_t n = dx.numel();
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "pad_backward"),
+        PadBackward<scalar_t>{dy.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), d.maps}, "pad_backward");
+  });
+}
+
+}  // namespace
+
+void register_pad_cuda_kernels() {
+  pad_forward_stub.set(DeviceType::CUDA, pad_forward_cuda);
+  pad_backward_stub.set(DeviceType::CUDA, pad_backward_cuda);
+}
+
+}  // namespace minidl

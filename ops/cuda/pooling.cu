@@ -1,0 +1,283 @@
+// CUDA kernels of 2-D and 3-D pooling (ops/pooling.h's kernel interface):
+// max and avg, window or adaptive, forward and backward. Forward is a thread
+// per output walking its window; backward is a thread per input element
+// gathering from the outputs whose window holds it (pool_math.h's
+// outputs_touching), so overlapping windows need no atomics and the sums run
+// in a fixed order (deterministic, which PyTorch's atomic adaptive-pool
+// backward is not). Global average pooling (adaptive, 1 output per plane)
+// reduces each plane with the CUB row reducer. Math in ops/cuda/pool_math.h,
+// shared with the CPU tests. Compiled, not run on a GPU.
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/pool_math.h"
+#include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/pooling.h"
+
+namespace minidl {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::Offsets;
+using cuda_math::PoolDim;
+using cuda_math::Taps;
+
+// The geometry on the device: D, H, W as PoolDims.
+struct Pool3 {
+  PoolDim d[3];
+  bool count_include_pad;
+  int64_t divisor_override;
+  int64_t in_plane, out_plane;
+};
+
+Pool3 device_geometry(const PoolGeometry& g) {
+  Pool3 p;
+  for (int i = 0; i < 3; ++i)
+    p.d[i] = PoolDim{g.in[i], g.out[i], g.kernel[i], g.stride[i], g.padding[i], g.dilation[i], g.adaptive};
+  p.count_include_pad = g.count_include_pad;
+  p.divisor_override = g.divisor_override;
+  p.in_plane = g.in_plane();
+  p.out_plane = g.out_plane();
+  return p;
+}
+
+cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
+}
+
+// Output o = (plane, od, oh, ow) and its taps.
+struct OutputWindow {
+  int64_t plane;
+  Taps t[3];
+};
+
+__device__ inline OutputWindow window_of(const Pool3& g, int64_t o) {
+  OutputWindow w;
+  w.plane = o / g.out_plane;
+  int64_t r = o % g.out_plane;
+  const int64_t ow = r % g.d[2].out;
+  r /= g.d[2].out;
+  const int64_t oh = r % g.d[1].out, od = r / g.d[1].out;
+  w.t[0] = cuda_math::taps_of(g.d[0], od);
+  w.t[1] = cuda_math::taps_of(g.d[1], oh);
+  w.t[2] = cuda_math::taps_of(g.d[2], ow);
+  return w;
+}
+
+__device__ inline int64_t tap_pos(const Taps& t, int64_t i) { return t.start + i * t.step; }
+
+template <class T>
+struct MaxPoolForward {
+  const T* x;
+  T* y;
+  int64_t* idx;
+  Pool3 g;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t o = off.v[0];
+    const OutputWindow w = window_of(g, o);
+    const Taps &td = w.t[0], &th = w.t[1], &tw = w.t[2];
+    const int64_t H = g.d[1].in, W = g.d[2].in;
+    const T* xp = x + w.plane * g.in_plane;
+    // First tap inside the input: PyTorch's index when the window holds only -inf.
+    int64_t best_i = (tap_pos(td, td.lo) * H + tap_pos(th, th.lo)) * W + tap_pos(tw, tw.lo);
+    T best = -INFINITY;
+    for (int64_t a = td.lo; a < td.hi; ++a)
+      for (int64_t b = th.lo; b < th.hi; ++b) {
+        const int64_t row = (tap_pos(td, a) * H + tap_pos(th, b)) * W;
+        for (int64_t c = tw.lo; c < tw.hi; ++c) {
+          const int64_t i = row + tap_pos(tw, c);
+          const T v = xp[i];
+          if (v > best || v != v) {  // NaN propagates, as in PyTorch
+            best = v;
+            best_i = i;
+          }
+        }
+      }
+    y[o] = best;
+    idx[o] = best_i;
+  }
+};
+
+// Input element e = (plane, d, h, w): calls f(output index, taps) for every
+// output whose window holds it, in increasing output order.
+template <class F>
+__device__ inline void for_each_touching_output(const Pool3& g, int64_t e, F&& f) {
+  const int64_t plane = e / g.in_plane;
+  int64_t r = e % g.in_plane;
+  const int64_t iw = r % g.d[2].in;
+  r /= g.d[2].in;
+  const int64_t ih = r % g.d[1].in, id = r / g.d[1].in;
+  int64_t d0, d1, h0, h1, w0, w1;
+  cuda_math::outputs_touching(g.d[0], id, d0, d1);
+  cuda_math::outputs_touching(g.d[1], ih, h0, h1);
+  cuda_math::outputs_touching(g.d[2], iw, w0, w1);
+  for (int64_t od = d0; od <= d1; ++od) {
+    const Taps td = cuda_math::taps_of(g.d[0], od);
+    if (!cuda_math::is_tap(td, id)) continue;
+    for (int64_t oh = h0; oh <= h1; ++oh) {
+      const Taps th = cuda_math::taps_of(g.d[1], oh);
+      if (!cuda_math::is_tap(th, ih)) continue;
+      for (int64_t ow = w0; ow <= w1; ++ow) {
+        const Taps tw = cuda_math::taps_of(g.d[2], ow);
+        if (!cuda_math::is_tap(tw, iw)) continue;
+        f(plane * g.out_plane + (od * g.d[1].out + oh) * g.d[2].out + ow, td, th, tw);
+      }
+    }
+  }
+}
+
+template <class T>
+struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax is e
+  const T* gy;
+  const int64_t* idx;
+  T* gx;
+  Pool3 g;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t e = off.v[0], flat = e % g.in_plane;
+    T acc = T(0);
+    for_each_touching_output(g, e, [&](int64_t o, const Taps&, const Taps&, const Taps&) {
+      if (idx[o] == flat) acc += gy[o];
+    });
+    gx[e] = acc;
+  }
+};
+
+template <class T>
+struct AvgPoolForward {
+  const T* x;
+  T* y;
+  Pool3 g;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t o = off.v[0];
+    const OutputWindow w = window_of(g, o);
+    const Taps &td = w.t[0], &th = w.t[1], &tw = w.t[2];
+    if (cuda_math::empty_window(td, th, tw)) {  // PyTorch writes 0
+      y[o] = T(0);
+      return;
+    }
+    const int64_t H = g.d[1].in, W = g.d[2].in;
+    const T* xp = x + w.plane * g.in_plane;
+    double s = 0.0;
+    for (int64_t a = td.lo; a < td.hi; ++a)
+      for (int64_t b = th.lo; b < th.hi; ++b) {
+        const T* row = xp + (tap_pos(td, a) * H + tap_pos(th, b)) * W + tw.start;
+        for (int64_t c = tw.lo; c < tw.hi; ++c) s += static_cast<double>(row[c]);
+      }
+    y[o] = static_cast<T>(s / cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
+  }
+};
+
+template <class T>
+struct AvgPoolBackward {  // gx[e] = sum of gy[o] / divisor(o) (rounded to T, as the CPU) over windows holding e
+  const T* gy;
+  T* gx;
+  Pool3 g;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t e = off.v[0];
+    T acc = T(0);
+    for_each_touching_output(g, e, [&](int64_t o, const Taps& td, const Taps& th, const Taps& tw) {
+      acc += static_cast<T>(static_cast<double>(gy[o]) /
+                            cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
+    });
+    gx[e] = acc;
+  }
+};
+
+// Global average pooling: one plane per row.
+template <class T>
+struct PlaneLoader {
+  const T* x;
+  int64_t in_plane;
+  using Row = int64_t;
+  __device__ Row row(int64_t p) const { return p * in_plane; }
+  __device__ double operator()(Row start, int64_t j) const { return static_cast<double>(x[start + j]); }
+};
+
+template <class T>
+struct PlaneMeanStore {
+  T* y;
+  double n;
+  __device__ void operator()(int64_t p, int64_t, double s) const { y[p] = static_cast<T>(s / n); }
+};
+
+template <class T>
+struct PlaneMeanBackward {
+  const T* gy;
+  T* gx;
+  int64_t in_plane;
+  __device__ void operator()(const Offsets<1>& off) const {
+    const int64_t e = off.v[0];
+    gx[e] = static_cast<T>(static_cast<double>(gy[e / in_plane]) / static_cast<double>(in_plane));
+  }
+};
+
+bool is_global_average(const PoolGeometry& g) { return g.adaptive && g.out_plane() == 1; }
+
+void max_pool_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& indices, const PoolGeometry& g) {
+  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "max_pool", [&] {
+    const LaunchContext ctx(x.device());
+    const int64_t n = g.planes * g.out_plane();
+    cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool"),
+                                     MaxPoolForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
+                                                              indices.data_ptr<int64_t>(), device_geometry(g)},
+                                     "max_pool");
+  });
+}
+
+void max_pool_backward_cuda(const Tensor& grad_y, const Tensor& indices, const Tensor& grad_x, const PoolGeometry& g) {
+  MINIDL_CUDA_DISPATCH_FLOATING(grad_x.dtype(), "max_pool_backward", [&] {
+    const LaunchContext ctx(grad_x.device());
+    const int64_t n = g.planes * g.in_plane();
+    cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool_backward"),
+                                     MaxPoolBackward<scalar_t>{grad_y.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(),
+                                                               grad_x.data_ptr<scalar_t>(), device_geometry(g)},
+                                     "max_pool_backward");
+  });
+}
+
+void avg_pool_forward_cuda(const Tensor& x, const Tensor& y, const PoolGeometry& g) {
+  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "avg_pool", [&] {
+    const LaunchContext ctx(x.device());
+    if (is_global_average(g)) {
+      cuda_kernels::launch_row_reduce(ctx, g.planes, g.in_plane(), 0.0,
+                                      PlaneLoader<scalar_t>{x.data_ptr<scalar_t>(), g.in_plane()},
+                                      cuda_kernels::SumOp<double>(),
+                                      PlaneMeanStore<scalar_t>{y.data_ptr<scalar_t>(), static_cast<double>(g.in_plane())},
+                                      "avg_pool");
+      return;
+    }
+    const int64_t n = g.planes * g.out_plane();
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "avg_pool"),
+        AvgPoolForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), device_geometry(g)}, "avg_pool");
+  });
+}
+
+void avg_pool_backward_cuda(const Tensor& grad_y, const Tensor& grad_x, const PoolGeometry& g) {
+  MINIDL_CUDA_DISPATCH_FLOATING(grad_x.dtype(), "avg_pool_backward", [&] {
+    const LaunchContext ctx(grad_x.device());
+    const int64_t n = g.planes * g.in_plane();
+    if (is_global_average(g)) {
+      cuda_kernels::launch_elementwise(
+          ctx, n, linear(n, "avg_pool_backward"),
+          PlaneMeanBackward<scalar_t>{grad_y.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), g.in_plane()},
+          "avg_pool_backward");
+      return;
+    }
+    cuda_kernels::launch_elementwise(
+        ctx, n, linear(n, "avg_pool_backward"),
+        AvgPoolBackward<scalar_t>{grad_y.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), device_geometry(g)},
+        "avg_pool_backward");
+  });
+}
+
+}  // namespace
+
+void register_pooling_cuda_kernels() {
+  max_pool_forward_stub.set(DeviceType::CUDA, max_pool_forward_cuda);
+  max_pool_backward_stub.set(DeviceType::CUDA, max_pool_backward_cuda);
+  avg_pool_forward_stub.set(DeviceType::CUDA, avg_pool_forward_cuda);
+  avg_pool_backward_stub.set(DeviceType::CUDA, avg_pool_backward_cuda);
+}
+
+}  // namespace minidl

@@ -1,0 +1,179 @@
+// CUDA kernels of softmax and log_softmax (ops/softmax.h's kernel
+// interface), contiguous (outer, D, inner) tensors. Forward: the column max
+// and the float64 sum of exp(x - max) on the row reducer (CUB, no atomics),
+// then an elementwise pass; backward: the column sum (of g, or g * y), then
+// an elementwise pass. Math in ops/cuda/softmax_math.h, shared with the CPU
+// tests. Compiled, not run on a GPU.
+#include <limits>
+
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/cuda/softmax_math.h"
+#include "minidl/ops/softmax.h"
+
+namespace minidl {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::Offsets;
+using cuda_math::SoftmaxShape;
+
+SoftmaxShape shape_of(const Shape& shape, int64_t dim) {
+  SoftmaxShape g;
+  if (shape.empty()) return g;  // a 0-d tensor is one column of one element
+  for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
+  g.dim_size = shape[dim];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) g.inner *= shape[d];
+  return g;
+}
+
+// Column c's D elements.
+template <class T>
+struct ColumnMaxLoader {
+  const T* x;
+  SoftmaxShape g;
+  using Row = int64_t;
+  __device__ Row row(int64_t c) const { return g.column_start(c); }
+  __device__ T operator()(Row start, int64_t j) const { return x[start + j * g.inner]; }
+};
+
+template <class T>
+struct MaxOp {  // as std::max on the CPU: a NaN input makes the column NaN through the sum anyway
+  __device__ T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+template <class T>
+struct StoreTo {
+  T* out;
+  __device__ void operator()(int64_t c, int64_t, T v) const { out[c] = v; }
+};
+
+template <class T>
+struct ExpSumLoader {
+  const T* x;
+  const T* max;
+  SoftmaxShape g;
+  struct Row {
+    int64_t start;
+    T max;
+  };
+  __device__ Row row(int64_t c) const { return Row{g.column_start(c), max[c]}; }
+  __device__ double operator()(const Row& row, int64_t j) const {
+    return static_cast<double>(std::exp(x[row.start + j * g.inner] - row.max));
+  }
+};
+
+struct SumStore {
+  double* out;
+  template <class Row>
+  __device__ void operator()(int64_t c, const Row&, double v) const { out[c] = v; }
+};
+
+template <class T>
+struct SoftmaxOutput {
+  T* y;
+  const T* x;
+  const T* max;
+  const double* sum;
+  SoftmaxShape g;
+  bool log;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0], c = g.column_of(i);
+    y[i] = cuda_math::softmax_output<T>(x[i], max[c], sum[c], log);
+  }
+};
+
+// for i in [0, n) of a contiguous tensor.
+cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
+}
+
+template <class T>
+void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool log, const char* op) {
+  const int64_t columns = g.outer * g.inner, n = x.numel();
+  if (n == 0) return;
+  const LaunchContext ctx(x.device());
+  Tensor max_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(T)), x.device());
+  Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(double)), x.device());
+  auto* mx = static_cast<T*>(max_buf.raw_data());
+  auto* sum = static_cast<double*>(sum_buf.raw_data());
+  const T* xp = x.data_ptr<T>();
+  cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, -std::numeric_limits<T>::infinity(),
+                                  ColumnMaxLoader<T>{xp, g}, MaxOp<T>(), StoreTo<T>{mx}, op);
+  cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, ExpSumLoader<T>{xp, mx, g},
+                                  cuda_kernels::SumOp<double>(), SumStore{sum}, op);
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, op), SoftmaxOutput<T>{y.data_ptr<T>(), xp, mx, sum, g, log}, op);
+}
+
+void softmax_forward_cuda(const Tensor& x, const Tensor& y, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  const SoftmaxShape g = shape_of(x.shape(), dim);
+  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), op, [&] { forward_typed<scalar_t>(x, y, g, log, op); });
+}
+
+template <class T>
+struct BackwardSumLoader {
+  const T* gy;
+  const T* y;
+  SoftmaxShape g;
+  bool log;
+  using Row = int64_t;
+  __device__ Row row(int64_t c) const { return g.column_start(c); }
+  __device__ double operator()(Row start, int64_t j) const {
+    const int64_t k = start + j * g.inner;
+    return cuda_math::softmax_backward_term<T>(gy[k], y[k], log);
+  }
+};
+
+template <class T>
+struct RoundedStore {  // the column sum rounded to T, as the CPU kernel
+  T* out;
+  __device__ void operator()(int64_t c, int64_t, double v) const { out[c] = static_cast<T>(v); }
+};
+
+template <class T>
+struct SoftmaxBackwardOutput {
+  T* gx;
+  const T* gy;
+  const T* y;
+  const T* s;
+  SoftmaxShape g;
+  bool log;
+  __device__ void operator()(const Offsets<1>& o) const {
+    const int64_t i = o.v[0];
+    gx[i] = cuda_math::softmax_backward_input<T>(gy[i], y[i], s[g.column_of(i)], log);
+  }
+};
+
+template <class T>
+void backward_typed(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x, const SoftmaxShape& g, bool log,
+                    const char* op) {
+  const int64_t columns = g.outer * g.inner, n = y.numel();
+  if (n == 0) return;
+  const LaunchContext ctx(y.device());
+  Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(T)), y.device());
+  auto* s = static_cast<T*>(sum_buf.raw_data());
+  const T* gy = grad_y.data_ptr<T>();
+  const T* yp = y.data_ptr<T>();
+  cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, BackwardSumLoader<T>{gy, yp, g, log},
+                                  cuda_kernels::SumOp<double>(), RoundedStore<T>{s}, op);
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, op),
+                                   SoftmaxBackwardOutput<T>{grad_x.data_ptr<T>(), gy, yp, s, g, log}, op);
+}
+
+void softmax_backward_cuda(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  const SoftmaxShape g = shape_of(y.shape(), dim);
+  MINIDL_CUDA_DISPATCH_FLOATING(y.dtype(), op, [&] { backward_typed<scalar_t>(grad_y, y, grad_x, g, log, op); });
+}
+
+}  // namespace
+
+void register_softmax_cuda_kernels() {
+  softmax_forward_stub.set(DeviceType::CUDA, softmax_forward_cuda);
+  softmax_backward_stub.set(DeviceType::CUDA, softmax_backward_cuda);
+}
+
+}  // namespace minidl

@@ -1,0 +1,85 @@
+// CUDA kernels of the elementwise unary ops and activations (ops/unary.h's
+// kernel interface): unary_stub (y = f(x), any strides) and
+// unary_backward_stub (dx = g * f'(saved)). The math is
+// ops/cuda/elementwise_math.h, shared with the CPU tests; dtypes as the CPU
+// kernels (neg, abs, clamp, relu also on int64/uint8; the rest and every
+// backward floating only). Compiled, not run on a GPU.
+#include "minidl/ops/cuda/elementwise_math.h"
+#include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/unary.h"
+
+namespace minidl {
+
+namespace {
+
+using cuda_kernels::LaunchContext;
+using cuda_math::Offsets;
+using cuda_math::UnaryArgs;
+
+bool runs_on_integers(UnaryOp op) {
+  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Clamp || op == UnaryOp::Relu;
+}
+
+template <class T>
+struct UnaryFunctor {
+  T* out;
+  const T* x;
+  UnaryOp op;
+  UnaryArgs<T> args;
+  __device__ void operator()(const Offsets<2>& o) const { out[o.v[0]] = cuda_math::unary_forward<T>(op, args, x[o.v[1]]); }
+};
+
+template <class T>
+struct UnaryBackwardFunctor {
+  T* dx;
+  const T* grad;
+  const T* saved;
+  UnaryOp op;
+  UnaryArgs<T> args;
+  __device__ void operator()(const Offsets<3>& o) const {
+    dx[o.v[0]] = cuda_math::unary_backward<T>(op, args, grad[o.v[1]], saved[o.v[2]]);
+  }
+};
+
+template <class T>
+void unary_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
+  const LaunchContext ctx(out.device());
+  const auto calc = cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &x.strides()}, unary_op_name(op));
+  const UnaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), op,
+                          cuda_math::make_unary_args<T>(p)};
+  cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, unary_op_name(op));
+}
+
+template <class T>
+void unary_backward_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
+                               const Tensor& saved) {
+  const LaunchContext ctx(dx.device());
+  const auto calc = cuda_kernels::offset_calculator<3>(dx.shape(), {&dx.strides(), &grad.strides(), &saved.strides()},
+                                                       unary_op_name(op));
+  const UnaryBackwardFunctor<T> f{static_cast<T*>(dx.raw_data()), static_cast<const T*>(grad.raw_data()),
+                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<T>(p)};
+  cuda_kernels::launch_elementwise(ctx, dx.numel(), calc, f, unary_op_name(op));
+}
+
+void unary_cuda(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
+  if (runs_on_integers(op)) {
+    MINIDL_CUDA_DISPATCH_ALL(x.dtype(), unary_op_name(op), [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
+  } else {
+    MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
+  }
+}
+
+void unary_backward_cuda(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
+                         const Tensor& saved) {
+  MINIDL_CUDA_DISPATCH_FLOATING(grad.dtype(), unary_op_name(op),
+                                [&] { unary_backward_cuda_typed<scalar_t>(op, p, dx, grad, saved); });
+}
+
+}  // namespace
+
+void register_unary_cuda_kernels() {
+  unary_stub.set(DeviceType::CUDA, unary_cuda);
+  unary_backward_stub.set(DeviceType::CUDA, unary_backward_cuda);
+}
+
+}  // namespace minidl

@@ -1,0 +1,392 @@
+// The __host__ __device__ math of the CUDA kernels, run on the CPU in every
+// build: the CUDA kernels call the same functions, so this checks their
+// index math and formulas without a GPU. This file: strided offsets,
+// elementwise, reduction, softmax and normalization math, Philox; the layer
+// kernels' math (losses, pooling, pad, upsample, optimizers, SyncBN) is in
+// tests/test_cuda_layer_math.cpp. Against brute force, the CPU ops, two-pass
+// float64 and the Random123 known-answer vectors.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "minidl/ops/cuda/elementwise_math.h"
+#include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/offset_calculator.h"
+#include "minidl/ops/cuda/philox.h"
+#include "minidl/ops/cuda/reduce_math.h"
+#include "minidl/ops/cuda/softmax_math.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using namespace minidl::cuda_math;
+
+namespace {
+
+// Offsets of the element with linear index i (row-major over shape), by
+// unravelling against the uncollapsed strides.
+int64_t brute_offset(const Shape& shape, const Shape& strides, int64_t i) {
+  int64_t off = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
+struct TwoPass {
+  double mean, m2;
+};
+
+TwoPass two_pass(const std::vector<double>& v, size_t b, size_t e) {
+  double s = 0;
+  for (size_t i = b; i < e; ++i) s += v[i];
+  const double mean = s / static_cast<double>(e - b);
+  double m2 = 0;
+  for (size_t i = b; i < e; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+  return {mean, m2};
+}
+
+}  // namespace
+
+TEST_CASE("OffsetCalculator matches brute-force unravelling for views and broadcasts") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int ndim = 1 + static_cast<int>(rng() % 5);
+    Shape shape(ndim);
+    for (auto& s : shape) s = 1 + static_cast<int64_t>(rng() % 4);
+    // Operand 0 contiguous, 1 permuted-ish (random positive strides), 2 broadcast (some strides 0).
+    Shape s0 = contiguous_strides(shape), s1(ndim), s2(ndim);
+    for (int d = 0; d < ndim; ++d) {
+      s1[d] = 1 + static_cast<int64_t>(rng() % 50);
+      s2[d] = (rng() % 3 == 0) ? 0 : s0[d];
+    }
+    const int64_t* strides[3] = {s0.data(), s1.data(), s2.data()};
+    OffsetCalculator<3> calc;
+    REQUIRE(make_offset_calculator<3>(shape.data(), ndim, strides, calc));
+    const int64_t n = numel_of(shape);
+    for (int64_t i = 0; i < n; ++i) {
+      const Offsets<3> o = calc.get(i);
+      CHECK(o.v[0] == brute_offset(shape, s0, i));
+      CHECK(o.v[1] == brute_offset(shape, s1, i));
+      CHECK(o.v[2] == brute_offset(shape, s2, i));
+    }
+  }
+}
+
+TEST_CASE("OffsetCalculator collapses contiguous dims and refuses too many") {
+  const Shape shape{2, 3, 4, 1, 5};
+  const Shape st = contiguous_strides(shape);
+  const int64_t* s[1] = {st.data()};
+  OffsetCalculator<1> calc;
+  REQUIRE(make_offset_calculator<1>(shape.data(), 5, s, calc));
+  CHECK(calc.ndim == 1);
+  CHECK(calc.sizes[0] == 120);
+  // A transposed operand blocks the merge of the two dims it swaps.
+  const Shape t{1, 3};
+  const Shape shape2{3, 4};
+  const Shape c2{4, 1};
+  const int64_t* s2[2] = {c2.data(), t.data()};
+  OffsetCalculator<2> calc2;
+  REQUIRE(make_offset_calculator<2>(shape2.data(), 2, s2, calc2));
+  CHECK(calc2.ndim == 2);
+  // 17 dims of size 2 with strides that never merge.
+  Shape big(kMaxDims + 1, 2), bs(kMaxDims + 1);
+  for (size_t d = 0; d < big.size(); ++d) bs[d] = int64_t(1) << (2 * (big.size() - d));
+  const int64_t* s3[1] = {bs.data()};
+  CHECK_FALSE(make_offset_calculator<1>(big.data(), static_cast<int>(big.size()), s3, calc));
+}
+
+TEST_CASE("binary and unary math equal the CPU kernels") {
+  const Tensor x = tensor({-2.5, -1.0, -0.25, 0.0, 0.3, 1.0, 2.0, 7.5}, {8}, kFloat64);
+  const Tensor pos = tensor({0.1, 0.5, 1.0, 2.0, 3.0, 10.0, 0.01, 4.0}, {8}, kFloat64);
+  const std::vector<double> xv = x.to_vector<double>(), pv = pos.to_vector<double>();
+  struct Case {
+    UnaryOp op;
+    Tensor cpu;
+    const std::vector<double>* in;
+    UnaryParams p;
+  };
+  UnaryParams leaky;
+  leaky.scalar = 0.1;
+  UnaryParams pw;
+  pw.scalar = 1.5;
+  UnaryParams clampp;
+  clampp.lo = -1.0;
+  clampp.hi = 1.0;
+  const std::vector<Case> cases = {
+      {UnaryOp::Neg, neg(x), &xv, {}},          {UnaryOp::Exp, exp(x), &xv, {}},
+      {UnaryOp::Log, log(pos), &pv, {}},        {UnaryOp::Sqrt, sqrt(pos), &pv, {}},
+      {UnaryOp::Rsqrt, rsqrt(pos), &pv, {}},    {UnaryOp::Abs, abs(x), &xv, {}},
+      {UnaryOp::Pow, pow(pos, 1.5), &pv, pw},   {UnaryOp::Clamp, clamp(x, -1.0, 1.0), &xv, clampp},
+      {UnaryOp::Relu, relu(x), &xv, {}},        {UnaryOp::LeakyRelu, leaky_relu(x, 0.1), &xv, leaky},
+      {UnaryOp::Sigmoid, sigmoid(x), &xv, {}},  {UnaryOp::Tanh, tanh(x), &xv, {}},
+      {UnaryOp::Gelu, gelu(x), &xv, {}},        {UnaryOp::GeluTanh, gelu(x, "tanh"), &xv, {}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(unary_op_name(c.op));
+    const UnaryArgs<double> args = make_unary_args<double>(c.p);
+    const std::vector<double> ref = c.cpu.to_vector<double>();
+    for (size_t i = 0; i < ref.size(); ++i) CHECK(unary_forward(c.op, args, (*c.in)[i]) == ref[i]);
+  }
+  // Backward against central differences of the forward (away from kinks).
+  for (const Case& c : cases) {
+    if (c.op == UnaryOp::Abs || c.op == UnaryOp::Relu || c.op == UnaryOp::LeakyRelu || c.op == UnaryOp::Clamp) continue;
+    CAPTURE(unary_op_name(c.op));
+    const UnaryArgs<double> args = make_unary_args<double>(c.p);
+    // Ops that save y (exp, sqrt, rsqrt, sigmoid, tanh) take y as `saved`.
+    const bool saves_y = c.op == UnaryOp::Exp || c.op == UnaryOp::Sqrt || c.op == UnaryOp::Rsqrt ||
+                         c.op == UnaryOp::Sigmoid || c.op == UnaryOp::Tanh;
+    for (double v : *c.in) {
+      const double h = 1e-6;
+      const double fd = (unary_forward(c.op, args, v + h) - unary_forward(c.op, args, v - h)) / (2 * h);
+      const double saved = saves_y ? unary_forward(c.op, args, v) : v;
+      CHECK(unary_backward(c.op, args, 1.0, saved) == doctest::Approx(fd).epsilon(1e-6));
+    }
+  }
+  // Integer clamp with an absent bound uses the type's extreme; uint8 relu/abs are identities.
+  UnaryParams lo_only;
+  lo_only.lo = 3;
+  const UnaryArgs<int64_t> ia = make_unary_args<int64_t>(lo_only);
+  CHECK(unary_forward<int64_t>(UnaryOp::Clamp, ia, 1) == 3);
+  CHECK(unary_forward<int64_t>(UnaryOp::Clamp, ia, 1000000000000) == 1000000000000);
+  CHECK(unary_forward<uint8_t>(UnaryOp::Relu, make_unary_args<uint8_t>({}), 200) == 200);
+  // pow's exponent 0 gives a zero gradient at 0 (not 0 * 0^-1).
+  CHECK(unary_backward<double>(UnaryOp::Pow, make_unary_args<double>({}), 1.0, 0.0) == 0.0);
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(std::isnan(binary_apply(BinaryOp::Maximum, 1.0, true, nan, 2.0)));
+  CHECK(std::isnan(binary_apply(BinaryOp::Minimum, 1.0, true, 2.0, nan)));
+  CHECK(binary_apply(BinaryOp::Sub, 0.5, false, 3.0, 2.0) == 2.0);
+  CHECK(binary_apply(BinaryOp::Add, 1.0, true, 3.0, 2.0) == 5.0);
+  CHECK(binary_apply<int64_t>(BinaryOp::Gt, 1, true, 3, 2) == 1);
+  CHECK(binary_apply<double>(BinaryOp::Eq, 1, true, nan, nan) == 0.0);
+}
+
+TEST_CASE("RowIndexer walks a permuted reduction's rows like nested loops") {
+  // x [2, 3, 4] contiguous, reduce dims {0, 2}: rows along dim 1 (stride 4);
+  // a row is 2 segments of 4 (dim 2, stride 1), 12 apart (dim 0).
+  const Shape kept{3}, kept_strides{4};
+  const int64_t* ks[1] = {kept_strides.data()};
+  RowIndexer idx;
+  REQUIRE(make_offset_calculator<1>(kept.data(), 1, ks, idx.rows));
+  idx.seg_len = 4;
+  idx.nseg = 2;
+  idx.inline_offsets[0] = 0;
+  idx.inline_offsets[1] = 12;
+  for (int64_t r = 0; r < 3; ++r) {
+    std::vector<int64_t> got, want;
+    const int64_t start = idx.row_start(r);
+    for (int64_t j = 0; j < 8; ++j) got.push_back(idx.element(start, j));
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t k = 0; k < 4; ++k) want.push_back(a * 12 + r * 4 + k);
+    CHECK(got == want);
+  }
+  // More segments than fit inline come from the array.
+  std::vector<int64_t> offs(20);
+  for (int64_t s = 0; s < 20; ++s) offs[s] = 100 * s;
+  idx.nseg = 20;
+  idx.seg_len = 3;
+  idx.offsets = offs.data();
+  CHECK(idx.element(5, 3 * 17 + 2) == 5 + 1700 + 2);
+}
+
+TEST_CASE("pick_extremum gives the first extreme in any combination order, NaN first") {
+  std::mt19937 rng(3);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<ValueIndex<double>> v;
+    for (int64_t j = 0; j < 40; ++j) v.push_back({static_cast<double>(rng() % 5), j});
+    if (trial % 4 == 0) v[rng() % 40].value = nan;
+    // Sequential reference: NaN wins, else strict >, first index on ties.
+    ValueIndex<double> ref{0, -1};
+    for (const auto& e : v) {
+      if (ref.index < 0) { ref = e; continue; }
+      if (std::isnan(ref.value)) continue;
+      if (std::isnan(e.value) || e.value > ref.value) ref = e;
+    }
+    // Random pairwise tree.
+    std::vector<ValueIndex<double>> pool = v;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    pool.push_back({0, -1});  // an empty partial
+    while (pool.size() > 1) {
+      const size_t a = rng() % pool.size();
+      ValueIndex<double> x = pool[a];
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(a));
+      const size_t b = rng() % pool.size();
+      pool[b] = pick_extremum<true>(x, pool[b]);
+    }
+    CHECK(pool[0].index == ref.index);
+  }
+}
+
+TEST_CASE("variance from deviations equals the two-pass formula") {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> nd(1e4, 3.0);
+  std::vector<double> v(1000);
+  for (auto& e : v) e = nd(rng);
+  const TwoPass tp = two_pass(v, 0, v.size());
+  // The kernel's deviations are taken from a (slightly wrong) float32 mean.
+  const double m = static_cast<float>(tp.mean);
+  Deviations d;
+  for (double e : v) d = add_deviations(d, Deviations{(e - m) * (e - m), e - m});
+  CHECK(variance_from_deviations(d, 1000, 1) == doctest::Approx(tp.m2 / 999).epsilon(1e-12));
+  CHECK(variance_from_deviations(d, 1000, 0) == doctest::Approx(tp.m2 / 1000).epsilon(1e-12));
+  CHECK(std::isinf(variance_from_deviations(Deviations{1.0, 0.0}, 1, 1)));
+}
+
+TEST_CASE("Welford with Chan's merge equals two-pass float64 in any merge order") {
+  std::mt19937 rng(5);
+  for (double offset : {0.0, 1e6}) {
+    std::normal_distribution<double> nd(offset, 2.0);
+    std::vector<double> v(5000);
+    for (auto& e : v) e = nd(rng);
+    const TwoPass tp = two_pass(v, 0, v.size());
+    // Per-element Welford updates over random chunks, chunks merged in a random tree.
+    std::vector<Welford> parts;
+    for (size_t b = 0; b < v.size();) {
+      const size_t e = std::min(v.size(), b + 1 + rng() % 300);
+      Welford w;
+      for (size_t i = b; i < e; ++i) w = welford_merge(w, welford_of(v[i]));
+      parts.push_back(w);
+      b = e;
+    }
+    parts.push_back(Welford{});  // an empty thread's partial
+    while (parts.size() > 1) {
+      const size_t a = rng() % parts.size();
+      const Welford x = parts[a];
+      parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(a));
+      const size_t b = rng() % parts.size();
+      parts[b] = (rng() % 2) ? welford_merge(x, parts[b]) : welford_merge(parts[b], x);
+    }
+    CAPTURE(offset);
+    CHECK(parts[0].n == 5000);
+    CHECK(parts[0].mean == doctest::Approx(tp.mean).epsilon(1e-14));
+    CHECK(parts[0].m2 == doctest::Approx(tp.m2).epsilon(1e-9));
+    const GroupStatistics s = statistics_of(parts[0], 1e-5);
+    CHECK(s.invstd == doctest::Approx(1.0 / std::sqrt(tp.m2 / 5000 + 1e-5)).epsilon(1e-9));
+  }
+  CHECK(statistics_of(Welford{}, 1e-5).invstd == 0.0);
+}
+
+TEST_CASE("NormShape enumerates each group's and channel's elements exactly once") {
+  // BatchNorm (N=3, C=4, HW=5), GroupNorm (N=2, 6 channels in 3 groups, HW=2), LayerNorm (4 rows of 6).
+  for (const NormShape s : {NormShape{3, 4, 1, 5, 4}, NormShape{1, 6, 2, 2, 3}, NormShape{1, 4, 6, 1, 1}}) {
+    const int64_t numel = s.A * s.G * s.K * s.S;
+    std::vector<int> seen(static_cast<size_t>(numel), 0);
+    for (int64_t g = 0; g < s.G; ++g)
+      for (int64_t j = 0; j < s.group_size(); ++j) {
+        const int64_t off = s.group_offset(g, j);
+        REQUIRE(off < numel);
+        CHECK(s.group_of(off) == g);
+        ++seen[off];
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int64_t c = 0; c < s.channels(); ++c)
+      for (int64_t j = 0; j < s.channel_size(); ++j) {
+        int64_t g = -1;
+        const int64_t off = s.channel_offset(c, j, g);
+        REQUIRE(off < numel);
+        CHECK(s.channel_of(off) == c);
+        CHECK(s.group_of(off) == g);
+        ++seen[off];
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  }
+}
+
+TEST_CASE("norm formulas: normalize, backward with batch statistics, running update") {
+  // dx of a batch-statistics normalization equals its finite-difference gradient.
+  const std::vector<double> x{0.3, -1.2, 2.0, 0.7, 1.1};
+  const std::vector<double> dy{0.5, -0.1, 0.2, 1.0, -0.7};
+  const double w = 1.7, eps = 1e-5;
+  auto loss = [&](const std::vector<double>& v) {
+    Welford st;
+    for (double e : v) st = welford_merge(st, welford_of(e));
+    const GroupStatistics s = statistics_of(st, eps);
+    double l = 0;
+    for (size_t i = 0; i < v.size(); ++i) l += dy[i] * normalize_value(v[i], s.mean, s.invstd, w, 0.25);
+    return l;
+  };
+  Welford st;
+  for (double e : x) st = welford_merge(st, welford_of(e));
+  const GroupStatistics s = statistics_of(st, eps);
+  double s1 = 0, s2 = 0;
+  for (size_t i = 0; i < x.size(); ++i) s1 += w * dy[i], s2 += w * dy[i] * (x[i] - s.mean);
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> xp = x, xm = x;
+    xp[i] += 1e-6;
+    xm[i] -= 1e-6;
+    const double fd = (loss(xp) - loss(xm)) / 2e-6;
+    CHECK(norm_backward_value(dy[i], x[i], s.mean, s.invstd, w, true, s1, s2, 5.0) == doctest::Approx(fd).epsilon(1e-6));
+  }
+  CHECK(norm_backward_value(2.0, 5.0, 1.0, 0.5, 3.0, false, 9.0, 9.0, 5.0) == 3.0);
+  CHECK(running_update(1.0, 3.0, 0.1) == doctest::Approx(1.2));
+}
+
+TEST_CASE("softmax math: column layout and formulas") {
+  const SoftmaxShape g{2, 3, 4};
+  std::vector<int> seen(24, 0);
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t d = 0; d < 3; ++d) {
+      const int64_t i = g.column_start(c) + d * g.inner;
+      CHECK(g.column_of(i) == c);
+      ++seen[i];
+    }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  const std::vector<double> x{1.0, 2.0, 0.5};
+  double sum = 0;
+  for (double v : x) sum += std::exp(v - 2.0);
+  double total = 0;
+  for (double v : x) {
+    total += softmax_output(v, 2.0, sum, false);
+    CHECK(softmax_output(v, 2.0, sum, true) == doctest::Approx(std::log(softmax_output(v, 2.0, sum, false))));
+  }
+  CHECK(total == doctest::Approx(1.0));
+  // log_softmax backward with grad = one-hot equals onehot - softmax.
+  const double y0 = softmax_output(x[0], 2.0, sum, true);
+  CHECK(softmax_backward_input(1.0, y0, 1.0, true) == doctest::Approx(1.0 - std::exp(y0)));
+}
+
+TEST_CASE("Philox4x32-10 known answers (Random123 kat_vectors)") {
+  auto run = [](Philox4x32 ctr, uint32_t k0, uint32_t k1) { return philox4x32_10(ctr, k0, k1); };
+  const Philox4x32 zero = run({{0, 0, 0, 0}}, 0, 0);
+  CHECK(zero.v[0] == 0x6627e8d5u);
+  CHECK(zero.v[1] == 0xe169c58du);
+  CHECK(zero.v[2] == 0xbc57ac4cu);
+  CHECK(zero.v[3] == 0x9b00dbd8u);
+  const Philox4x32 ones = run({{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu);
+  CHECK(ones.v[0] == 0x408f276du);
+  CHECK(ones.v[1] == 0x41c83b0eu);
+  CHECK(ones.v[2] == 0xa20bc7c6u);
+  CHECK(ones.v[3] == 0x6d5451fdu);
+  const Philox4x32 pi = run({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u);
+  CHECK(pi.v[0] == 0xd16cfe09u);
+  CHECK(pi.v[1] == 0x94fdccebu);
+  CHECK(pi.v[2] == 0x5001e420u);
+  CHECK(pi.v[3] == 0x24126ea1u);
+  // The stream of seed 0 starts with the zero-counter block.
+  for (uint64_t i = 0; i < 4; ++i) CHECK(philox_u32(0, i) == zero.v[i]);
+}
+
+TEST_CASE("dropout mask: a function of (seed, index), keeping about 1 - p") {
+  const double p = 0.3;
+  int64_t kept = 0;
+  const int64_t n = 200000;
+  for (int64_t i = 0; i < n; ++i) {
+    const double m = dropout_mask_value(1234, static_cast<uint64_t>(i), p);
+    CHECK((m == 0.0 || m == 1.0 / (1.0 - p)));
+    kept += m != 0.0;
+    if (i < 1000) CHECK(m == dropout_mask_value(1234, static_cast<uint64_t>(i), p));
+  }
+  // Binomial(200000, 0.7): sd ~ 205; 6 sd either side.
+  CHECK(std::abs(static_cast<double>(kept) - 0.7 * n) < 1230);
+  int differ = 0;
+  for (uint64_t i = 0; i < 1000; ++i) differ += dropout_mask_value(1, i, p) != dropout_mask_value(2, i, p);
+  CHECK(differ > 100);  // another seed, another mask
+  CHECK(dropout_mask_value(9, 0, 0.0) == 1.0);
+}
+

@@ -1,0 +1,320 @@
+// The __host__ __device__ math of the CUDA layer kernels (ops/cuda/loss_math.h,
+// pool_math.h, pad_math.h, upsample_math.h, optim_math.h, norm_math.h's SyncBN
+// merge), run on the CPU in every build against the CPU ops and kernels and
+// brute force. The core math (offsets, reductions, Welford, Philox) is in
+// tests/test_cuda_kernel_math.cpp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "minidl/ops/binary_cross_entropy.h"
+#include "minidl/ops/cuda/loss_math.h"
+#include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/optim_math.h"
+#include "minidl/ops/cuda/pad_math.h"
+#include "minidl/ops/cuda/pool_math.h"
+#include "minidl/ops/cuda/upsample_math.h"
+#include "minidl/ops/fused_optim.h"
+#include "minidl/ops/interpolate.h"
+#include "minidl/ops/loss.h"
+#include "minidl/ops/pad.h"
+#include "minidl/ops/pooling.h"
+#include "minidl/ops/reduce.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using namespace minidl::cuda_math;
+
+namespace {
+
+struct TwoPass {
+  double mean, m2;
+};
+
+TwoPass two_pass(const std::vector<double>& v, size_t b, size_t e) {
+  double s = 0;
+  for (size_t i = b; i < e; ++i) s += v[i];
+  const double mean = s / static_cast<double>(e - b);
+  double m2 = 0;
+  for (size_t i = b; i < e; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+  return {mean, m2};
+}
+
+}  // namespace
+
+TEST_CASE("pool windows: outputs_touching holds every output whose window has the input") {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 2000; ++trial) {
+    PoolDim d;
+    d.in = 1 + static_cast<int64_t>(rng() % 12);
+    d.adaptive = trial % 3 == 0;
+    if (d.adaptive) {
+      d.out = 1 + static_cast<int64_t>(rng() % 8);
+    } else {
+      d.kernel = 1 + static_cast<int64_t>(rng() % 4);
+      d.stride = 1 + static_cast<int64_t>(rng() % 3);
+      d.dilation = 1 + static_cast<int64_t>(rng() % 2);
+      d.padding = static_cast<int64_t>(rng() % (d.kernel / 2 + 1));
+      const int64_t span = d.in + 2 * d.padding - d.dilation * (d.kernel - 1) - 1;
+      if (span < 0) continue;
+      d.out = span / d.stride + 1 + (rng() % 2);  // sometimes one more (ceil_mode)
+    }
+    for (int64_t i = 0; i < d.in; ++i) {
+      int64_t first, last;
+      outputs_touching(d, i, first, last);
+      for (int64_t o = 0; o < d.out; ++o) {
+        if (!is_tap(taps_of(d, o), i)) continue;
+        CAPTURE(trial);
+        CHECK((first <= o && o <= last));
+      }
+    }
+  }
+}
+
+TEST_CASE("pool windows reproduce the CPU avg_pool2d (padding, ceil_mode, count_include_pad)") {
+  const Tensor x = randn({1, 2, 7, 6}, kFloat64);
+  const std::vector<double> xv = x.to_vector<double>();
+  for (bool include_pad : {true, false}) {
+    const Tensor y = avg_pool2d(x, {3, 2}, {2, 2}, {1, 1}, include_pad, /*ceil_mode=*/true);
+    const std::vector<double> yv = y.to_vector<double>();
+    const int64_t OH = y.shape()[2], OW = y.shape()[3];
+    const PoolDim dd{1, 1, 1, 1, 0, 1, false};
+    const PoolDim dh{7, OH, 3, 2, 1, 1, false}, dw{6, OW, 2, 2, 1, 1, false};
+    for (int64_t p = 0; p < 2; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const Taps td = taps_of(dd, 0), th = taps_of(dh, oh), tw = taps_of(dw, ow);
+          double s = 0;
+          for (int64_t a = th.lo; a < th.hi; ++a)
+            for (int64_t b = tw.lo; b < tw.hi; ++b) s += xv[p * 42 + (th.start + a) * 6 + tw.start + b];
+          CHECK(s / pool_divisor(td, th, tw, include_pad, 0) == doctest::Approx(yv[(p * OH + oh) * OW + ow]));
+        }
+  }
+}
+
+TEST_CASE("loss math reproduces the CPU cross_entropy, nll and bce kernels") {
+  // (N=3, C=4, S=2) with class weights, smoothing and an ignored position.
+  const Tensor x = randn({3, 4, 2}, kFloat64);
+  const Tensor target = tensor(std::vector<int64_t>{0, 3, 2, -100, 1, 1}, {3, 2});
+  const Tensor w = tensor({0.5, 1.0, 2.0, 1.5}, {4}, kFloat64);
+  const double eps = 0.1;
+  const Tensor got = cross_entropy(x, target, w, Reduction::None, -100, eps);
+  const std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = got.to_vector<double>();
+  const std::vector<int64_t> tv = target.to_vector<int64_t>();
+  for (int64_t i = 0; i < 6; ++i) {
+    const double* xc = xv.data() + (i / 2) * 8 + i % 2;
+    const double lse = log_sum_exp(xc, 4, 2);
+    const double want = tv[i] == -100 ? 0.0 : cross_entropy_loss(xc, 4, 2, tv[i], lse, eps, wv.data());
+    CHECK(want == doctest::Approx(gv[i]).epsilon(1e-12));
+  }
+  // The gradient formula against the autograd of the CPU op (sum reduction).
+  const Tensor xr = x.detach().requires_grad_(true);
+  cross_entropy(xr, target, w, Reduction::Sum, -100, eps).backward();
+  const std::vector<double> gx = xr.grad().to_vector<double>();
+  double wsum = 0;
+  for (double e : wv) wsum += e;
+  for (int64_t i = 0; i < 6; ++i) {
+    if (tv[i] == -100) continue;
+    const double* xc = xv.data() + (i / 2) * 8 + i % 2;
+    const double lse = log_sum_exp(xc, 4, 2);
+    for (int64_t c = 0; c < 4; ++c)
+      CHECK(cross_entropy_grad(xc[c * 2], lse, c, tv[i], 1.0, eps, 4, wsum, wv.data()) ==
+            doctest::Approx(gx[(i / 2) * 8 + c * 2 + i % 2]).epsilon(1e-12));
+  }
+  CHECK(position_weight(std::vector<double>{6.0}.data(), 3, 1, 4.0) == 1.5);
+
+  const Tensor p = tensor({0.1, 0.5, 0.9, 1e-50}, {4}, kFloat64);
+  const Tensor t = tensor({0.0, 1.0, 0.3, 1.0}, {4}, kFloat64);
+  const std::vector<double> bce = binary_cross_entropy(p, t, Tensor(), Reduction::None).to_vector<double>();
+  const Tensor logits = tensor({-30.0, -1.0, 0.5, 40.0}, {4}, kFloat64);
+  const Tensor pw = tensor({2.0, 0.5, 1.0, 3.0}, {4}, kFloat64);
+  const std::vector<double> bcel =
+      binary_cross_entropy_with_logits(logits, t, Tensor(), Reduction::None, pw).to_vector<double>();
+  const std::vector<double> pv = p.to_vector<double>(), tv2 = t.to_vector<double>(), lv = logits.to_vector<double>(),
+                            pwv = pw.to_vector<double>();
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(bce_loss(pv[i], tv2[i]) == doctest::Approx(bce[i]).epsilon(1e-12));
+    CHECK(bce_logits_loss(lv[i], tv2[i], pwv[i], true) == doctest::Approx(bcel[i]).epsilon(1e-12));
+  }
+  CHECK(bce_loss(1e-50, 1.0) == 100.0);  // log clamped at -100
+}
+
+TEST_CASE("SyncBN's count-weighted rank merge equals the global two-pass statistics, empty ranks skipped") {
+  std::mt19937 rng(17);
+  std::normal_distribution<double> nd(3.0, 1.5);
+  std::vector<double> v(900);
+  for (auto& e : v) e = nd(rng);
+  const double eps = 1e-5;
+  // Uneven ranks (300, 0, 100, 500 values): each reports (count, mean, invstd).
+  const std::vector<size_t> sizes{300, 0, 100, 500};
+  SyncMerge s;
+  size_t b = 0;
+  for (size_t n : sizes) {
+    if (n == 0) {
+      s = sync_merge_rank(s, 0.0, 0.0, 0.0, eps);  // what an empty rank sends
+      continue;
+    }
+    const TwoPass r = two_pass(v, b, b + n);
+    s = sync_merge_rank(s, static_cast<double>(n), r.mean, 1.0 / std::sqrt(r.m2 / n + eps), eps);
+    b += n;
+  }
+  const TwoPass all = two_pass(v, 0, v.size());
+  CHECK(s.n == 900);
+  CHECK(s.avg == doctest::Approx(all.mean).epsilon(1e-13));
+  CHECK(s.var_n == doctest::Approx(all.m2).epsilon(1e-9));
+}
+
+TEST_CASE("pad maps: forward sources and the backward's reader gather match the CPU pad") {
+  // Reflect pad (left 2, right 1) on W = 5 and (top 1, bottom 3) on H = 4,
+  // and constant pad on W (left 1, right 0).
+  auto reflect = [](int64_t n, int64_t before, int64_t after) {
+    std::vector<int64_t> src;
+    for (int64_t i = 0; i < n + before + after; ++i) {
+      int64_t j = i - before;
+      if (j < 0) j = -j;
+      if (j >= n) j = 2 * (n - 1) - j;
+      src.push_back(j);
+    }
+    return src;
+  };
+  const Tensor x = randn({2, 4, 5}, kFloat64).requires_grad_(true);
+  const Tensor y = pad(x, {2, 1, 1, 3}, "reflect");
+  const Tensor g = randn(y.shape(), kFloat64);
+  mul(y, g).sum().backward();
+  PadMaps maps;
+  cuda_math::PadMapsLayout layout;
+  REQUIRE(make_pad_maps({4, 5}, {8, 8}, {reflect(4, 1, 3), reflect(5, 2, 1)}, maps, layout));
+  layout.bind(maps, layout.flat.data());
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
+                            dx = x.grad().to_vector<double>();
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t o = 0; o < 64; ++o) CHECK(xv[n * 20 + maps.source_offset(o)] == yv[n * 64 + o]);
+    for (int64_t e = 0; e < 20; ++e) {
+      double acc = 0;
+      maps.for_each_reader(e, [&](int64_t o) { acc += gv[n * 64 + o]; });
+      CHECK(acc == doctest::Approx(dx[n * 20 + e]).epsilon(1e-12));
+    }
+  }
+  // Constant padding: -1 sources give the value, and nobody reads past them.
+  REQUIRE(make_pad_maps({3}, {4}, {{-1, 0, 1, 2}}, maps, layout));
+  layout.bind(maps, layout.flat.data());
+  CHECK(maps.source_offset(0) == -1);
+  CHECK(maps.source_offset(3) == 2);
+  std::vector<int64_t> readers;
+  maps.for_each_reader(0, [&](int64_t o) { readers.push_back(o); });
+  CHECK(readers == std::vector<int64_t>{1});
+}
+
+TEST_CASE("upsample taps and reader lists reproduce the CPU interpolate and its gradient") {
+  struct Case {
+    const char* mode;
+    int code;
+    bool align;
+  };
+  for (const Case c : {Case{"bilinear", 2, false}, Case{"bilinear", 2, true}, Case{"nearest", 0, false},
+                       Case{"nearest-exact", 1, false}}) {
+    CAPTURE(c.mode);
+    const Tensor x = randn({1, 2, 3, 5}, kFloat64).requires_grad_(true);
+    InterpolateOptions opt;
+    opt.size = {7, 4};
+    opt.mode = c.mode;
+    if (c.code == 2) opt.align_corners = c.align;
+    const Tensor y = interpolate(x, opt);
+    const Tensor g = randn(y.shape(), kFloat64);
+    mul(y, g).sum().backward();
+    const UpsampleDim dh{3, 7, 0, c.code, c.align}, dw{5, 4, 0, c.code, c.align};
+    const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
+                              dx = x.grad().to_vector<double>();
+    for (int64_t p = 0; p < 2; ++p) {
+      for (int64_t oh = 0; oh < 7; ++oh)
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          const UpsampleTap<double> th = upsample_tap<double>(dh, oh), tw = upsample_tap<double>(dw, ow);
+          const double* xp = xv.data() + p * 15;
+          const double want = th.l0 * (tw.l0 * xp[th.i0 * 5 + tw.i0] + tw.l1 * xp[th.i0 * 5 + tw.i1]) +
+                              th.l1 * (tw.l0 * xp[th.i1 * 5 + tw.i0] + tw.l1 * xp[th.i1 * 5 + tw.i1]);
+          CHECK(want == doctest::Approx(yv[p * 28 + oh * 4 + ow]).epsilon(1e-12));
+        }
+      std::vector<int64_t> sh, sw;
+      std::vector<UpsampleReader<double>> rh, rw;
+      upsample_readers<double>(dh, sh, rh);
+      upsample_readers<double>(dw, sw, rw);
+      for (int64_t jh = 0; jh < 3; ++jh)
+        for (int64_t jw = 0; jw < 5; ++jw) {
+          double acc = 0;
+          for (int64_t a = sh[jh]; a < sh[jh + 1]; ++a)
+            for (int64_t b = sw[jw]; b < sw[jw + 1]; ++b) acc += rw[b].w * (rh[a].w * gv[p * 28 + rh[a].o * 4 + rw[b].o]);
+          CHECK(acc == doctest::Approx(dx[p * 15 + jh * 5 + jw]).epsilon(1e-12));
+        }
+    }
+  }
+}
+
+TEST_CASE("optimizer math equals the CPU SGD / Adam kernels; norm and clip factor") {
+  const int64_t n = 50;
+  for (bool nesterov : {false, true}) {
+    const Tensor p = randn({n}, kFloat64), g = randn({n}, kFloat64), buf = randn({n}, kFloat64);
+    std::vector<double> pv = p.to_vector<double>(), bv = buf.to_vector<double>();
+    const std::vector<double> gv = g.to_vector<double>();
+    SgdStepArgs a;
+    a.param = p;
+    a.grad = g;
+    a.momentum_buffer = buf;
+    a.lr = 0.1;
+    a.momentum = 0.9;
+    a.dampening = 0.1;
+    a.weight_decay = 0.01;
+    a.nesterov = nesterov;
+    sgd_step_stub(kCPU)(a);
+    const SgdScalars<double> s{0.01, 0.9, 1.0 - 0.1, -0.1, true, nesterov, false, true};
+    for (int64_t i = 0; i < n; ++i) sgd_update(s, pv[i], gv[i], &bv[i]);
+    const std::vector<double> pc = p.to_vector<double>(), bc = buf.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(pv[i] == doctest::Approx(pc[i]).epsilon(1e-14));
+      CHECK(bv[i] == doctest::Approx(bc[i]).epsilon(1e-14));
+    }
+  }
+  for (bool decoupled : {false, true}) {
+    const Tensor p = randn({n}, kFloat64), g = randn({n}, kFloat64), m = randn({n}, kFloat64),
+                 v = rand({n}, kFloat64), vmax = rand({n}, kFloat64);
+    std::vector<double> pv = p.to_vector<double>(), mv = m.to_vector<double>(), vv = v.to_vector<double>(),
+                        xv = vmax.to_vector<double>();
+    const std::vector<double> gv = g.to_vector<double>();
+    AdamStepArgs a;
+    a.param = p;
+    a.grad = g;
+    a.exp_avg = m;
+    a.exp_avg_sq = v;
+    a.max_exp_avg_sq = vmax;
+    a.lr = 1e-3;
+    a.beta1 = 0.9;
+    a.beta2 = 0.999;
+    a.eps = 1e-8;
+    a.weight_decay = 0.05;
+    a.decoupled_weight_decay = decoupled;
+    a.step_size = 1e-3 / (1 - 0.9 * 0.9);
+    a.bias_correction2_sqrt = std::sqrt(1 - 0.999 * 0.999);
+    adam_step_stub(kCPU)(a);
+    const AdamScalars<double> s{0.05, 1.0 - 1e-3 * 0.05, 1.0 - 0.9, 0.999, 1.0 - 0.999, a.bias_correction2_sqrt,
+                                1e-8, -a.step_size, true, decoupled, true};
+    for (int64_t i = 0; i < n; ++i) adam_update(s, pv[i], gv[i], mv[i], vv[i], &xv[i]);
+    const std::vector<double> pc = p.to_vector<double>(), mc = m.to_vector<double>(), vc = v.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(pv[i] == doctest::Approx(pc[i]).epsilon(1e-14));
+      CHECK(mv[i] == doctest::Approx(mc[i]).epsilon(1e-14));
+      CHECK(vv[i] == doctest::Approx(vc[i]).epsilon(1e-14));
+    }
+  }
+  const std::vector<double> x{3.0, -4.0, 0.5};
+  for (double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    const Tensor out = zeros({}, kFloat64);
+    vector_norm_stub(kCPU)(out, tensor(x, {3}, kFloat64), p);
+    double acc = 0;
+    for (double e : x) acc = std::isinf(p) ? std::max(acc, norm_term(e, p)) : acc + norm_term(e, p);
+    CHECK(norm_finish(acc, p) == doctest::Approx(out.item<double>()).epsilon(1e-14));
+  }
+  CHECK(clip_coefficient(1.0, 0.5) == 1.0);
+  CHECK(clip_coefficient(1.0, 3.0) == doctest::Approx(1.0 / (3.0 + 1e-6)));
+  CHECK(std::isnan(clip_coefficient(1.0, std::numeric_limits<double>::quiet_NaN())));
+}
