@@ -10,6 +10,9 @@
 // the scaling kernel reads on the device.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "minidl/core/dispatch.h"
 #include "minidl/core/tensor.h"
 
@@ -72,6 +75,53 @@ extern DispatchStub<SgdStepFn> sgd_step_stub;
 extern DispatchStub<AdamStepFn> adam_step_stub;
 extern DispatchStub<VectorNormFn> vector_norm_stub;
 extern DispatchStub<ClipGradScaleFn> clip_grad_scale_stub;
+
+// ---- multi-tensor path (PyTorch's _fused_sgd_ / _fused_adam_) ----------------
+// Many parameters of one dtype and device in one call, which the CUDA kernel
+// packs into a few launches (ops/cuda/multi_tensor_apply.cuh) instead of one
+// per parameter. Every entry obeys its single-tensor contract above, and all
+// share the hyperparameters (lr, momentum, dampening, weight_decay, nesterov;
+// lr, betas, eps, weight_decay, decoupled, amsgrad or not); they may differ
+// only in what depends on a parameter's own state: first_step (SGD),
+// step_size and bias_correction2_sqrt (Adam: per-parameter step counts).
+// check_multi_step says so with the op's name. The optimizers (optim/sgd.cpp,
+// optim/adam.cpp) call these once per (device, dtype) of a param group.
+template <class Args>
+struct MultiStepArgs {
+  std::vector<Args> tensors;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Args& a : tensors) a.for_each_tensor(f);
+  }
+};
+using SgdMultiStepFn = void(const MultiStepArgs<SgdStepArgs>& args);
+using AdamMultiStepFn = void(const MultiStepArgs<AdamStepArgs>& args);
+extern DispatchStub<SgdMultiStepFn> sgd_multi_step_stub;
+extern DispatchStub<AdamMultiStepFn> adam_multi_step_stub;
+
+// Splits per-parameter args into one MultiStepArgs per (device, dtype) of the
+// parameters, in order of first appearance (a param group mixing devices or
+// dtypes takes one call per kind, as PyTorch's _group_tensors_by_device_and_dtype).
+template <class Args>
+std::vector<MultiStepArgs<Args>> group_by_device_and_dtype(std::vector<Args> args) {
+  std::vector<MultiStepArgs<Args>> groups;
+  for (Args& a : args) {
+    auto same_kind = [&](const MultiStepArgs<Args>& g) {
+      const Tensor& p = g.tensors.front().param;
+      return p.device() == a.param.device() && p.dtype() == a.param.dtype();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same_kind);
+    if (it == groups.end()) it = groups.insert(groups.end(), MultiStepArgs<Args>{});
+    it->tensors.push_back(std::move(a));
+  }
+  return groups;
+}
+
+// Throws (naming `op`) unless all entries share dtype, device and
+// hyperparameters as described above, and each tensor matches its param.
+void check_multi_step(const MultiStepArgs<SgdStepArgs>& args, const char* op);
+void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op);
+
 void register_fused_optim_cpu_kernels();
 
 }  // namespace minidl

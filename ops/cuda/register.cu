@@ -25,6 +25,7 @@ void register_batch_norm_sync_cuda_kernels();  // ops/cuda/batch_norm_sync.cu
 void register_pad_cuda_kernels();     // ops/cuda/pad.cu
 void register_interpolate_cuda_kernels();  // ops/cuda/upsample.cu
 void register_fused_optim_cuda_kernels();  // ops/cuda/fused_optim.cu
+void register_fused_optim_multi_cuda_kernels();  // ops/cuda/fused_optim_multi.cu (multi-tensor SGD/Adam)
 
 void register_cuda_kernels() {
   register_amp_cuda_kernels();
@@ -43,6 +44,7 @@ void register_cuda_kernels() {
   register_pad_cuda_kernels();
   register_interpolate_cuda_kernels();
   register_fused_optim_cuda_kernels();
+  register_fused_optim_multi_cuda_kernels();
 }
 
 }  // namespace minidl
