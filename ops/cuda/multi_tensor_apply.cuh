@@ -37,12 +37,14 @@ __global__ void __launch_bounds__(cuda_math::kMultiTensorThreads)
     op(ptr, extra, i);
 }
 
-// ptrs[k][l]: list l's buffer of tensor k (nullptr for an absent list, which
-// op then must not read); numels[k], extras[k] likewise.
+// lists.ptrs[k][l]: list l's buffer of tensor k (nullptr for an absent list,
+// which op then must not read); numels[k], extras[k] likewise.
 template <class Op>
-void multi_tensor_apply(const LaunchContext& ctx, const std::vector<std::array<void*, Op::kDepth>>& ptrs,
-                        const std::vector<int64_t>& numels, const std::vector<typename Op::Extra>& extras,
-                        const Op& op, const char* name) {
+void multi_tensor_apply(const LaunchContext& ctx, const cuda_math::MultiTensorLists<Op>& lists, const Op& op,
+                        const char* name) {
+  const auto& ptrs = lists.ptrs;
+  const auto& numels = lists.numels;
+  const auto& extras = lists.extras;
   using Meta = TensorListMeta<Op::kDepth, typename Op::Extra>;
   static_assert(sizeof(Meta) + sizeof(Op) <= 4096, "multi_tensor_apply: kernel arguments over 4 KB");
   static_assert(Meta::kMaxTensors <= 255, "block_to_slot is a byte");

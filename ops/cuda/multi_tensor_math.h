@@ -15,12 +15,14 @@
 // launch per ~30 tensors (Adam), as PyTorch pays.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
 #include "minidl/ops/cuda/optim_math.h"
+#include "minidl/ops/fused_optim.h"
 
 namespace minidl::cuda_math {
 
@@ -104,5 +106,58 @@ struct AdamMultiOp {
                 static_cast<T*>(ptr[3])[i], v_max);
   }
 };
+
+// The functors' scalars from the (checked) args of a multi-tensor call, each
+// rounded to T from the double the CPU kernel rounds (ops/cpu/fused_optim.cpp).
+template <class T>
+SgdMultiOp<T> make_sgd_multi_op(const SgdStepArgs& h) {
+  return {{static_cast<T>(h.weight_decay), static_cast<T>(h.momentum), static_cast<T>(1.0 - h.dampening),
+           static_cast<T>(-h.lr), h.weight_decay != 0.0, h.nesterov, false, h.momentum_buffer.defined()}};
+}
+
+template <class T>
+AdamMultiOp<T> make_adam_multi_op(const AdamStepArgs& h) {
+  return {{static_cast<T>(h.weight_decay), static_cast<T>(1.0 - h.lr * h.weight_decay), static_cast<T>(1.0 - h.beta1),
+           static_cast<T>(h.beta2), static_cast<T>(1.0 - h.beta2), T(1), static_cast<T>(h.eps), T(0),
+           h.weight_decay != 0.0, h.decoupled_weight_decay, h.max_exp_avg_sq.defined()}};
+}
+
+template <class T>
+AdamTensorScalars<T> adam_tensor_scalars(const AdamStepArgs& a) {
+  return {static_cast<T>(-a.step_size), static_cast<T>(a.bias_correction2_sqrt)};
+}
+
+// The lists of a call as the kernel takes them: per tensor, its buffers in
+// list order (nullptr for an absent list), its size and its own scalar.
+template <class Op>
+struct MultiTensorLists {
+  std::vector<std::array<void*, Op::kDepth>> ptrs;
+  std::vector<int64_t> numels;
+  std::vector<typename Op::Extra> extras;
+};
+
+template <class T>
+MultiTensorLists<SgdMultiOp<T>> sgd_lists(const MultiStepArgs<SgdStepArgs>& args) {
+  MultiTensorLists<SgdMultiOp<T>> l;
+  for (const SgdStepArgs& a : args.tensors) {
+    l.ptrs.push_back({a.param.data_ptr<T>(), a.grad.data_ptr<T>(),
+                      a.momentum_buffer.defined() ? a.momentum_buffer.data_ptr<T>() : nullptr});
+    l.numels.push_back(a.param.numel());
+    l.extras.push_back(a.first_step);
+  }
+  return l;
+}
+
+template <class T>
+MultiTensorLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& args) {
+  MultiTensorLists<AdamMultiOp<T>> l;
+  for (const AdamStepArgs& a : args.tensors) {
+    l.ptrs.push_back({a.param.data_ptr<T>(), a.grad.data_ptr<T>(), a.exp_avg.data_ptr<T>(), a.exp_avg_sq.data_ptr<T>(),
+                      a.max_exp_avg_sq.defined() ? a.max_exp_avg_sq.data_ptr<T>() : nullptr});
+    l.numels.push_back(a.param.numel());
+    l.extras.push_back(adam_tensor_scalars<T>(a));
+  }
+  return l;
+}
 
 }  // namespace minidl::cuda_math
