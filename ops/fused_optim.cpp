@@ -13,6 +13,8 @@ DispatchStub<VectorNormFn> vector_norm_stub("vector_norm");
 DispatchStub<ClipGradScaleFn> clip_grad_scale_stub("clip_grad_scale");
 DispatchStub<SgdMultiStepFn> sgd_multi_step_stub("_fused_sgd_");
 DispatchStub<AdamMultiStepFn> adam_multi_step_stub("_fused_adam_");
+DispatchStub<VectorNormsFn> vector_norms_stub("_foreach_norm");
+DispatchStub<ClipGradScaleMultiFn> clip_grad_scale_multi_stub("_foreach_clip_grad_scale_");
 
 namespace {
 
@@ -57,6 +59,35 @@ void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op) {
                      a.max_exp_avg_sq.defined() == h.max_exp_avg_sq.defined(),
                  op, ": expected all parameters of one call to share the hyperparameters");
   }
+}
+
+namespace {
+
+// xs: contiguous, floating, one dtype and device.
+void check_same_kind(const std::vector<Tensor>& xs, const char* op) {
+  for (const Tensor& x : xs) {
+    MINIDL_CHECK(x.defined() && x.is_contiguous(), op, ": expected defined, contiguous tensors");
+    MINIDL_CHECK(is_floating(x.dtype()), op, ": expected floating-point tensors, got ", dtype_name(x.dtype()));
+    MINIDL_CHECK(x.dtype() == xs.front().dtype() && x.device() == xs.front().device(), op,
+                 ": expected all tensors to have the same dtype and device, got ", dtype_name(xs.front().dtype()),
+                 " on ", xs.front().device().str(), " and ", dtype_name(x.dtype()), " on ", x.device().str());
+  }
+}
+
+}  // namespace
+
+void check_vector_norms(const VectorNormsArgs& args) {
+  MINIDL_CHECK(args.outs.size() == args.xs.size(), "_foreach_norm: expected one output per tensor, got ",
+               args.outs.size(), " outputs for ", args.xs.size(), " tensors");
+  check_same_kind(args.xs, "_foreach_norm");
+  for (const Tensor& o : args.outs)
+    MINIDL_CHECK(o.defined() && o.numel() == 1 && o.dtype() == kFloat64, "_foreach_norm: expected float64 one-element outputs");
+}
+
+void check_clip_grad_scale_multi(const ClipGradScaleMultiArgs& args) {
+  check_same_kind(args.grads, "clip_grad_norm_");
+  MINIDL_CHECK(args.total_norm.defined() && args.total_norm.numel() == 1 && args.total_norm.dtype() == kFloat64,
+               "clip_grad_norm_: expected total_norm to be a float64 one-element tensor");
 }
 
 }  // namespace minidl

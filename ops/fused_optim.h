@@ -99,6 +99,38 @@ using AdamMultiStepFn = void(const MultiStepArgs<AdamStepArgs>& args);
 extern DispatchStub<SgdMultiStepFn> sgd_multi_step_stub;
 extern DispatchStub<AdamMultiStepFn> adam_multi_step_stub;
 
+// clip_grad_norm_'s norms and scaling over many gradients in a few launches
+// (PyTorch's _foreach_norm and _foreach_mul_): outs[i] (a float64 0-d
+// tensor, e.g. a view into a vector of norms) = ||xs[i]||_p as vector_norm_stub
+// computes it; and every grad *= the clip factor of total_norm, as
+// clip_grad_scale_stub. xs / grads: contiguous, one dtype, on one device.
+struct VectorNormsArgs {
+  std::vector<Tensor> outs, xs;
+  double norm_type = 2.0;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor& t : outs) f(t);
+    for (const Tensor& t : xs) f(t);
+  }
+};
+struct ClipGradScaleMultiArgs {
+  std::vector<Tensor> grads;
+  Tensor total_norm;
+  double max_norm = 0.0;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor& t : grads) f(t);
+    f(total_norm);
+  }
+};
+using VectorNormsFn = void(const VectorNormsArgs& args);
+using ClipGradScaleMultiFn = void(const ClipGradScaleMultiArgs& args);
+extern DispatchStub<VectorNormsFn> vector_norms_stub;
+extern DispatchStub<ClipGradScaleMultiFn> clip_grad_scale_multi_stub;
+// Throw (naming the op) unless the lists are as described above.
+void check_vector_norms(const VectorNormsArgs& args);
+void check_clip_grad_scale_multi(const ClipGradScaleMultiArgs& args);
+
 // Splits per-parameter args into one MultiStepArgs per (device, dtype) of the
 // parameters, in order of first appearance (a param group mixing devices or
 // dtypes takes one call per kind, as PyTorch's _group_tensors_by_device_and_dtype).

@@ -5,13 +5,16 @@
 // give the CPU optimizer kernels' bits; and the optimizers' multi-tensor path
 // (one call per device and dtype of a group) gives the per-parameter bits.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "minidl/ops/cuda/multi_tensor_math.h"
 #include "minidl/ops/fused_optim.h"
 #include "minidl/optim/adam.h"
+#include "minidl/optim/clip_grad.h"
 #include "minidl/optim/sgd.h"
 #include "tests/test_util.h"
 
@@ -43,7 +46,7 @@ std::vector<std::vector<int>> visits(const std::vector<int64_t>& numels, int max
 
 // What multi_tensor_kernel does, block after block, on the host.
 template <class Op>
-void run_like_the_kernel(const Op& op, const MultiTensorLists<Op>& lists) {
+void run_like_the_kernel(const Op& op, const OpLists<Op>& lists) {
   const auto plan = plan_multi_tensor(lists.numels, multi_tensor_max_tensors(Op::kDepth), kMultiTensorBlocks,
                                       kMultiTensorChunk);
   for (const MultiTensorLaunch& l : plan)
@@ -283,4 +286,99 @@ TEST_CASE("multi-tensor calls refuse mixed dtypes and mixed hyperparameters, nam
   REQUIRE(groups.size() == 2);
   CHECK(groups[0].tensors.size() == 2);
   CHECK(groups[1].tensors.front().param.dtype() == kFloat64);
+}
+
+TEST_CASE("_foreach_norm's chunk partials and per-tensor finish give the CPU norms") {
+  std::vector<Tensor> xs;
+  for (int64_t n : sizes()) xs.push_back(randn({n}, xs.size() % 2 ? kFloat64 : kFloat32).to(kFloat64));
+  std::vector<int64_t> numels;
+  for (const Tensor& x : xs) numels.push_back(x.numel());
+  const std::vector<int64_t> offsets = partial_offsets(numels, kMultiTensorChunk);
+  REQUIRE(offsets.size() == xs.size() + 1);
+  CHECK(offsets[1] == 2);  // 70000 elements: two chunks
+  CHECK(offsets[2] == 2);  // the empty tensor has none
+  for (const double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    CAPTURE(p);
+    // The partials kernel, block after block (a serial sum per chunk here, CUB's tree on the device).
+    std::vector<double> partials(static_cast<size_t>(offsets.back()), -1.0);
+    const NormCombine combine{std::isinf(p)};
+    for (const MultiTensorLaunch& l : plan_multi_tensor(numels, multi_tensor_max_tensors(1), kMultiTensorBlocks,
+                                                        kMultiTensorChunk))
+      for (const auto& [slot, c] : l.blocks) {
+        const auto k = static_cast<size_t>(l.tensors[static_cast<size_t>(slot)]);
+        const double* x = xs[k].data_ptr<double>();
+        double acc = 0.0;
+        for (int64_t i = chunk_begin(c, kMultiTensorChunk); i < chunk_end(c, kMultiTensorChunk, numels[k]); ++i)
+          acc = combine(acc, norm_term(x[i], p));
+        partials[static_cast<size_t>(offsets[k] + c)] = acc;
+      }
+    for (double v : partials) CHECK(v >= 0.0);  // every partial written
+    VectorNormsArgs args{{}, xs, p};
+    for (size_t k = 0; k < xs.size(); ++k) args.outs.push_back(zeros({}, kFloat64));
+    vector_norms_stub(kCPU)(args);
+    for (size_t k = 0; k < xs.size(); ++k) {
+      CAPTURE(k);
+      const double got = finish_from_partials(partials.data() + offsets[k], offsets[k + 1] - offsets[k], p);
+      CHECK(got == doctest::Approx(args.outs[k].item<double>()).epsilon(1e-13));
+    }
+  }
+}
+
+TEST_CASE("the clip scaling functor under the plan gives clip_grad_scale's bits") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    std::vector<Tensor> mine, cpu;
+    for (int64_t n : sizes()) {
+      mine.push_back(randn({n}, dt));
+      cpu.push_back(mine.back().clone());
+    }
+    const Tensor total = full({}, 7.25, kFloat64);
+    clip_grad_scale_multi_stub(kCPU)(ClipGradScaleMultiArgs{cpu, total, 2.0});
+    auto scale = [&](auto zero) {
+      using T = decltype(zero);
+      OpLists<ClipScaleOp<T>> lists;
+      for (const Tensor& g : mine) {
+        lists.ptrs.push_back({g.data_ptr<T>()});
+        lists.numels.push_back(g.numel());
+        lists.extras.push_back(0);
+      }
+      run_like_the_kernel(ClipScaleOp<T>{total.data_ptr<double>(), 2.0}, lists);
+    };
+    if (dt == kFloat32)
+      scale(0.0f);
+    else
+      scale(0.0);
+    for (size_t i = 0; i < mine.size(); ++i) CHECK(same_bits(mine[i], cpu[i]));
+  }
+}
+
+TEST_CASE("clip_grad_norm_ through the multi-tensor stubs keeps the per-tensor results") {
+  std::vector<Tensor> params, grads;
+  for (int k = 0; k < 7; ++k) {
+    Tensor p = zeros({4, 3 + k}, k % 3 ? kFloat32 : kFloat64).requires_grad_(true);
+    Tensor g = randn({3 + k, 4}, p.dtype());
+    p.set_grad(k == 2 ? g.transpose(0, 1) : g.transpose(0, 1).contiguous());  // one strided gradient
+    params.push_back(p);
+    grads.push_back(p.grad().contiguous());
+  }
+  for (const double p : {2.0, std::numeric_limits<double>::infinity()}) {
+    std::vector<Tensor> ref = clones(grads), ps = params;
+    for (size_t i = 0; i < ps.size(); ++i)  // fresh gradients, the third one strided
+      ps[i].set_grad(i == 2 ? grads[i].t().contiguous().t() : grads[i].clone());
+    REQUIRE(!ps[2].grad().is_contiguous());
+    const Tensor norms = zeros({static_cast<int64_t>(ref.size())}, kFloat64), total = zeros({}, kFloat64);
+    for (size_t i = 0; i < ref.size(); ++i) vector_norm_stub(kCPU)(norms.select(0, static_cast<int64_t>(i)), ref[i], p);
+    vector_norm_stub(kCPU)(total, norms, p);
+    for (const Tensor& g : ref) clip_grad_scale_stub(kCPU)(g, total, 1.0);
+    const double got = optim::clip_grad_norm_(ps, 1.0, p);
+    CHECK(got == total.item<double>());
+    for (size_t i = 0; i < ps.size(); ++i) CHECK(same_bits(ps[i].grad().contiguous(), ref[i]));
+  }
+}
+
+TEST_CASE("_foreach_norm and the multi clip refuse mismatched lists") {
+  CHECK_THROWS_WITH_AS(vector_norms_stub(kCPU)(VectorNormsArgs{{}, {zeros({2})}, 2.0}),
+                       doctest::Contains("_foreach_norm: expected one output per tensor"), Error);
+  CHECK_THROWS_WITH_AS(
+      clip_grad_scale_multi_stub(kCPU)(ClipGradScaleMultiArgs{{zeros({2}), zeros({2}, kFloat64)}, zeros({}, kFloat64), 1.0}),
+      doctest::Contains("same dtype and device"), Error);
 }

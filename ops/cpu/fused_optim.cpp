@@ -125,9 +125,21 @@ void adam_multi_step_cpu(const MultiStepArgs<AdamStepArgs>& args) {
   for (const AdamStepArgs& a : args.tensors) adam_step_cpu(a);
 }
 
+void vector_norms_cpu(const VectorNormsArgs& args) {
+  check_vector_norms(args);
+  for (size_t i = 0; i < args.xs.size(); ++i) vector_norm_cpu(args.outs[i], args.xs[i], args.norm_type);
+}
+
+void clip_grad_scale_multi_cpu(const ClipGradScaleMultiArgs& args) {
+  check_clip_grad_scale_multi(args);
+  for (const Tensor& g : args.grads) clip_grad_scale_cpu(g, args.total_norm, args.max_norm);
+}
+
 }  // namespace
 
 void register_fused_optim_cpu_kernels() {
+  vector_norms_stub.set(DeviceType::CPU, vector_norms_cpu);
+  clip_grad_scale_multi_stub.set(DeviceType::CPU, clip_grad_scale_multi_cpu);
   sgd_multi_step_stub.set(DeviceType::CPU, sgd_multi_step_cpu);
   adam_multi_step_stub.set(DeviceType::CPU, adam_multi_step_cpu);
   sgd_step_stub.set(DeviceType::CPU, sgd_step_cpu);

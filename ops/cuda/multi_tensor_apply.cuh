@@ -37,35 +37,41 @@ __global__ void __launch_bounds__(cuda_math::kMultiTensorThreads)
     op(ptr, extra, i);
 }
 
-// lists.ptrs[k][l]: list l's buffer of tensor k (nullptr for an absent list,
-// which op then must not read); numels[k], extras[k] likewise.
-template <class Op>
-void multi_tensor_apply(const LaunchContext& ctx, const cuda_math::MultiTensorLists<Op>& lists, const Op& op,
-                        const char* name) {
-  const auto& ptrs = lists.ptrs;
-  const auto& numels = lists.numels;
-  const auto& extras = lists.extras;
-  using Meta = TensorListMeta<Op::kDepth, typename Op::Extra>;
-  static_assert(sizeof(Meta) + sizeof(Op) <= 4096, "multi_tensor_apply: kernel arguments over 4 KB");
+// Calls launch(meta, blocks) once per launch of the plan for these lists:
+// lists.ptrs[k][l] is list l's buffer of tensor k (nullptr for an absent list,
+// which the op then must not read); numels[k], extras[k] likewise.
+template <int L, class Extra, class Launch>
+void for_each_launch(const cuda_math::MultiTensorLists<L, Extra>& lists, Launch&& launch) {
+  using Meta = TensorListMeta<L, Extra>;
   static_assert(Meta::kMaxTensors <= 255, "block_to_slot is a byte");
-  for (const cuda_math::MultiTensorLaunch& launch :
-       cuda_math::plan_multi_tensor(numels, Meta::kMaxTensors, cuda_math::kMultiTensorBlocks,
+  for (const cuda_math::MultiTensorLaunch& plan :
+       cuda_math::plan_multi_tensor(lists.numels, Meta::kMaxTensors, cuda_math::kMultiTensorBlocks,
                                     cuda_math::kMultiTensorChunk)) {
     Meta meta{};
-    for (size_t s = 0; s < launch.tensors.size(); ++s) {
-      const auto k = static_cast<size_t>(launch.tensors[s]);
-      for (int l = 0; l < Op::kDepth; ++l) meta.ptrs[l][s] = ptrs[k][static_cast<size_t>(l)];
-      meta.numel[s] = numels[k];
-      meta.extra[s] = extras[k];
+    for (size_t s = 0; s < plan.tensors.size(); ++s) {
+      const auto k = static_cast<size_t>(plan.tensors[s]);
+      for (int l = 0; l < L; ++l) meta.ptrs[l][s] = lists.ptrs[k][static_cast<size_t>(l)];
+      meta.numel[s] = lists.numels[k];
+      meta.extra[s] = lists.extras[k];
     }
-    for (size_t b = 0; b < launch.blocks.size(); ++b) {
-      meta.block_to_slot[b] = static_cast<unsigned char>(launch.blocks[b].first);
-      meta.block_to_chunk[b] = static_cast<int>(launch.blocks[b].second);
+    for (size_t b = 0; b < plan.blocks.size(); ++b) {
+      meta.block_to_slot[b] = static_cast<unsigned char>(plan.blocks[b].first);
+      meta.block_to_chunk[b] = static_cast<int>(plan.blocks[b].second);
     }
-    multi_tensor_kernel<Op><<<static_cast<unsigned>(launch.blocks.size()), cuda_math::kMultiTensorThreads, 0,
-                              ctx.stream>>>(meta, op);
-    MINIDL_CUDA_KERNEL_LAUNCH_CHECK(name);
+    launch(meta, static_cast<unsigned>(plan.blocks.size()));
   }
+}
+
+// op(ptr, extra, i) for every element i of every tensor of the lists.
+template <class Op>
+void multi_tensor_apply(const LaunchContext& ctx, const cuda_math::MultiTensorLists<Op::kDepth, typename Op::Extra>& lists,
+                        const Op& op, const char* name) {
+  static_assert(sizeof(TensorListMeta<Op::kDepth, typename Op::Extra>) + sizeof(Op) <= 4096,
+                "multi_tensor_apply: kernel arguments over 4 KB");
+  for_each_launch(lists, [&](const TensorListMeta<Op::kDepth, typename Op::Extra>& meta, unsigned blocks) {
+    multi_tensor_kernel<Op><<<blocks, cuda_math::kMultiTensorThreads, 0, ctx.stream>>>(meta, op);
+    MINIDL_CUDA_KERNEL_LAUNCH_CHECK(name);
+  });
 }
 
 }  // namespace minidl::cuda_kernels

@@ -129,16 +129,18 @@ AdamTensorScalars<T> adam_tensor_scalars(const AdamStepArgs& a) {
 
 // The lists of a call as the kernel takes them: per tensor, its buffers in
 // list order (nullptr for an absent list), its size and its own scalar.
-template <class Op>
+template <int L, class Extra>
 struct MultiTensorLists {
-  std::vector<std::array<void*, Op::kDepth>> ptrs;
+  std::vector<std::array<void*, L>> ptrs;
   std::vector<int64_t> numels;
-  std::vector<typename Op::Extra> extras;
+  std::vector<Extra> extras;
 };
+template <class Op>
+using OpLists = MultiTensorLists<Op::kDepth, typename Op::Extra>;
 
 template <class T>
-MultiTensorLists<SgdMultiOp<T>> sgd_lists(const MultiStepArgs<SgdStepArgs>& args) {
-  MultiTensorLists<SgdMultiOp<T>> l;
+OpLists<SgdMultiOp<T>> sgd_lists(const MultiStepArgs<SgdStepArgs>& args) {
+  OpLists<SgdMultiOp<T>> l;
   for (const SgdStepArgs& a : args.tensors) {
     l.ptrs.push_back({a.param.data_ptr<T>(), a.grad.data_ptr<T>(),
                       a.momentum_buffer.defined() ? a.momentum_buffer.data_ptr<T>() : nullptr});
@@ -149,8 +151,8 @@ MultiTensorLists<SgdMultiOp<T>> sgd_lists(const MultiStepArgs<SgdStepArgs>& args
 }
 
 template <class T>
-MultiTensorLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& args) {
-  MultiTensorLists<AdamMultiOp<T>> l;
+OpLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& args) {
+  OpLists<AdamMultiOp<T>> l;
   for (const AdamStepArgs& a : args.tensors) {
     l.ptrs.push_back({a.param.data_ptr<T>(), a.grad.data_ptr<T>(), a.exp_avg.data_ptr<T>(), a.exp_avg_sq.data_ptr<T>(),
                       a.max_exp_avg_sq.defined() ? a.max_exp_avg_sq.data_ptr<T>() : nullptr});
@@ -159,5 +161,48 @@ MultiTensorLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& a
   }
   return l;
 }
+
+// ---- clip_grad_norm_ over many gradients ----------------------------------
+// _foreach_norm in two deterministic steps: every (tensor, chunk) block
+// reduces its chunk to one partial (CUB's BlockReduce on the device) stored at
+// partial_offsets[tensor] + chunk; then one thread per tensor combines its
+// partials in chunk order and finishes the norm. Fixed assignment and
+// order: the same bits on every run (not the CPU's serial order, so compare
+// with a tolerance).
+
+// Where each tensor's chunk partials start, and (last entry) how many there are.
+inline std::vector<int64_t> partial_offsets(const std::vector<int64_t>& numels, int64_t chunk) {
+  std::vector<int64_t> offsets{0};
+  for (int64_t n : numels) offsets.push_back(offsets.back() + (n + chunk - 1) / chunk);
+  return offsets;
+}
+
+// The accumulator of norm_term's values: a sum, or a max for p = inf.
+struct NormCombine {
+  bool is_max;
+  MINIDL_HOST_DEVICE double operator()(double a, double b) const { return is_max ? (a < b ? b : a) : a + b; }
+};
+
+// One tensor's norm from its partials, in chunk order.
+MINIDL_HOST_DEVICE inline double finish_from_partials(const double* partials, int64_t count, double p) {
+  const NormCombine combine{std::isinf(p)};
+  double acc = 0.0;
+  for (int64_t c = 0; c < count; ++c) acc = combine(acc, partials[c]);
+  return norm_finish(acc, p);
+}
+
+// grad *= clip_coefficient(max_norm, *total) rounded to T (clip_grad_scale's
+// per-element math), over one list.
+template <class T>
+struct ClipScaleOp {
+  static constexpr int kDepth = 1;
+  using Extra = unsigned char;  // none
+  const double* total;
+  double max_norm;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra, int64_t i) const {
+    T* g = static_cast<T*>(ptr[0]);
+    g[i] = g[i] * static_cast<T>(clip_coefficient(max_norm, *total));
+  }
+};
 
 }  // namespace minidl::cuda_math
