@@ -13,12 +13,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "minidl/core/cuda.h"
 #include "minidl/ops/fused_optim.h"
 #include "minidl/optim/adam.h"
+#include "minidl/optim/clip_grad.h"
 #include "minidl/optim/sgd.h"
 #include "tests/test_util.h"
 
@@ -174,5 +176,56 @@ TEST_CASE("SGD and AdamW on CUDA parameters of mixed dtypes follow the CPU run")
     CAPTURE(i);
     const double tol = cpu_params[i].dtype() == kFloat64 ? 1e-10 : 1e-5;
     CHECK(max_abs_diff(gpu_params[i].to(kCPU), cpu_params[i]) <= tol);
+  }
+}
+
+TEST_CASE("_foreach_norm and the multi-tensor clip on CUDA equal the CPU kernels, run to run identical") {
+  require_cuda_or_skip();
+  for (DType dt : {kFloat32, kFloat64}) {
+    std::vector<Tensor> cpu_x, gpu_x;
+    std::vector<int64_t> ns = sizes(dt == kFloat32);  // float32: one tensor over a launch's 320 chunks
+    for (int k = 0; k < 100; ++k) ns.push_back(1 + k);  // over 128 tensors: two finishing batches
+    for (int64_t n : ns) {
+      cpu_x.push_back(randn({n}, dt));
+      gpu_x.push_back(cpu_x.back().to(kGpu));
+    }
+    for (const double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(p);
+      VectorNormsArgs cpu{{}, cpu_x, p}, gpu{{}, gpu_x, p}, again{{}, gpu_x, p};
+      const Tensor cpu_out = zeros({static_cast<int64_t>(ns.size())}, kFloat64);
+      const Tensor gpu_out = cpu_out.to(kGpu), gpu_again = cpu_out.to(kGpu);
+      for (int64_t k = 0; k < static_cast<int64_t>(ns.size()); ++k) {
+        cpu.outs.push_back(cpu_out.select(0, k));
+        gpu.outs.push_back(gpu_out.select(0, k));
+        again.outs.push_back(gpu_again.select(0, k));
+      }
+      vector_norms_stub(kCPU)(cpu);
+      vector_norms_stub(kGpu)(gpu);
+      vector_norms_stub(kGpu)(again);
+      CHECK(allclose(gpu_out.to(kCPU), cpu_out, 1e-12, 0.0));
+      CHECK(max_abs_diff(gpu_out.to(kCPU), gpu_again.to(kCPU)) == 0.0);  // deterministic
+    }
+  }
+}
+
+TEST_CASE("clip_grad_norm_ on CUDA gradients of mixed dtypes follows the CPU") {
+  require_cuda_or_skip();
+  std::vector<Tensor> cpu_params, gpu_params;
+  for (int k = 0; k < 50; ++k) {
+    const DType dt = k % 4 ? kFloat32 : kFloat64;
+    const Tensor p = zeros({k == 9 ? 0 : 2 + k % 5, 3}, dt);
+    cpu_params.push_back(p.clone().requires_grad_(true));
+    gpu_params.push_back(p.to(kGpu).requires_grad_(true));
+    const Tensor g = randn({3, p.size(0)}, dt).t();  // strided gradients take the per-tensor path
+    cpu_params.back().set_grad(k % 7 == 3 ? g : g.contiguous());
+    gpu_params.back().set_grad(k % 7 == 3 ? g.contiguous().to(kGpu).t().contiguous().t() : g.contiguous().to(kGpu));
+  }
+  const double cpu_total = optim::clip_grad_norm_(cpu_params, 0.5);
+  const double gpu_total = optim::clip_grad_norm_(gpu_params, 0.5);
+  CHECK(gpu_total == doctest::Approx(cpu_total).epsilon(1e-12));
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(allclose(gpu_params[i].grad().to(kCPU), cpu_params[i].grad(), 1e-6, 1e-7));
   }
 }
