@@ -18,7 +18,8 @@ namespace {
 using cuda_kernels::LaunchContext;
 using cuda_math::kMultiTensorChunk;
 using cuda_math::kMultiTensorThreads;
-using PartialsMeta = cuda_kernels::TensorListMeta<1, int64_t>;  // extra: where the tensor's partials start
+// extra: where the tensor's partials start; 64 tensors a launch keep it under 4 KB.
+using PartialsMeta = cuda_kernels::TensorListMeta<1, int64_t, 64>;
 
 // Block b: partials[offset + chunk] = the combined norm terms of its chunk.
 template <class T>
@@ -68,7 +69,7 @@ void vector_norms_cuda(const VectorNormsArgs& args) {
     // Alive until the last kernel reading it is enqueued (the allocator reuses it in stream order).
     const Tensor partials = cuda_kernels::temp_buffer(offsets.back() * static_cast<int64_t>(sizeof(double)), device);
     double* part = static_cast<double*>(partials.raw_data());
-    cuda_kernels::for_each_launch(lists, [&](const PartialsMeta& meta, unsigned blocks) {
+    cuda_kernels::for_each_launch<PartialsMeta>(lists, [&](const PartialsMeta& meta, unsigned blocks) {
       norm_partials_kernel<scalar_t><<<blocks, kMultiTensorThreads, 0, ctx.stream>>>(meta, args.norm_type, part);
       MINIDL_CUDA_KERNEL_LAUNCH_CHECK("_foreach_norm");
     });

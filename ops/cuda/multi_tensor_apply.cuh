@@ -12,9 +12,10 @@
 
 namespace minidl::cuda_kernels {
 
-template <int L, class Extra>
+// MaxTensors: PyTorch's per-depth limit, lower where Extra is wide.
+template <int L, class Extra, int MaxTensors = cuda_math::multi_tensor_max_tensors(L)>
 struct TensorListMeta {
-  static constexpr int kMaxTensors = cuda_math::multi_tensor_max_tensors(L);
+  static constexpr int kMaxTensors = MaxTensors;
   void* ptrs[L][kMaxTensors];
   int64_t numel[kMaxTensors];
   Extra extra[kMaxTensors];
@@ -40,10 +41,10 @@ __global__ void __launch_bounds__(cuda_math::kMultiTensorThreads)
 // Calls launch(meta, blocks) once per launch of the plan for these lists:
 // lists.ptrs[k][l] is list l's buffer of tensor k (nullptr for an absent list,
 // which the op then must not read); numels[k], extras[k] likewise.
-template <int L, class Extra, class Launch>
+template <class Meta, int L, class Extra, class Launch>
 void for_each_launch(const cuda_math::MultiTensorLists<L, Extra>& lists, Launch&& launch) {
-  using Meta = TensorListMeta<L, Extra>;
   static_assert(Meta::kMaxTensors <= 255, "block_to_slot is a byte");
+  static_assert(sizeof(Meta) <= 4096 - 128, "multi_tensor_apply: kernel arguments over 4 KB");
   for (const cuda_math::MultiTensorLaunch& plan :
        cuda_math::plan_multi_tensor(lists.numels, Meta::kMaxTensors, cuda_math::kMultiTensorBlocks,
                                     cuda_math::kMultiTensorChunk)) {
@@ -68,7 +69,8 @@ void multi_tensor_apply(const LaunchContext& ctx, const cuda_math::MultiTensorLi
                         const Op& op, const char* name) {
   static_assert(sizeof(TensorListMeta<Op::kDepth, typename Op::Extra>) + sizeof(Op) <= 4096,
                 "multi_tensor_apply: kernel arguments over 4 KB");
-  for_each_launch(lists, [&](const TensorListMeta<Op::kDepth, typename Op::Extra>& meta, unsigned blocks) {
+  using Meta = TensorListMeta<Op::kDepth, typename Op::Extra>;
+  for_each_launch<Meta>(lists, [&](const Meta& meta, unsigned blocks) {
     multi_tensor_kernel<Op><<<blocks, cuda_math::kMultiTensorThreads, 0, ctx.stream>>>(meta, op);
     MINIDL_CUDA_KERNEL_LAUNCH_CHECK(name);
   });
