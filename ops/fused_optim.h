@@ -2,6 +2,8 @@
 // Adam/AdamW), and the per-tensor norm and gradient scaling of
 // clip_grad_norm_. PyTorch's counterparts are the per-tensor bodies of
 // _fused_sgd / _fused_adam and of clip_grad_norm_'s foreach norm and mul.
+// The multi-tensor stubs below take many parameters at once (what optim/
+// calls); their CPU kernels loop over the per-tensor ones.
 //
 // Every kernel updates device memory in place and never reads it back to the
 // host: scalars that depend on the step count (Adam's bias corrections) are
