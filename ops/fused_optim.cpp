@@ -1,6 +1,9 @@
-// The kernel tables of ops/fused_optim.h; the CPU kernels are in
-// ops/cpu/fused_optim.cpp, the callers in optim/.
+// The kernel tables of ops/fused_optim.h and the multi-tensor path's argument
+// checks; the CPU kernels are in ops/cpu/fused_optim.cpp, the CUDA ones in
+// ops/cuda/fused_optim.cu and ops/cuda/fused_optim_multi.cu, the callers in optim/.
 #include "minidl/ops/fused_optim.h"
+
+#include "minidl/core/check.h"
 
 namespace minidl {
 
@@ -8,5 +11,83 @@ DispatchStub<SgdStepFn> sgd_step_stub("sgd_step");
 DispatchStub<AdamStepFn> adam_step_stub("adam_step");
 DispatchStub<VectorNormFn> vector_norm_stub("vector_norm");
 DispatchStub<ClipGradScaleFn> clip_grad_scale_stub("clip_grad_scale");
+DispatchStub<SgdMultiStepFn> sgd_multi_step_stub("_fused_sgd_");
+DispatchStub<AdamMultiStepFn> adam_multi_step_stub("_fused_adam_");
+DispatchStub<VectorNormsFn> vector_norms_stub("_foreach_norm");
+DispatchStub<ClipGradScaleMultiFn> clip_grad_scale_multi_stub("_foreach_clip_grad_scale_");
+
+namespace {
+
+// Every defined tensor of `a` has param's dtype, device and size and is contiguous.
+template <class Args>
+void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
+  MINIDL_CHECK(a.param.defined() && a.grad.defined(), op, ": expected a parameter and its gradient");
+  MINIDL_CHECK(a.param.dtype() == first.dtype() && a.param.device() == first.device(), op,
+               ": expected all parameters to have the same dtype and device, got ", dtype_name(first.dtype()), " on ",
+               first.device().str(), " and ", dtype_name(a.param.dtype()), " on ", a.param.device().str());
+  a.for_each_tensor([&](const Tensor& t) {
+    if (!t.defined()) return;
+    MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && t.numel() == a.param.numel() &&
+                     t.is_contiguous(),
+                 op, ": expected the gradient and state of a parameter to be contiguous and match it in dtype, ",
+                 "device and size");
+  });
+}
+
+}  // namespace
+
+void check_multi_step(const MultiStepArgs<SgdStepArgs>& args, const char* op) {
+  if (args.tensors.empty()) return;
+  const SgdStepArgs& h = args.tensors.front();
+  for (const SgdStepArgs& a : args.tensors) {
+    check_tensors_match(a, h.param, op);
+    MINIDL_CHECK(a.lr == h.lr && a.momentum == h.momentum && a.dampening == h.dampening &&
+                     a.weight_decay == h.weight_decay && a.nesterov == h.nesterov &&
+                     a.momentum_buffer.defined() == h.momentum_buffer.defined(),
+                 op, ": expected all parameters of one call to share the hyperparameters");
+  }
+}
+
+void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op) {
+  if (args.tensors.empty()) return;
+  const AdamStepArgs& h = args.tensors.front();
+  for (const AdamStepArgs& a : args.tensors) {
+    check_tensors_match(a, h.param, op);
+    MINIDL_CHECK(a.exp_avg.defined() && a.exp_avg_sq.defined(), op, ": expected exp_avg and exp_avg_sq");
+    MINIDL_CHECK(a.lr == h.lr && a.beta1 == h.beta1 && a.beta2 == h.beta2 && a.eps == h.eps &&
+                     a.weight_decay == h.weight_decay && a.decoupled_weight_decay == h.decoupled_weight_decay &&
+                     a.max_exp_avg_sq.defined() == h.max_exp_avg_sq.defined(),
+                 op, ": expected all parameters of one call to share the hyperparameters");
+  }
+}
+
+namespace {
+
+// xs: contiguous, floating, one dtype and device.
+void check_same_kind(const std::vector<Tensor>& xs, const char* op) {
+  for (const Tensor& x : xs) {
+    MINIDL_CHECK(x.defined() && x.is_contiguous(), op, ": expected defined, contiguous tensors");
+    MINIDL_CHECK(is_floating(x.dtype()), op, ": expected floating-point tensors, got ", dtype_name(x.dtype()));
+    MINIDL_CHECK(x.dtype() == xs.front().dtype() && x.device() == xs.front().device(), op,
+                 ": expected all tensors to have the same dtype and device, got ", dtype_name(xs.front().dtype()),
+                 " on ", xs.front().device().str(), " and ", dtype_name(x.dtype()), " on ", x.device().str());
+  }
+}
+
+}  // namespace
+
+void check_vector_norms(const VectorNormsArgs& args) {
+  MINIDL_CHECK(args.outs.size() == args.xs.size(), "_foreach_norm: expected one output per tensor, got ",
+               args.outs.size(), " outputs for ", args.xs.size(), " tensors");
+  check_same_kind(args.xs, "_foreach_norm");
+  for (const Tensor& o : args.outs)
+    MINIDL_CHECK(o.defined() && o.numel() == 1 && o.dtype() == kFloat64, "_foreach_norm: expected float64 one-element outputs");
+}
+
+void check_clip_grad_scale_multi(const ClipGradScaleMultiArgs& args) {
+  check_same_kind(args.grads, "clip_grad_norm_");
+  MINIDL_CHECK(args.total_norm.defined() && args.total_norm.numel() == 1 && args.total_norm.dtype() == kFloat64,
+               "clip_grad_norm_: expected total_norm to be a float64 one-element tensor");
+}
 
 }  // namespace minidl

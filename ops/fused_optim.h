@@ -2,6 +2,8 @@
 // Adam/AdamW), and the per-tensor norm and gradient scaling of
 // clip_grad_norm_. PyTorch's counterparts are the per-tensor bodies of
 // _fused_sgd / _fused_adam and of clip_grad_norm_'s foreach norm and mul.
+// The multi-tensor stubs below take many parameters at once (what optim/
+// calls); their CPU kernels loop over the per-tensor ones.
 //
 // Every kernel updates device memory in place and never reads it back to the
 // host: scalars that depend on the step count (Adam's bias corrections) are
@@ -9,6 +11,9 @@
 // and passed in, and clip_grad_norm_'s total norm stays a device tensor that
 // the scaling kernel reads on the device.
 #pragma once
+
+#include <algorithm>
+#include <vector>
 
 #include "minidl/core/dispatch.h"
 #include "minidl/core/tensor.h"
@@ -72,6 +77,85 @@ extern DispatchStub<SgdStepFn> sgd_step_stub;
 extern DispatchStub<AdamStepFn> adam_step_stub;
 extern DispatchStub<VectorNormFn> vector_norm_stub;
 extern DispatchStub<ClipGradScaleFn> clip_grad_scale_stub;
+
+// ---- multi-tensor path (PyTorch's _fused_sgd_ / _fused_adam_) ----------------
+// Many parameters of one dtype and device in one call, which the CUDA kernel
+// packs into a few launches (ops/cuda/multi_tensor_apply.cuh) instead of one
+// per parameter. Every entry obeys its single-tensor contract above, and all
+// share the hyperparameters (lr, momentum, dampening, weight_decay, nesterov;
+// lr, betas, eps, weight_decay, decoupled, amsgrad or not); they may differ
+// only in what depends on a parameter's own state: first_step (SGD),
+// step_size and bias_correction2_sqrt (Adam: per-parameter step counts).
+// check_multi_step says so with the op's name. The optimizers (optim/sgd.cpp,
+// optim/adam.cpp) call these once per (device, dtype) of a param group.
+template <class Args>
+struct MultiStepArgs {
+  std::vector<Args> tensors;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Args& a : tensors) a.for_each_tensor(f);
+  }
+};
+using SgdMultiStepFn = void(const MultiStepArgs<SgdStepArgs>& args);
+using AdamMultiStepFn = void(const MultiStepArgs<AdamStepArgs>& args);
+extern DispatchStub<SgdMultiStepFn> sgd_multi_step_stub;
+extern DispatchStub<AdamMultiStepFn> adam_multi_step_stub;
+
+// clip_grad_norm_'s norms and scaling over many gradients in a few launches
+// (PyTorch's _foreach_norm and _foreach_mul_): outs[i] (a float64 0-d
+// tensor, e.g. a view into a vector of norms) = ||xs[i]||_p as vector_norm_stub
+// computes it; and every grad *= the clip factor of total_norm, as
+// clip_grad_scale_stub. xs / grads: contiguous, one dtype, on one device.
+struct VectorNormsArgs {
+  std::vector<Tensor> outs, xs;
+  double norm_type = 2.0;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor& t : outs) f(t);
+    for (const Tensor& t : xs) f(t);
+  }
+};
+struct ClipGradScaleMultiArgs {
+  std::vector<Tensor> grads;
+  Tensor total_norm;
+  double max_norm = 0.0;
+
+  void for_each_tensor(auto&& f) const {
+    for (const Tensor& t : grads) f(t);
+    f(total_norm);
+  }
+};
+using VectorNormsFn = void(const VectorNormsArgs& args);
+using ClipGradScaleMultiFn = void(const ClipGradScaleMultiArgs& args);
+extern DispatchStub<VectorNormsFn> vector_norms_stub;
+extern DispatchStub<ClipGradScaleMultiFn> clip_grad_scale_multi_stub;
+// Throw (naming the op) unless the lists are as described above.
+void check_vector_norms(const VectorNormsArgs& args);
+void check_clip_grad_scale_multi(const ClipGradScaleMultiArgs& args);
+
+// Splits per-parameter args into one MultiStepArgs per (device, dtype) of the
+// parameters, in order of first appearance (a param group mixing devices or
+// dtypes takes one call per kind, as PyTorch's _group_tensors_by_device_and_dtype).
+template <class Args>
+std::vector<MultiStepArgs<Args>> group_by_device_and_dtype(std::vector<Args> args) {
+  std::vector<MultiStepArgs<Args>> groups;
+  for (Args& a : args) {
+    auto same_kind = [&](const MultiStepArgs<Args>& g) {
+      const Tensor& p = g.tensors.front().param;
+      return p.device() == a.param.device() && p.dtype() == a.param.dtype();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same_kind);
+    if (it == groups.end()) it = groups.insert(groups.end(), MultiStepArgs<Args>{});
+    it->tensors.push_back(std::move(a));
+  }
+  return groups;
+}
+
+// Throws (naming `op`) unless all entries share dtype, device and
+// hyperparameters as described above, and each tensor matches its param.
+void check_multi_step(const MultiStepArgs<SgdStepArgs>& args, const char* op);
+void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op);
+
 void register_fused_optim_cpu_kernels();
 
 }  // namespace minidl

@@ -8,8 +8,9 @@
 //   p = p - lr / (1 - beta1^t) * m / denom
 // State: "step" (0-d float32), "exp_avg", "exp_avg_sq", "max_exp_avg_sq"
 // (amsgrad); the moments on p's device, "step" on the CPU, where the bias
-// corrections are computed. One adam_step_stub call per parameter
-// (ops/fused_optim.h); overwrites p in place.
+// corrections are computed. One adam_multi_step_stub call per (device, dtype)
+// of a group's parameters (ops/fused_optim.h: a few launches on CUDA);
+// overwrites p in place.
 #include "minidl/optim/adam.h"
 
 #include <cmath>
@@ -82,6 +83,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& defaults)
 void Adam::step_group(ParamGroup& group) {
   const AdamOptions& o = group.options_as<AdamOptions>();
   check_adam_options(o);  // a group's options may have been edited since
+  std::vector<AdamStepArgs> all;
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     AdamStepArgs args;
@@ -110,8 +112,11 @@ void Adam::step_group(ParamGroup& group) {
     args.decoupled_weight_decay = decoupled_weight_decay_;
     args.step_size = o.lr / (1.0 - std::pow(o.beta1, t));
     args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
-    adam_step_stub(p.device())(args);
-    p.bump_version();
+    all.push_back(std::move(args));
+  }
+  for (const MultiStepArgs<AdamStepArgs>& kind : group_by_device_and_dtype(std::move(all))) {
+    adam_multi_step_stub(kind.tensors.front().param.device())(kind);
+    for (const AdamStepArgs& a : kind.tensors) a.param.bump_version();
   }
 }
 

@@ -8,8 +8,9 @@
 //     device and dtype, except "step", a CPU counter (PyTorch's default, not
 //     capturable): the bias corrections are computed from it on the host, so a
 //     step never reads device memory;
-//   - parameters may live on any device: each update is one kernel call per
-//     parameter through ops/fused_optim.h;
+//   - parameters may live on any device: each update is one multi-tensor
+//     kernel call per device and dtype of a group through ops/fused_optim.h
+//     (a few launches on CUDA, PyTorch's fused/foreach path);
 //   - step() runs under no_grad and skips parameters without a gradient;
 //   - state_dict() names parameters by their index over all groups in order,
 //     as PyTorch does: tensors "state.<index>.<name>" and a JSON

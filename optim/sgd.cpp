@@ -5,7 +5,8 @@
 //   g = nesterov ? g + momentum * b : b            (if momentum != 0)
 //   p = p - lr * g
 // State: "momentum_buffer" (only when momentum != 0), on p's device. One
-// sgd_step_stub call per parameter (ops/fused_optim.h); overwrites p in place.
+// sgd_multi_step_stub call per (device, dtype) of a group's parameters
+// (ops/fused_optim.h: a few launches on CUDA); overwrites p in place.
 #include "minidl/optim/sgd.h"
 
 #include "minidl/ops/fused_optim.h"
@@ -59,6 +60,7 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
 void SGD::step_group(ParamGroup& group) {
   const SGDOptions& o = group.options_as<SGDOptions>();
   check_sgd_options(o);  // a group's options may have been edited since
+  std::vector<SgdStepArgs> all;
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     SgdStepArgs args;
@@ -75,8 +77,11 @@ void SGD::step_group(ParamGroup& group) {
     args.dampening = o.dampening;
     args.weight_decay = o.weight_decay;
     args.nesterov = o.nesterov;
-    sgd_step_stub(p.device())(args);
-    p.bump_version();
+    all.push_back(std::move(args));
+  }
+  for (const MultiStepArgs<SgdStepArgs>& kind : group_by_device_and_dtype(std::move(all))) {
+    sgd_multi_step_stub(kind.tensors.front().param.device())(kind);
+    for (const SgdStepArgs& a : kind.tensors) a.param.bump_version();
   }
 }
 

@@ -113,9 +113,35 @@ void clip_grad_scale_cpu(const Tensor& grad, const Tensor& total_norm, double ma
                            [&] { scale_typed(grad.data_ptr<scalar_t>(), grad.numel(), coef); });
 }
 
+// The multi-tensor path on the CPU: the single-tensor kernel per entry (a
+// launch costs nothing here), so both paths give the same bits.
+void sgd_multi_step_cpu(const MultiStepArgs<SgdStepArgs>& args) {
+  check_multi_step(args, "_fused_sgd_");
+  for (const SgdStepArgs& a : args.tensors) sgd_step_cpu(a);
+}
+
+void adam_multi_step_cpu(const MultiStepArgs<AdamStepArgs>& args) {
+  check_multi_step(args, "_fused_adam_");
+  for (const AdamStepArgs& a : args.tensors) adam_step_cpu(a);
+}
+
+void vector_norms_cpu(const VectorNormsArgs& args) {
+  check_vector_norms(args);
+  for (size_t i = 0; i < args.xs.size(); ++i) vector_norm_cpu(args.outs[i], args.xs[i], args.norm_type);
+}
+
+void clip_grad_scale_multi_cpu(const ClipGradScaleMultiArgs& args) {
+  check_clip_grad_scale_multi(args);
+  for (const Tensor& g : args.grads) clip_grad_scale_cpu(g, args.total_norm, args.max_norm);
+}
+
 }  // namespace
 
 void register_fused_optim_cpu_kernels() {
+  vector_norms_stub.set(DeviceType::CPU, vector_norms_cpu);
+  clip_grad_scale_multi_stub.set(DeviceType::CPU, clip_grad_scale_multi_cpu);
+  sgd_multi_step_stub.set(DeviceType::CPU, sgd_multi_step_cpu);
+  adam_multi_step_stub.set(DeviceType::CPU, adam_multi_step_cpu);
   sgd_step_stub.set(DeviceType::CPU, sgd_step_cpu);
   adam_step_stub.set(DeviceType::CPU, adam_step_cpu);
   vector_norm_stub.set(DeviceType::CPU, vector_norm_cpu);

@@ -28,6 +28,8 @@ void register_pooling_cuda_kernels();      // ops/cuda/pooling.cu
 void register_pad_cuda_kernels();          // ops/cuda/pad.cu
 void register_interpolate_cuda_kernels();  // ops/cuda/upsample.cu
 void register_fused_optim_cuda_kernels();  // ops/cuda/fused_optim.cu
+void register_fused_optim_multi_cuda_kernels();  // ops/cuda/fused_optim_multi.cu (multi-tensor SGD/Adam)
+void register_clip_grad_multi_cuda_kernels();    // ops/cuda/clip_grad_multi.cu (_foreach_norm, clip scaling)
 void register_amp_cuda_kernels();          // ops/cuda/amp.cu (GradScaler)
 
 void register_cuda_kernels() {
@@ -49,6 +51,8 @@ void register_cuda_kernels() {
   register_pad_cuda_kernels();
   register_interpolate_cuda_kernels();
   register_fused_optim_cuda_kernels();
+  register_fused_optim_multi_cuda_kernels();
+  register_clip_grad_multi_cuda_kernels();
   register_amp_cuda_kernels();
 }
 
