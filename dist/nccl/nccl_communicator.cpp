@@ -108,8 +108,8 @@ NcclCommunicator::NcclCommunicator(const std::string& unique_id, int rank, int s
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   const ncclUniqueId id = decode_unique_id(unique_id);
-  nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &config), "ncclCommInitRankConfig", nullptr, true);
   try {
+    nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &config), "ncclCommInitRankConfig", nullptr, true);
     wait_ready("ncclCommInitRankConfig");
   } catch (const std::exception& e) {
     abort();
