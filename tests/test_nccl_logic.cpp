@@ -36,6 +36,7 @@ struct FakeFabric {
   std::map<int, std::string> id_seen;  // rank -> the unique id its communicator got
   std::set<int> stalled;               // ranks whose contributions never reach the others
   std::map<int, std::string> async_error;
+  std::string refuse_launch;           // when set, every launch throws it (NCCL refusing to enqueue)
   struct Slot {
     std::vector<std::function<void(std::vector<Tensor>&)>> finish;  // per rank, in rank order of arrival
     std::map<int, std::vector<Tensor>> data;                         // rank -> its tensors
@@ -135,6 +136,7 @@ class FakeCommunicator final : public Communicator {
   CollectiveEventPtr join(std::vector<Tensor> ts, Compute compute) {
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard<std::mutex> lock(f_.mutex);
+    if (!f_.refuse_launch.empty()) throw Error(f_.refuse_launch);
     auto& slot = f_.slots[launches_++];
     slot.done.push_back(done);
     if (!f_.stalled.count(rank_)) slot.data[rank_] = std::move(ts);
@@ -343,6 +345,27 @@ TEST_CASE("nccl logic: a collective that hangs on one rank fails every rank; NCC
                           "remote process exited or there was a network error (ncclRemoteError)"));
     CHECK(fabric.aborts == 1);
   }
+}
+
+TEST_CASE("nccl logic: NCCL refusing to enqueue a collective breaks the group with NCCL's text") {
+  FakeFabric fabric(1);
+  std::string first, later;
+  run_ranks(1, Milliseconds(2000), fabric, [&](int, ProcessGroupNCCL& pg) {
+    Tensor t = ones({2});
+    pg.all_reduce(t)->synchronize();  // #0 runs
+    {
+      std::lock_guard<std::mutex> lock(fabric.mutex);
+      fabric.refuse_launch = "NCCL error in ncclBroadcast: invalid usage (run with NCCL_DEBUG=WARN for details)";
+    }
+    first = error_of([&] { pg.broadcast(t, 0); });
+    later = error_of([&] { pg.all_reduce(t); });
+  });
+  CAPTURE(first);
+  CHECK(contains(first, "broadcast (collective #1 of this group) failed on rank 0 of 1: NCCL error in ncclBroadcast: "
+                        "invalid usage (run with NCCL_DEBUG=WARN for details)"));
+  CHECK(contains(later, "all_reduce(SUM): the process group is unusable after an earlier collective failed: " +
+                            first.substr(0, 40)));
+  CHECK(fabric.aborts == 1);
 }
 
 TEST_CASE("nccl logic: two ranks on one GPU get an error that says why and what to do") {
