@@ -1,5 +1,6 @@
 // init_process_group and the default group: parses the init method, builds
-// the store (TCP hosted by rank 0, or a file), and the gloo group on it.
+// the store (TCP hosted by rank 0, or a file), and the gloo or (CUDA builds)
+// nccl group on it; new_group makes groups of the same backend.
 #include "minidl/dist/distributed.h"
 
 #include <arpa/inet.h>
@@ -12,7 +13,11 @@
 #include <map>
 
 #include "minidl/core/check.h"
+#include "minidl/dist/nccl_host/nccl_checks.h"
 #include "minidl/dist/process_group_gloo.h"
+#ifdef MINIDL_WITH_CUDA
+#include "minidl/dist/nccl/make_process_group_nccl.h"
+#endif
 
 namespace minidl::dist {
 
@@ -22,6 +27,7 @@ struct DefaultGroup {
   std::shared_ptr<Store> store;       // the rendezvous store (TCP or file)
   ProcessGroupPtr group;
   std::string host;                    // the address peers dial for this process
+  std::string backend;                 // "gloo" or "nccl"
   int64_t groups_created = 0;          // new_group calls so far (same on every rank)
 };
 DefaultGroup& state() {
@@ -92,6 +98,18 @@ std::string local_address_towards(const std::string& master) {
   return result;
 }
 
+ProcessGroupPtr make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+                           Milliseconds timeout, const std::string& host) {
+  if (backend == "nccl") {
+#ifdef MINIDL_WITH_CUDA
+    return make_process_group_nccl(std::move(store), rank, size, timeout);
+#else
+    MINIDL_FAIL(nccl::unavailable_in_cpu_build_message());
+#endif
+  }
+  return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, timeout, host);
+}
+
 ProcessGroupPtr group_or_default(const ProcessGroupPtr& group, const char* op) {
   if (group) return group;
   MINIDL_CHECK(state().group != nullptr, op,
@@ -104,10 +122,11 @@ ProcessGroupPtr group_or_default(const ProcessGroupPtr& group, const char* op) {
 void init_process_group(const std::string& backend, const std::string& init_method, int world_size, int rank,
                         Milliseconds timeout) {
   MINIDL_CHECK(state().group == nullptr, "init_process_group: trying to initialize the default process group twice!");
-  if (backend == "nccl")
-    MINIDL_FAIL("init_process_group: backend 'nccl' is for CUDA tensors and is not built into this CPU build; "
-                "use 'gloo'");
-  MINIDL_CHECK(backend == "gloo", "init_process_group: unknown backend '", backend, "' (expected 'gloo' or 'nccl')");
+#ifndef MINIDL_WITH_CUDA
+  if (backend == "nccl") MINIDL_FAIL(nccl::unavailable_in_cpu_build_message());
+#endif
+  MINIDL_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '", backend,
+               "' (expected 'gloo' or 'nccl')");
   MINIDL_CHECK(timeout.count() > 0, "init_process_group: the timeout must be positive, got ", timeout.count(), " ms");
 
   std::shared_ptr<Store> store;
@@ -154,9 +173,10 @@ void init_process_group(const std::string& backend, const std::string& init_meth
   }
 
   auto pg_store = std::make_shared<PrefixStore>("default_pg", store);
-  state().group = std::make_shared<ProcessGroupGloo>(pg_store, rank, world_size, timeout, host);
+  state().group = make_group(backend, pg_store, rank, world_size, timeout, host);
   state().store = store;
   state().host = host;
+  state().backend = backend;
   state().groups_created = 0;
 }
 
@@ -205,8 +225,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout) {
   int64_t id = ++state().groups_created;
   if (my_index < 0) return nullptr;
   auto store = std::make_shared<PrefixStore>("group_" + std::to_string(id), state().store);
-  return std::make_shared<ProcessGroupGloo>(store, my_index, static_cast<int>(members.size()), timeout,
-                                            state().host);
+  return make_group(state().backend, store, my_index, static_cast<int>(members.size()), timeout, state().host);
 }
 
 WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bool async_op) {
