@@ -86,6 +86,9 @@ GroupHandles& group_handles() {
   return handles;
 }
 
+// float16/bfloat16 -> float32 (a copy); other dtypes as they are.
+Tensor widened(const Tensor& t) { return is_reduced_floating(t.dtype()) ? t.to(kFloat32) : t; }
+
 void check_sync_input(const Tensor& input) {
   MINIDL_CHECK(input.defined(), "SyncBatchNorm: the input tensor is undefined");
   MINIDL_CHECK(input.dim() >= 2, "expected at least 2D input (got ", input.dim(), "D input)");
@@ -99,7 +102,12 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
                                       double eps, double momentum, const ProcessGroupPtr& group) {
   check_sync_input(input);
   MINIDL_CHECK(group != nullptr, "SyncBatchNorm: the process group is null");
-  const Tensor x = input.contiguous();
+  // A float16/bfloat16 input (autocast) is normalized in float32 against the
+  // float32 weight and statistics, and the output rounded back to its dtype,
+  // as PyTorch's SyncBatchNorm does (pytorch/pytorch#98332): the sums that
+  // cross ranks stay float32. Only the 16-bit input is saved for backward.
+  const Tensor x_saved = input.contiguous();
+  const Tensor x = widened(x_saved);
   const int64_t C = x.size(1);
   const int64_t W = group->size();
   if (W < 2)  // with more ranks, one value here is fine: the others bring more
@@ -135,16 +143,18 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
   auto [mean, invstd] =
       batch_norm_gather_stats_with_counts(x, means, invstds, running_mean, running_var, momentum, eps, counts);
 
-  ctx->save_for_backward({x, weight, mean, invstd, counts});
+  ctx->save_for_backward({x_saved, weight, mean, invstd, counts});
   ctx->saved_data["group"] = group_handles().remember(group);
-  return batch_norm_elemt(x, weight, bias, mean, invstd, eps);  // empty in, empty out
+  return batch_norm_elemt(x, weight, bias, mean, invstd, eps).to(input.dtype());  // empty in, empty out
 }
 
 variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_list grad_outputs) {
   const variable_list saved = ctx->get_saved_variables();
-  const Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3], &counts = saved[4];
+  const Tensor &weight = saved[1], &mean = saved[2], &invstd = saved[3], &counts = saved[4];
+  const DType input_dtype = saved[0].dtype();
+  const Tensor x = widened(saved[0]);
   const ProcessGroupPtr group = group_handles().find(ctx->saved_data.at("group").to_int());
-  const Tensor dy = grad_outputs[0].contiguous();
+  const Tensor dy = widened(grad_outputs[0].contiguous());
   const int64_t C = x.size(1);
   const bool input_g = ctx->needs_input_grad(0);
   const bool weight_g = ctx->needs_input_grad(1) && weight.defined();
@@ -158,7 +168,7 @@ variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_lis
       Tensor sums = cat({local.sum_dy, local.sum_dy_xmu});
       group->all_reduce(sums, ReduceOp::SUM)->wait();
       grad_input = batch_norm_backward_elemt(dy, x, mean, invstd, weight, sums.narrow(0, 0, C),
-                                             sums.narrow(0, C, C), counts);
+                                             sums.narrow(0, C, C), counts).to(input_dtype);
     }
     grad_weight = local.grad_weight;
     grad_bias = local.grad_bias;
@@ -168,7 +178,7 @@ variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_lis
     if (input_g) {
       Tensor sums = zeros({2 * C}, like_x);
       group->all_reduce(sums, ReduceOp::SUM)->wait();
-      grad_input = zeros(x.shape(), like_x);
+      grad_input = zeros(x.shape(), TensorOptions(input_dtype).device(x.device()));
     }
     if (weight_g) grad_weight = zeros({C}, TensorOptions(weight.dtype()).device(weight.device()));
     if (bias_g) grad_bias = zeros({C}, like_x);

@@ -233,6 +233,32 @@ TEST_CASE("SyncBatchNorm: one value per channel over all ranks is an error on ev
   CHECK_MESSAGE(failures.empty(), failures);
 }
 
+TEST_CASE("SyncBatchNorm with a bfloat16 input (autocast): float32 statistics, output and grad in bfloat16") {
+  // As BatchNorm on the whole bf16 batch: float32 weight, bias and running
+  // stats; the sums that cross ranks are float32 (Gloo has no bfloat16).
+  const std::string failures = run_ranks(2, [](int rank, int) {
+    set_num_threads(1);
+    manual_seed(7);
+    const Tensor full = (randn({6, 4, 3, 3}) * 3.0 + 1.0).to(kBFloat16);
+    const Tensor g = randn({6, 4, 3, 3}).to(kBFloat16);
+    auto sync = nn::SyncBatchNorm(4);
+    auto ref = nn::BatchNorm2d(4);
+    const Tensor xs = full.narrow(0, 3 * rank, 3).clone().requires_grad_();
+    const Tensor xr = full.clone().requires_grad_();
+    const Tensor ys = sync(xs), yr = ref(xr);
+    DIST_REQUIRE(ys.dtype() == kBFloat16 && sync->running_var.dtype() == kFloat32);
+    (ys * g.narrow(0, 3 * rank, 3)).sum().backward();
+    (yr * g).sum().backward();
+    DIST_REQUIRE(xs.grad().dtype() == kBFloat16 && sync->weight.grad().dtype() == kFloat32);
+    // Both round the same float32 results to bf16: equal up to one bf16 step.
+    dist_require_close(ys.to(kFloat32), yr.narrow(0, 3 * rank, 3).to(kFloat32), 1e-2, 1e-2, "output");
+    dist_require_close(xs.grad().to(kFloat32), xr.grad().narrow(0, 3 * rank, 3).to(kFloat32), 1e-2, 2e-2, "grad");
+    dist_require_close(sync->running_mean, ref->running_mean, 1e-5, 1e-6, "running_mean");
+    dist_require_close(sync->running_var, ref->running_var, 1e-5, 1e-6, "running_var");
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
 TEST_CASE("SyncBatchNorm falls back to BatchNorm in eval: no collectives") {
   // A collective with a missing rank would fail after this timeout.
   const std::string failures = run_ranks(
