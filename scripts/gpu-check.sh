@@ -17,7 +17,9 @@
 #       (each block its own cudaMalloc, so out-of-bounds accesses are seen;
 #       no --leak-check: the runtime keeps cuBLAS workspaces and streams for
 #       the process on purpose), and writes gpu-check-summary.txt, a JSON
-#       summary (gpu-check-summary.json) and one log per step under $OUT.
+#       summary (gpu-check-summary.json) and gpu-check-logs.tar.gz (one log
+#       per step) under $OUT: three files, as the tool returns at most 8.
+#       Steps stop being started after GPU_CHECK_BUDGET_S (480) seconds.
 #
 # Why binaries built here rather than a build there: the GPU machine has none
 # of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
@@ -56,6 +58,13 @@ run() {
   local here out=${OUT:-$root/gpu-check-out}
   here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
   mkdir -p "$out"
+  # The device tool brings back at most 8 files from $OUT: the per-step logs
+  # go to one tarball at the end, beside the two summaries.
+  local logs
+  logs=$(mktemp -d)
+  # One command may run 600 s and a lease has ~15 min in all: steps past the
+  # deadline are not started (reported as SKIP, counted as failed).
+  local deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-480}))
   local summary=$out/gpu-check-summary.txt passed=0 failed=0
   : > "$summary"
   say() { echo "$*" | tee -a "$summary"; }
@@ -67,7 +76,13 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   gpu: /' | tee -a "$summary"
   step() {  # step NAME TIMEOUT CMD...: passes on exit 0 only (77, "skipped", fails: a GPU is expected here)
     local name=$1 limit=$2; shift 2
-    local log=$out/$name.log start=$SECONDS rc
+    local log=$logs/$name.log start=$SECONDS rc left=$((deadline - SECONDS))
+    if [ "$left" -lt 10 ]; then
+      failed=$((failed + 1)); say "SKIP $name: no time left (GPU_CHECK_BUDGET_S)"
+      json+=("{\"step\": \"$name\", \"exit\": -1, \"seconds\": 0}")
+      return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     timeout "$limit" "$@" > "$log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then passed=$((passed + 1)); say "PASS $name ($((SECONDS - start)) s)"
     else failed=$((failed + 1)); say "FAIL $name (exit $rc, $((SECONDS - start)) s): $(tail -n 3 "$log" | tr '\n' ' ')"; fi
@@ -87,6 +102,7 @@ run() {
     json+=("{\"step\": \"memcheck\", \"exit\": 127, \"seconds\": 0}")
   fi
   say "$passed passed, $failed failed"
+  tar -C "$logs" -czf "$out/gpu-check-logs.tar.gz" . && rm -rf "$logs"
   { echo "{\"passed\": $passed, \"failed\": $failed, \"steps\": ["
     local i; for i in "${!json[@]}"; do echo "  ${json[$i]}$([ "$i" -lt $((${#json[@]} - 1)) ] && echo ,)"; done
     echo "]}"; } > "$out/gpu-check-summary.json"
