@@ -6,10 +6,11 @@
 # of `run` was not. Expect to fix it on its first lease.
 #
 #   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
-#       configuration (sm_90) and copies the GPU test binaries, stripped,
-#       with the shared libraries the GPU machine lacks (Gloo and its deps,
-#       libgomp, ...) into build-gpu-carry/ (ignored by git, carried by the
-#       device tool), then prints the command to run there.
+#       configuration (sm_90) and packs the GPU test binaries, stripped, into
+#       build-gpu-carry/bin.tar.xz, with the shared libraries the GPU machine
+#       lacks (Gloo and its deps, libgomp, ...) in build-gpu-carry/lib
+#       (ignored by git, carried by the device tool), then prints the command
+#       to run there.
 #   scripts/gpu-check.sh run       # there, via the device tool's `run` with
 #       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
 #       Python wheels, runs every test binary, then the CUDA tests under
@@ -36,21 +37,32 @@ prepare() {
   local tests=(test_caching_allocator test_strided_index)
   for src in "$root"/tests/test_cuda_*.cpp; do tests+=("$(basename "$src" .cpp)"); done
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}"
-  rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/bin" "$root/$carry/lib"
+  rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
+  local staging
+  staging=$(mktemp -d) && mkdir "$staging/bin"
   for t in "${tests[@]}"; do
-    strip -o "$root/$carry/bin/$t" "$build/tests/$t"
+    strip -o "$staging/bin/$t" "$build/tests/$t"
   done
   # Shared libraries of the binaries except glibc's, the C++ runtime (newer
   # there), and CUDA's (the wheels provide them there).
-  ldd "$root/$carry"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  ldd "$staging"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
       libcuda.so*|libcudart*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) ;;
       *) cp -L "$lib" "$root/$carry/lib/" ;;
     esac
   done
+  # Each stripped binary is ~14 MiB (libminidl and its sm_90 fatbin linked
+  # in), ~170 MiB in all: over the device tool's 64 MiB for everything that
+  # travels. xz brings them to ~30 MiB; `run` unpacks them with Python's
+  # tarfile (python3 is on the GPU machine, xz may not be).
+  tar -C "$staging" -cf - bin | xz -T2 -6 > "$root/$carry/bin.tar.xz"
+  rm -rf "$staging"
   cp "$0" "$root/$carry/gpu-check.sh"
   du -sh "$root/$carry"
+  local kib
+  kib=$(du -sk "$root/$carry" | cut -f1)
+  [ "$kib" -lt $((56 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
   echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
 }
 
@@ -58,6 +70,11 @@ run() {
   local here out=${OUT:-$root/gpu-check-out}
   here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
   mkdir -p "$out"
+  local bin
+  bin=$(mktemp -d)
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/bin.tar.xz" "$bin" || {
+    echo "gpu-check run: cannot unpack $here/bin.tar.xz" >&2; return 1; }
+  bin=$bin/bin
   # The device tool brings back at most 8 files from $OUT: the per-step logs
   # go to one tarball at the end, beside the two summaries.
   local logs
@@ -89,11 +106,11 @@ run() {
     json+=("{\"step\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - start))}")
   }
   local json=()
-  for t in "$here"/bin/*; do step "$(basename "$t")" 120 "$t"; done
+  for t in "$bin"/*; do step "$(basename "$t")" 120 "$t"; done
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
   if [ -n "$sanitizer" ]; then
-    for t in "$here"/bin/test_cuda_*; do
+    for t in "$bin"/test_cuda_*; do
       step "memcheck_$(basename "$t")" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
         "$sanitizer" --tool memcheck --error-exitcode 1 "$t"
     done
