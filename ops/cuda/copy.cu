@@ -132,7 +132,8 @@ void device_to_device(const Tensor& dst, const Tensor& src) {
   MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   MINIDL_CUDA_CHECK(cudaEventRecord(src_ready, src_stream));
   MINIDL_CUDA_CHECK(cudaStreamWaitEvent(dst_stream, src_ready, 0));
-  MINIDL_CUDA_CHECK_OP(cudaMemcpyPeerAsync(to.raw_data(), di, from.raw_data(), si, dst.nbytes(), dst_stream), "copy_");
+  // from.nbytes(), in src's dtype: dst.nbytes() overran both buffers when dst's dtype is wider.
+  MINIDL_CUDA_CHECK_OP(cudaMemcpyPeerAsync(to.raw_data(), di, from.raw_data(), si, from.nbytes(), dst_stream), "copy_");
   if (!to.is_same(dst)) copy_on_device(dst, to, dst_stream);
   MINIDL_CUDA_CHECK(cudaEventRecord(copied, dst_stream));
   MINIDL_CUDA_CHECK(cudaStreamWaitEvent(src_stream, copied, 0));
