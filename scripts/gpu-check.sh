@@ -6,10 +6,11 @@
 # of `run` was not. Expect to fix it on its first lease.
 #
 #   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
-#       configuration (sm_90) and copies the GPU test binaries, stripped,
-#       with the shared libraries the GPU machine lacks (Gloo and its deps,
-#       libgomp, ...) into build-gpu-carry/ (ignored by git, carried by the
-#       device tool), then prints the command to run there.
+#       configuration (sm_90) and packs the GPU test binaries, stripped, into
+#       build-gpu-carry/bin.tar.xz, with the shared libraries the GPU machine
+#       lacks (Gloo and its deps, libgomp, ...) in build-gpu-carry/lib
+#       (ignored by git, carried by the device tool), then prints the command
+#       to run there.
 #   scripts/gpu-check.sh run       # there, via the device tool's `run` with
 #       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
 #       Python wheels, runs every test binary, then the CUDA tests under
@@ -17,7 +18,9 @@
 #       (each block its own cudaMalloc, so out-of-bounds accesses are seen;
 #       no --leak-check: the runtime keeps cuBLAS workspaces and streams for
 #       the process on purpose), and writes gpu-check-summary.txt, a JSON
-#       summary (gpu-check-summary.json) and one log per step under $OUT.
+#       summary (gpu-check-summary.json) and gpu-check-logs.tar.gz (one log
+#       per step) under $OUT: three files, as the tool returns at most 8.
+#       Steps stop being started after GPU_CHECK_BUDGET_S (480) seconds.
 #
 # Why binaries built here rather than a build there: the GPU machine has none
 # of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
@@ -34,21 +37,32 @@ prepare() {
   local tests=(test_caching_allocator test_strided_index)
   for src in "$root"/tests/test_cuda_*.cpp; do tests+=("$(basename "$src" .cpp)"); done
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}"
-  rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/bin" "$root/$carry/lib"
+  rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
+  local staging
+  staging=$(mktemp -d) && mkdir "$staging/bin"
   for t in "${tests[@]}"; do
-    strip -o "$root/$carry/bin/$t" "$build/tests/$t"
+    strip -o "$staging/bin/$t" "$build/tests/$t"
   done
   # Shared libraries of the binaries except glibc's, the C++ runtime (newer
   # there), and CUDA's (the wheels provide them there).
-  ldd "$root/$carry"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  ldd "$staging"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
       libcuda.so*|libcudart*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) ;;
       *) cp -L "$lib" "$root/$carry/lib/" ;;
     esac
   done
+  # Each stripped binary is ~14 MiB (libminidl and its sm_90 fatbin linked
+  # in), ~170 MiB in all: over the device tool's 64 MiB for everything that
+  # travels. xz brings them to ~30 MiB; `run` unpacks them with Python's
+  # tarfile (python3 is on the GPU machine, xz may not be).
+  tar -C "$staging" -cf - bin | xz -T2 -6 > "$root/$carry/bin.tar.xz"
+  rm -rf "$staging"
   cp "$0" "$root/$carry/gpu-check.sh"
   du -sh "$root/$carry"
+  local kib
+  kib=$(du -sk "$root/$carry" | cut -f1)
+  [ "$kib" -lt $((56 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
   echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
 }
 
@@ -56,6 +70,18 @@ run() {
   local here out=${OUT:-$root/gpu-check-out}
   here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
   mkdir -p "$out"
+  local bin
+  bin=$(mktemp -d)
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/bin.tar.xz" "$bin" || {
+    echo "gpu-check run: cannot unpack $here/bin.tar.xz" >&2; return 1; }
+  bin=$bin/bin
+  # The device tool brings back at most 8 files from $OUT: the per-step logs
+  # go to one tarball at the end, beside the two summaries.
+  local logs
+  logs=$(mktemp -d)
+  # One command may run 600 s and a lease has ~15 min in all: steps past the
+  # deadline are not started (reported as SKIP, counted as failed).
+  local deadline=$((SECONDS + ${GPU_CHECK_BUDGET_S:-480}))
   local summary=$out/gpu-check-summary.txt passed=0 failed=0
   : > "$summary"
   say() { echo "$*" | tee -a "$summary"; }
@@ -67,26 +93,38 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   gpu: /' | tee -a "$summary"
   step() {  # step NAME TIMEOUT CMD...: passes on exit 0 only (77, "skipped", fails: a GPU is expected here)
     local name=$1 limit=$2; shift 2
-    local log=$out/$name.log start=$SECONDS rc
+    local log=$logs/$name.log start=$SECONDS rc left=$((deadline - SECONDS))
+    if [ "$left" -lt 10 ]; then
+      failed=$((failed + 1)); say "SKIP $name: no time left (GPU_CHECK_BUDGET_S)"
+      json+=("{\"step\": \"$name\", \"exit\": -1, \"seconds\": 0}")
+      return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     timeout "$limit" "$@" > "$log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then passed=$((passed + 1)); say "PASS $name ($((SECONDS - start)) s)"
     else failed=$((failed + 1)); say "FAIL $name (exit $rc, $((SECONDS - start)) s): $(tail -n 3 "$log" | tr '\n' ' ')"; fi
     json+=("{\"step\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - start))}")
   }
   local json=()
-  for t in "$here"/bin/*; do step "$(basename "$t")" 120 "$t"; done
+  for t in "$bin"/*; do step "$(basename "$t")" 120 "$t"; done
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
   if [ -n "$sanitizer" ]; then
-    for t in "$here"/bin/test_cuda_*; do
-      step "memcheck_$(basename "$t")" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
-        "$sanitizer" --tool memcheck --error-exitcode 1 "$t"
+    # The tests that launch kernels, the cross-backend suite first (the
+    # budget may end the list); *_math and registry run on the CPU only.
+    local name
+    for name in test_cuda_ops test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor test_cuda_grad_scaler \
+                test_cuda_nccl; do
+      [ -x "$bin/$name" ] || continue
+      step "memcheck_$name" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+        "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/$name"
     done
   else
     failed=$((failed + 1)); say "FAIL memcheck: compute-sanitizer not found"
     json+=("{\"step\": \"memcheck\", \"exit\": 127, \"seconds\": 0}")
   fi
   say "$passed passed, $failed failed"
+  tar -C "$logs" -czf "$out/gpu-check-logs.tar.gz" . && rm -rf "$logs"
   { echo "{\"passed\": $passed, \"failed\": $failed, \"steps\": ["
     local i; for i in "${!json[@]}"; do echo "  ${json[$i]}$([ "$i" -lt $((${#json[@]} - 1)) ] && echo ,)"; done
     echo "]}"; } > "$out/gpu-check-summary.json"

@@ -89,7 +89,13 @@ CudaCollectiveEvent::~CudaCollectiveEvent() {
 
 bool CudaCollectiveEvent::query() {
   const cudaError_t err = cudaEventQuery(event_);
-  if (err == cudaErrorNotReady) return false;
+  if (err == cudaErrorNotReady) {
+    // Cleared as PyTorch's CUDAEvent::query does: left as this thread's last
+    // error, the next MINIDL_CUDA_KERNEL_LAUNCH_CHECK here (Work::synchronize
+    // and is_completed poll from the caller's thread) would report it.
+    (void)cudaGetLastError();
+    return false;
+  }
   MINIDL_CUDA_CHECK_OP(err, "ProcessGroupNCCL (end event of a collective)");
   return true;
 }

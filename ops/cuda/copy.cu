@@ -75,9 +75,12 @@ void host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking) {
   MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(target.raw_data(), host.raw_data(), dst.nbytes(), cudaMemcpyHostToDevice, stream),
                        "copy_ (host to device)");
   if (!target.is_same(dst)) copy_on_device(dst, target, stream);
-  // A pageable or scratch source has been staged by the driver when
-  // cudaMemcpyAsync returns; a pinned one is read later: the caller promised
-  // (non_blocking) not to write it meanwhile, and its block waits for the copy.
+  // From pageable memory (src, or the host scratch that dies on return)
+  // cudaMemcpyAsync "might be synchronous" only (CUDA Runtime API, "API
+  // synchronization behavior"): the stream is synchronized below, so neither
+  // is freed or written before the copy has read it. A pinned src is read
+  // later: the caller promised (non_blocking) not to write it meanwhile, and
+  // its block waits for the copy before it is freed.
   const bool async_ok = non_blocking && host.is_same(src) && src.is_pinned();
   if (async_ok) {
     cuda::record_pinned_host_use(src, stream);  // src's memory outlives the copy
@@ -129,7 +132,8 @@ void device_to_device(const Tensor& dst, const Tensor& src) {
   MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   MINIDL_CUDA_CHECK(cudaEventRecord(src_ready, src_stream));
   MINIDL_CUDA_CHECK(cudaStreamWaitEvent(dst_stream, src_ready, 0));
-  MINIDL_CUDA_CHECK_OP(cudaMemcpyPeerAsync(to.raw_data(), di, from.raw_data(), si, dst.nbytes(), dst_stream), "copy_");
+  // from.nbytes(), in src's dtype: dst.nbytes() overran both buffers when dst's dtype is wider.
+  MINIDL_CUDA_CHECK_OP(cudaMemcpyPeerAsync(to.raw_data(), di, from.raw_data(), si, from.nbytes(), dst_stream), "copy_");
   if (!to.is_same(dst)) copy_on_device(dst, to, dst_stream);
   MINIDL_CUDA_CHECK(cudaEventRecord(copied, dst_stream));
   MINIDL_CUDA_CHECK(cudaStreamWaitEvent(src_stream, copied, 0));

@@ -178,7 +178,10 @@ void linear_forward_cuda(const Tensor& x, const Tensor& w, const Tensor& bias, c
 void linear_backward_cuda(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
                           const Tensor& dbias) {
   const char* op = "linear_backward";
-  const int64_t in = w.size(1), out = w.size(0), rows = out == 0 ? 0 : dy.numel() / out;
+  // rows from x when it has columns: with out == 0, dx (rows x in) is still
+  // wanted, as zeros (a k = 0 product), and dy.numel() / out cannot say rows.
+  const int64_t in = w.size(1), out = w.size(0);
+  const int64_t rows = in > 0 ? x.numel() / in : (out > 0 ? dy.numel() / out : 0);
   const int device = dy.device().index;
   cuda::DeviceGuard guard(dy.device());
   const DType dt = dy.dtype();

@@ -5,6 +5,7 @@
 // sum in a fixed order. The small index maps are uploaded once per call
 // (a pageable copy on the current stream). Compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/pad.h"
 
@@ -33,11 +34,7 @@ DeviceMaps upload_maps(const PadGeometry& g, const LaunchContext& ctx, Device de
   MINIDL_CHECK(cuda_math::make_pad_maps(g.in_sizes, g.out_sizes, g.source, d.maps, layout), op,
                ": CUDA kernels pad at most ", cuda_math::kMaxPadDims, " dims, got ", g.in_sizes.size());
   const auto bytes = static_cast<int64_t>(layout.flat.size() * sizeof(int64_t));
-  d.storage = cuda_kernels::temp_buffer(bytes, device);
-  if (bytes > 0)
-    MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(d.storage.raw_data(), layout.flat.data(), bytes, cudaMemcpyHostToDevice,
-                                         ctx.stream),
-                         op);
+  d.storage = cuda_kernels::upload_to_device(layout.flat.data(), bytes, ctx, op);  // layout dies on return
   layout.bind(d.maps, static_cast<const int64_t*>(d.storage.raw_data()));
   return d;
 }

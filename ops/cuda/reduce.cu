@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/reduce.h"
@@ -28,7 +29,7 @@ using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 // The layout on the device. Segment offsets beyond the inline ones are
 // uploaded into `storage` (kept alive by the caller until its launches are
-// enqueued; a pageable-memory copy returns once the data is staged).
+// enqueued; cuda_kernels::upload_to_device keeps the host bytes until copied).
 struct DeviceRows {
   RowIndexer idx;
   Tensor storage;
@@ -43,10 +44,7 @@ DeviceRows device_rows(const RowLayout& L, const LaunchContext& ctx, Device devi
     for (int64_t s = 0; s < d.idx.nseg; ++s) d.idx.inline_offsets[s] = L.seg_offset[s];
   } else {
     const auto bytes = static_cast<int64_t>(L.seg_offset.size() * sizeof(int64_t));
-    d.storage = cuda_kernels::temp_buffer(bytes, device);
-    MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(d.storage.raw_data(), L.seg_offset.data(), bytes, cudaMemcpyHostToDevice,
-                                         ctx.stream),
-                         op);
+    d.storage = cuda_kernels::upload_to_device(L.seg_offset.data(), bytes, ctx, op);
     d.idx.offsets = static_cast<const int64_t*>(d.storage.raw_data());
   }
   return d;

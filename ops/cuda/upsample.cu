@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/interpolate.h"
 
@@ -139,10 +140,9 @@ void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const U
     start_at[i] = append(start.data(), start.size() * sizeof(int64_t));
     list_at[i] = append(list.data(), list.size() * sizeof(UpsampleReader<T>));
   }
-  Tensor storage = cuda_kernels::temp_buffer(static_cast<int64_t>(bytes.size()), grad_x.device());
-  MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(storage.raw_data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
-                                       ctx.stream),
-                       "upsample_backward");
+  // bytes dies on return, maybe before the copy has run: upload_to_device copies it.
+  Tensor storage =
+      cuda_kernels::upload_to_device(bytes.data(), static_cast<int64_t>(bytes.size()), ctx, "upsample_backward");
   const auto* base = static_cast<const unsigned char*>(storage.raw_data());
   Readers3<T> readers;
   for (int i = 0; i < 3; ++i) {
