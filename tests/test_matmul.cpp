@@ -187,6 +187,15 @@ TEST_CASE("linear matches x W^T + b and its gradients check") {
         [&](const std::vector<Tensor>& in) { return linear(in[0], in[1], with_bias ? in[2] : Tensor()); },
         inputs);
   }
+  {  // out_features = 0 (PyTorch's Linear(3, 0)): an empty output, a zero input gradient
+    Tensor x = random_tensor({4, 3}, 34).requires_grad_();
+    Tensor w = random_tensor({0, 3}, 35).requires_grad_();
+    Tensor y = linear(x, w);
+    CHECK(y.shape() == Shape{4, 0});
+    y.sum().backward();
+    CHECK(x.grad().abs().max().item<double>() == 0.0);
+    CHECK(w.grad().shape() == Shape{0, 3});
+  }
   // A layer big enough for the threaded GEMMs, float32 against float64 loops.
   const Tensor x = random_tensor({130, 90}, 41, kFloat32), w = random_tensor({70, 90}, 42, kFloat32);
   const Tensor b = random_tensor({70}, 43, kFloat32);

@@ -73,7 +73,8 @@ void linear_forward_cpu(const Tensor& x, const Tensor& w, const Tensor& bias, co
 
 void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
                          const Tensor& dbias) {
-  const int64_t in = w.size(1), out = w.size(0), rows = out == 0 ? 0 : dy.numel() / out;
+  // Rows from x: with out_features = 0, dy is empty but dx (rows x in) must still be written (zeros).
+  const int64_t in = w.size(1), out = w.size(0), rows = in != 0 ? x.numel() / in : out == 0 ? 0 : dy.numel() / out;
   MINIDL_DISPATCH_FLOATING(x.dtype(), "linear", [&] {
     linear_backward_kernel<scalar_t>(rows, in, out, x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
                                      dy.data_ptr<scalar_t>(), ptr_or_null<scalar_t>(dx),
