@@ -143,7 +143,7 @@ void register_binary_cuda_kernels() {
   binary_stub.set(DeviceType::CUDA, binary_cuda);
   binary_scalar_stub.set(DeviceType::CUDA, binary_scalar_cuda);
   sum_to_stub.set(DeviceType::CUDA, sum_to_cuda);
-  // fill_stub: ops/cuda/copy.cu (another branch).
+  // fill_stub: ops/cuda/fill.cu.
 }
 
 }  // namespace minidl
