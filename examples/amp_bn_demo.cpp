@@ -56,7 +56,7 @@ namespace {
 
 struct Args {
   std::string data, out = "runs/amp_bn_demo";
-  int64_t epochs = 4, batch_size = 64, limit_train = 0, limit_test = 0;
+  int64_t epochs = 10, batch_size = 64, limit_train = 0, limit_test = 0;
   int64_t level_batch = 32, level_steps = 4, stat_batch = 256, rv_updates = 200, scaler_steps = 60, growth_interval = 10;
   double width = 0.25, level_width = 0.5, lr = 0.05;
   int threads = 1;  // small tensors: a second thread costs more than it gives on a busy machine
@@ -236,8 +236,8 @@ void section_bn_stats(const Images& train, const Args& a, const fs::path& out, C
     for (int k = 0; k < 3; ++k) err[k] += std::abs(v[k] - var) / var / static_cast<double>(C);
     csv_a.row({double(c), var, v[0], v[1], v[2]});
   }
-  std::printf("    float32 %.2e   bfloat16 %.2e   float16 %.2e   (the 16-bit sums stop growing once x^2 falls\n"
-              "    below half their resolution; BN's kernels accumulate in float32/float64 whatever the input)\n",
+  std::printf("    float32 %.2e   bfloat16 %.2e   float16 %.2e   (16-bit sums stop growing once x^2 falls below half\n"
+              "    their spacing, inf: a float16 sum passed 65504; BN's kernels accumulate in float32/float64 whatever the input)\n",
               err[0], err[1], err[2]);
   check(err[0] < 1e-3, "float32 accumulation: variance within 0.1% (" + fmt("%.1e", err[0]) + ")");
   check(err[1] > 0.1 && err[2] > 0.1, "bfloat16 and float16 accumulation: variance off by more than 10%");
@@ -513,10 +513,14 @@ void section_accuracy(const std::shared_ptr<const data::Dataset>& train_set, con
   for (int l = 0; l < 3; ++l)
     check(std::isfinite(r[l].last_loss) && r[l].last_loss < r[l].first_loss,
           std::string(names[l]) + ": the loss falls (" + fmt("%.3f", r[l].first_loss) + " -> " + fmt("%.3f)", r[l].last_loss));
-  if (!a.smoke) {
-    const double gap = std::max(std::abs(r[1].test_acc - r[0].test_acc), std::abs(r[2].test_acc - r[0].test_acc));
-    check(gap <= 3.0, "bfloat16 (O1, O2) test accuracy within 3 points of float32's (" + fmt("%.2f)", gap));
-  }
+  // Autocast's cast of a float32 weight is O2's rounded master, conv/linear
+  // see the same bfloat16 operands and BN the same float32 parameters: the
+  // two levels are one computation here.
+  check(r[1].last_loss == r[2].last_loss && r[1].test_acc == r[2].test_acc,
+        "O1 and O2 train identically (the same losses and accuracy, bit for bit)");
+  if (!a.smoke)
+    check(r[1].test_acc >= r[0].test_acc - 3.0, "bfloat16 autocast's test accuracy is not 3 points below float32's (" +
+                                                    fmt("%+.2f)", r[1].test_acc - r[0].test_acc));
 }
 
 int run(const Args& a) {
