@@ -2,7 +2,7 @@
 // cost and save, why BatchNorm stays in float32, why float16 needs a loss
 // scaler, and what bfloat16 autocast does to accuracy.
 //
-//   build/examples/amp_bn_demo            # ~2 min on a busy 2-core machine
+//   build/examples/amp_bn_demo            # ~3 min on a busy 2-core machine (1 thread)
 //   build/examples/amp_bn_demo --smoke    # seconds; asserts the claims (make test)
 //
 // Four sections, each a printed table, <out>/<name>.csv and <out>/<name>.svg:
