@@ -39,6 +39,9 @@
 // state would belong to the half tensors), and an optimizer holding a
 // parameter that is not the model's.
 //
+// On CUDA (compiled, never run on a GPU): O3 fails at the first step, as the
+// CUDA SGD/Adam and running-statistics kernels take float32/float64 only (the
+// CPU ones take 16-bit tensors, computing in float32).
 // Not done: Apex's per-property overrides (loss_scale=128.0, cast_model_outputs,
 // ...), several models/optimizers in one call, and an amp.state_dict() for
 // checkpoints: save the scaler's state_dict() and, in O2, the masters
