@@ -394,7 +394,7 @@ void section_grad_scaler(const Images& train, const Args& a, const fs::path& out
   auto net = models::create_model("smallnet", models::ModelOptions().width(a.width));
   optim::SGD opt(net->parameters(), 0.02, 0.9);
   amp::GradScaler scaler("cpu", std::ldexp(1.0, 24), 2.0, 0.5, a.growth_interval);
-  Series s_scale{"loss scale", {}, {}}, s_skip{"skipped step", {}, {}};
+  Series s_scale{"loss scale", {}, {}}, s_skip{"skipped steps so far", {}, {}};
   CsvLog csv_h((out / "grad_scaler_history.csv").string(), {"step", "scale", "skipped"});
   const int64_t inject = a.scaler_steps * 2 / 3;
   int64_t skipped_start = 0, first_clean = -1, growths = 0;
@@ -418,7 +418,7 @@ void section_grad_scaler(const Images& train, const Args& a, const fs::path& out
     const double after = scaler.get_scale();
     csv_h.row({double(s), before, stepped ? 0.0 : 1.0});
     s_scale.x.push_back(s), s_scale.y.push_back(before);
-    if (!stepped) s_skip.x.push_back(s), s_skip.y.push_back(before);
+    s_skip.x.push_back(s), s_skip.y.push_back((s_skip.y.empty() ? 0.0 : s_skip.y.back()) + (stepped ? 0 : 1));
     if (!stepped) {
       halves = halves && after == before / 2;
       skip_keeps_params = skip_keeps_params && (net->parameters()[0] - p0).abs().max().item<double>() == 0;
@@ -435,9 +435,10 @@ void section_grad_scaler(const Images& train, const Args& a, const fs::path& out
               static_cast<long long>(skipped_start), std::log2(s_scale.y[std::max<int64_t>(first_clean, 0)]),
               std::log2(scaler.get_scale()), static_cast<long long>(growths));
   Panel pa{"(a) |gradient| of one ResNet-20 step", "log2 |g|", "% of gradients", {hist, sub, nor}, true};
-  Panel pb{"(b) GradScaler scale, float16 autocast", "step", "scale", {s_scale, s_skip}};
+  Panel pb{"(b) GradScaler scale, float16 autocast", "step", "scale (before the step)", {s_scale}};
   pb.log_y = true;
-  examples::write_svg_plot((out / "grad_scaler.svg").string(), {pa, pb}, "Loss scaling for float16");
+  Panel pc{"(b) skipped steps (inf/NaN gradients)", "step", "skipped so far", {s_skip}, true};
+  examples::write_svg_plot((out / "grad_scaler.svg").string(), {pa, pb, pc}, "Loss scaling for float16");
 
   check(skipped_start >= 1 && first_clean > 0, "2^24 overflows float16 gradients: the first step(s) are skipped");
   check(halves, "every skipped step halves the scale (backoff_factor 0.5)");
