@@ -56,6 +56,12 @@ TEST_CASE("amp::initialize: O0 and O1 keep a float32 model; O1 autocasts and has
     const bool o1 = std::string(level) == "O1";
     CHECK(amp.use_autocast() == o1);
     CHECK((amp.scaler() != nullptr) == o1);
+    {
+      auto region = amp.autocast();  // for a custom forward: on only in O1
+      CHECK(amp::is_autocast_enabled(DeviceType::CPU) == o1);
+      CHECK(amp::get_autocast_dtype(DeviceType::CPU) == kBFloat16);
+    }
+    CHECK_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
     const Tensor out = amp.forward(s.x);
     CHECK(out.dtype() == kFloat32);
     train_step(amp, s);
