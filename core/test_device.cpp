@@ -1,5 +1,6 @@
 #include "minidl/core/test_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -26,6 +27,7 @@ class TestDeviceAllocator final : public Allocator {
     stats_.live_blocks += 1;
     stats_.live_bytes += static_cast<int64_t>(nbytes);
     stats_.total_allocations += 1;
+    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
     return p;
   }
   void deallocate(void* ptr) noexcept override {
@@ -39,6 +41,10 @@ class TestDeviceAllocator final : public Allocator {
       live_.erase(it);
     }
     std::free(ptr);
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_bytes = stats_.live_bytes;
   }
   TestDeviceMemory stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -65,5 +71,7 @@ void register_test_device() {
 }
 
 TestDeviceMemory test_device_memory() { return test_allocator().stats(); }
+
+void reset_test_device_peak_memory() { test_allocator().reset_peak(); }
 
 }  // namespace minidl

@@ -29,7 +29,10 @@ struct TestDeviceMemory {
   int64_t live_blocks = 0;
   int64_t live_bytes = 0;
   int64_t total_allocations = 0;
+  int64_t peak_bytes = 0;  // the most live_bytes since the last reset (torch.cuda.max_memory_allocated)
 };
 TestDeviceMemory test_device_memory();
+// Sets peak_bytes to the current live_bytes (torch.cuda.reset_peak_memory_stats).
+void reset_test_device_peak_memory();
 
 }  // namespace minidl

@@ -5,7 +5,7 @@
 # usage error), never 0 and never die from a signal (134 = abort, an exception
 # that escaped main), and its message must name the problem (the file, the flag).
 # usage: hostile_programs.sh WORK_DIR DATA_DIR, with the programs' paths in
-# TRAIN, BN_TOOLS, DDP_MINIMAL, GRAD_ACC, SYNCBN_FIX, BN_TRAIN_EVAL, LAUNCH,
+# TRAIN, BN_TOOLS, DDP_MINIMAL, GRAD_ACC, SYNCBN_FIX, BN_TRAIN_EVAL, AMP_BN_DEMO, LAUNCH,
 # BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV.
 set -uo pipefail
 work=$1 data=$2
@@ -108,6 +108,11 @@ expect 2 "--steps" "$SYNCBN_FIX" --steps abc
 expect 1 "$missing/data_batch_1.bin" "$BN_TRAIN_EVAL" --smoke --data "$missing" --out "$work/bte"
 expect 1 "$short/data_batch_1.bin: size 10000" "$BN_TRAIN_EVAL" --smoke --data "$short" --out "$work/bte"
 expect 2 "--epochs" "$BN_TRAIN_EVAL" --epochs 1.5
+
+echo "--- amp_bn_demo"
+expect 1 "$missing/data_batch_1.bin" "$AMP_BN_DEMO" --smoke --data "$missing" --out "$work/abd"
+expect 1 "$short/data_batch_1.bin: size 10000" "$AMP_BN_DEMO" --smoke --data "$short" --out "$work/abd"
+expect 2 "--epochs" "$AMP_BN_DEMO" --epochs 1.5
 
 echo "--- minidl-launch with a program that fails on bad data"
 expect 1 "ddp_minimal: error: CIFAR10: cannot open $missing/data_batch_1.bin" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"

@@ -1,11 +1,16 @@
 // CPU kernels of ops/fused_optim.h: OpenMP loops over one parameter's
 // elements (the update formulas are in the header). The arithmetic is done in
 // the parameter's dtype with the scalars rounded to it first, exactly as
-// torch.optim's single-tensor path; norms accumulate in double.
+// torch.optim's single-tensor path; norms accumulate in double. A float16 or
+// bfloat16 parameter (a half model without master weights, Apex's O3) is
+// updated in float32 and rounded once (DESIGN.md "Mixed precision"), so an
+// update below half resolution leaves it unchanged.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "minidl/core/dtype.h"
+#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/fused_optim.h"
 
 namespace minidl {
@@ -33,8 +38,26 @@ void sgd_step_typed(const SgdStepArgs& a) {
   }
 }
 
-void sgd_step_cpu(const SgdStepArgs& a) {
-  MINIDL_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] { sgd_step_typed<scalar_t>(a); });
+// Runs `kernel` on float32 copies of the 16-bit tensors among `tensors` (all
+// of them args' members) and rounds the `written` ones back.
+template <class Args, class Kernel>
+void widened_step(const Args& a, std::initializer_list<Tensor Args::*> tensors,
+                  std::initializer_list<Tensor Args::*> written, Kernel kernel) {
+  Args wide = a;
+  bool any = false;
+  for (Tensor Args::*m : tensors)
+    if (cpu::is_reduced_tensor(a.*m)) wide.*m = cpu::widen_to_float32(a.*m), any = true;
+  if (!any) return kernel(a);
+  kernel(wide);
+  for (Tensor Args::*m : written)
+    if (cpu::is_reduced_tensor(a.*m)) cpu::round_into(a.*m, wide.*m);
+}
+
+void sgd_step_cpu(const SgdStepArgs& args) {
+  widened_step(args, {&SgdStepArgs::param, &SgdStepArgs::grad, &SgdStepArgs::momentum_buffer},
+               {&SgdStepArgs::param, &SgdStepArgs::momentum_buffer}, [](const SgdStepArgs& a) {
+                 MINIDL_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] { sgd_step_typed<scalar_t>(a); });
+               });
 }
 
 template <class T>
@@ -71,8 +94,12 @@ void adam_step_typed(const AdamStepArgs& a) {
   }
 }
 
-void adam_step_cpu(const AdamStepArgs& a) {
-  MINIDL_DISPATCH_FLOATING(a.param.dtype(), "Adam", [&] { adam_step_typed<scalar_t>(a); });
+void adam_step_cpu(const AdamStepArgs& args) {
+  using A = AdamStepArgs;
+  widened_step(args, {&A::param, &A::grad, &A::exp_avg, &A::exp_avg_sq, &A::max_exp_avg_sq},
+               {&A::param, &A::exp_avg, &A::exp_avg_sq, &A::max_exp_avg_sq}, [](const A& a) {
+                 MINIDL_DISPATCH_FLOATING(a.param.dtype(), "Adam", [&] { adam_step_typed<scalar_t>(a); });
+               });
 }
 
 // sum |x|^p (or max |x| when p is infinite), serial so the sum is the same

@@ -560,6 +560,27 @@ void backward_any_cpu(const NormBackwardArgs& args) {
     if (cpu::is_reduced_tensor(*out)) cpu::round_into(*out, *w);
 }
 
+// 16-bit running statistics (a model cast to half whole, Apex's O3; PyTorch's
+// CPU BatchNorm takes them too): updated and read in float32, the running
+// statistics rounded back once per update.
+void update_running_stats_any_cpu(const NormRunningStatsArgs& args) {
+  if (!cpu::is_reduced_tensor(args.running_mean) && !cpu::is_reduced_tensor(args.running_var))
+    return update_running_stats_cpu(args);
+  NormRunningStatsArgs wide = args;
+  for (Tensor* t : {&wide.running_mean, &wide.running_var})
+    if (cpu::is_reduced_tensor(*t)) *t = cpu::widen_to_float32(*t);
+  update_running_stats_cpu(wide);
+  for (auto [out, w] : {std::pair{&args.running_mean, &wide.running_mean}, std::pair{&args.running_var, &wide.running_var}})
+    if (cpu::is_reduced_tensor(*out)) cpu::round_into(*out, *w);
+}
+
+void stats_from_running_any_cpu(const NormStatsFromRunningArgs& args) {
+  NormStatsFromRunningArgs wide = args;
+  for (Tensor* t : {&wide.running_mean, &wide.running_var})
+    if (cpu::is_reduced_tensor(*t)) *t = cpu::widen_to_float32(*t);
+  stats_from_running_cpu(wide);
+}
+
 }  // namespace
 
 }  // namespace minidl::norm
@@ -569,8 +590,8 @@ namespace minidl {
 void register_norm_cpu_kernels() {
   norm::norm_forward_stub.set(DeviceType::CPU, norm::forward_any_cpu);
   norm::norm_backward_stub.set(DeviceType::CPU, norm::backward_any_cpu);
-  norm::norm_update_running_stats_stub.set(DeviceType::CPU, norm::update_running_stats_cpu);
-  norm::norm_stats_from_running_stub.set(DeviceType::CPU, norm::stats_from_running_cpu);
+  norm::norm_update_running_stats_stub.set(DeviceType::CPU, norm::update_running_stats_any_cpu);
+  norm::norm_stats_from_running_stub.set(DeviceType::CPU, norm::stats_from_running_any_cpu);
 }
 
 }  // namespace minidl
