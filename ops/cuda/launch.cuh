@@ -77,6 +77,13 @@ cuda_math::OffsetCalculator<N> offset_calculator(const Shape& shape, const Shape
   return calc;
 }
 
+// The calculator of one contiguous operand of n elements (index i -> offset i),
+// for kernels that map threads to flat indices.
+inline cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
+  const Shape shape{n}, strides{1};
+  return offset_calculator<1>(shape, {&strides}, op);
+}
+
 // for i in [0, n): f(calc.get(i)); grid-stride, so any n fits the grid.
 template <int N, class F>
 __global__ void elementwise_kernel(int64_t n, cuda_math::OffsetCalculator<N> calc, F f) {

@@ -16,6 +16,7 @@ namespace minidl::norm {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
 using cuda_math::Welford;
@@ -27,10 +28,6 @@ const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 // ---- forward ------------------------------------------------------------------
 

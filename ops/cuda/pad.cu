@@ -14,13 +14,10 @@ namespace minidl {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::PadMaps;
 
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 // The maps on the device; `storage` keeps them alive until the launches are enqueued.
 struct DeviceMaps {

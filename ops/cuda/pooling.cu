@@ -17,6 +17,7 @@ namespace minidl {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::PoolDim;
 using cuda_math::Taps;
@@ -40,10 +41,6 @@ Pool3 device_geometry(const PoolGeometry& g) {
   return p;
 }
 
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 // Output o = (plane, od, oh, ow) and its taps.
 struct OutputWindow {

@@ -17,6 +17,7 @@ namespace minidl {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::Offsets;
 
 std::array<int64_t, 3> split_at(const Shape& shape, int64_t dim) {
@@ -26,10 +27,6 @@ std::array<int64_t, 3> split_at(const Shape& shape, int64_t dim) {
   return {outer, shape.empty() ? 1 : shape[dim], inner};
 }
 
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 __device__ inline void check_index(int64_t i, int64_t size) {
   if (i < 0 || i >= size) __trap();

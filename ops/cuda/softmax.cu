@@ -16,6 +16,7 @@ namespace minidl {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::SoftmaxShape;
 
@@ -90,10 +91,6 @@ struct SoftmaxOutput {
 };
 
 // for i in [0, n) of a contiguous tensor.
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 template <class T>
 void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool log, const char* op) {

@@ -18,15 +18,12 @@ namespace minidl {
 namespace {
 
 using cuda_kernels::LaunchContext;
+using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::UpsampleDim;
 using cuda_math::UpsampleReader;
 using cuda_math::UpsampleTap;
 
-cuda_math::OffsetCalculator<1> linear(int64_t n, const char* op) {
-  const Shape shape{n}, strides{1};
-  return cuda_kernels::offset_calculator<1>(shape, {&strides}, op);
-}
 
 struct Dims3 {
   UpsampleDim d[3];
