@@ -3,11 +3,15 @@
 // the skip list below with the reason. Registration touches no device, so
 // this runs without a GPU. A skip entry whose op got a CUDA kernel fails the
 // test (delete the entry), and an entry naming no stub fails too (a renamed op).
+// The second case: every op with a CUDA kernel has a cross-backend test
+// (tests/cuda_ops_coverage.h, the table tests/test_cuda_ops.cpp checks too,
+// where it runs only on a GPU).
 #include <map>
 #include <set>
 #include <string>
 
 #include "minidl/core/dispatch.h"
+#include "tests/cuda_ops_coverage.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -49,4 +53,10 @@ TEST_CASE("every op with a CPU kernel has a CUDA kernel or a reasoned skip entry
     CHECK_MESSAGE(names.count(name) == 1, "skip entry ", name, " names no stub (renamed?)");
     CHECK(std::string(skip).size() > 10);
   }
+}
+
+TEST_CASE("every op with a CUDA kernel is covered by a cross-backend GPU test (tests/cuda_ops_coverage.h)") {
+  int covered = 0;
+  for (const std::string& problem : minidl::testing::cuda_ops_coverage_problems(&covered)) FAIL_CHECK(problem);
+  CHECK(covered >= 60);  // every entry of the table today; fewer means the registry lost kernels
 }
