@@ -6,12 +6,10 @@
 // and exits 77, so ctest reports the test skipped, never passed. In a build
 // without CUDA the reason is "minidl was built without CUDA: ...".
 //
-// A test file that also checks the CPU-only behaviour writes instead
-//   MINIDL_CUDA_TEST_REQUIRES_DEVICE_OR_CPU_BUILD(checks);
-// where `checks` (a void() function, may be nullptr) runs where there is no
-// device, before the skip: its failure (an exception) exits 1. In a build
-// without CUDA the file then runs normally: its GPU cases sit under
-// #ifdef MINIDL_WITH_CUDA (defined for test_cuda_* targets of CUDA builds).
+// It runs no tensor code: anything before main must not touch the kernel
+// tables (globals of other translation units, constructed in an unspecified
+// order). A file that checks the no-device behaviour first writes its own
+// main (tests/test_cuda_runtime.cpp).
 #pragma once
 
 #include <cstdio>
@@ -23,18 +21,8 @@
 namespace minidl::testing {
 
 struct CudaDeviceRequirement {
-  using Checks = void (*)();
-  explicit CudaDeviceRequirement(bool run_in_cpu_build, Checks checks_without_device = nullptr) {
+  CudaDeviceRequirement() {
     if (cuda::is_available()) return;
-    if (checks_without_device != nullptr) {
-      try {
-        checks_without_device();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "FAILED before skipping (checks without a CUDA device): %s\n", e.what());
-        std::exit(1);
-      }
-    }
-    if (run_in_cpu_build && !cuda::is_built()) return;
     std::printf("skipped: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
     std::fflush(stdout);
     std::exit(77);
@@ -44,6 +32,4 @@ struct CudaDeviceRequirement {
 }  // namespace minidl::testing
 
 #define MINIDL_CUDA_TEST_REQUIRES_DEVICE() \
-  static const ::minidl::testing::CudaDeviceRequirement minidl_cuda_test_requirement_(false)
-#define MINIDL_CUDA_TEST_REQUIRES_DEVICE_OR_CPU_BUILD(checks) \
-  static const ::minidl::testing::CudaDeviceRequirement minidl_cuda_test_requirement_(true, checks)
+  static const ::minidl::testing::CudaDeviceRequirement minidl_cuda_test_requirement_
