@@ -14,10 +14,14 @@ bool starts_with(std::string_view b, std::string_view magic) { return b.substr(0
 uint8_t at(std::string_view b, size_t i) { return static_cast<uint8_t>(b[i]); }
 
 // Every DHT segment of a JPEG: each table's 16 code counts must add up to at
-// most 256. Markers are walked as stb does: segments with a length, the
+// most 256; and every Huffman table a scan (SOS) uses must have been defined
+// by a DHT before it (stb 2.27 decodes with the never-initialized table
+// otherwise: found by make fuzz as an assertion in stbi__jpeg_huff_decode).
+// Markers are walked as stb does: segments with a length, the
 // stand-alone ones (SOI, RSTn, TEM), and entropy-coded data (after SOS) up to
 // the next 0xFF that is not a stuffed 0xFF00 or a restart marker.
 void check_jpeg_huffman_tables(std::string_view b, size_t pos, const std::string& name) {
+  bool defined[2][4] = {};  // [DC, AC][table id]
   while (pos + 1 < b.size()) {
     if (at(b, pos) != 0xFF || at(b, pos + 1) == 0x00 || (at(b, pos + 1) >= 0xD0 && at(b, pos + 1) <= 0xD7)) {
       ++pos;  // entropy-coded data (or garbage stb skips too)
@@ -44,7 +48,23 @@ void check_jpeg_huffman_tables(std::string_view b, size_t pos, const std::string
         for (size_t i = 1; i <= 16 && p + i < b.size(); ++i) codes += at(b, p + i);
         MINIDL_CHECK(codes <= 256, "ImageFolder: cannot read image ", name, ": corrupt JPEG: Huffman table at byte offset ",
                      p, " has ", codes, " codes (at most 256)");
+        if ((at(b, p) >> 4) <= 1 && (at(b, p) & 15) <= 3) defined[at(b, p) >> 4][at(b, p) & 15] = true;
         p += 17 + codes;
+      }
+    }
+    if (marker == 0xDA && pos + 4 < b.size()) {  // SOS: n components, (id, DC<<4 | AC) each, then Ss, Se
+      const size_t n = at(b, pos + 4), params = pos + 5 + 2 * n;
+      const bool dc = params < b.size() && at(b, params) == 0;          // Ss = 0: DC coefficients
+      const bool ac = params + 1 < b.size() && at(b, params + 1) > 0;  // Se > 0: AC coefficients
+      for (size_t i = 0; i < n && pos + 6 + 2 * i < b.size(); ++i) {
+        const uint8_t tables = at(b, pos + 6 + 2 * i);
+        for (int kind : {0, 1}) {
+          const int id = kind == 0 ? tables >> 4 : tables & 15;
+          if ((kind == 0 ? dc : ac) && id <= 3)
+            MINIDL_CHECK(defined[kind][id], "ImageFolder: cannot read image ", name, ": corrupt JPEG: the scan at byte "
+                         "offset ", pos, " uses ", kind == 0 ? "DC" : "AC", " Huffman table ", id,
+                         ", which no DHT segment before it defines");
+        }
       }
     }
     pos += 2 + length;
