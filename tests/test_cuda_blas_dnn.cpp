@@ -20,27 +20,17 @@
 #include "minidl/core/backend_settings.h"
 #include "minidl/core/cuda.h"
 #include "tests/device_test_util.h"
+#include "tests/cuda_test.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::leaves_on;
 using minidl::testing::max_abs_diff;
 
+MINIDL_CUDA_TEST_REQUIRES_DEVICE();
+
 namespace {
 
-// (A CPU-only build does not ask core/cuda.h: its answer is known, and this
-// branch's CPU build must link before the runtime's CPU stubs are merged.)
-void require_cuda_or_skip() {
-#if defined(MINIDL_WITH_CUDA)
-  if (cuda::is_available()) return;
-  const std::string reason = cuda::unavailable_reason();
-#else
-  const std::string reason = "minidl was built without CUDA: configure with -DMINIDL_CUDA=ON";
-#endif
-  std::printf("skipped: no CUDA device (%s)\n", reason.c_str());
-  std::fflush(stdout);
-  std::exit(77);
-}
 
 const Device kGpu(DeviceType::CUDA, 0);
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -84,7 +74,6 @@ Tensor leaf(const Shape& s, DType d) { return randn(s, d).requires_grad_(true); 
 }  // namespace
 
 TEST_CASE("cuBLAS matmul and batched matmul equal the CPU kernels, forward and backward") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(1);
   for (DType d : {kFloat32, kFloat64}) {
@@ -111,7 +100,6 @@ TEST_CASE("cuBLAS matmul and batched matmul equal the CPU kernels, forward and b
 }
 
 TEST_CASE("cuBLAS linear equals the CPU kernel, with and without bias, forward and backward") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(2);
   for (DType d : {kFloat32, kFloat64}) {
@@ -141,7 +129,6 @@ struct ConvCase {
 }  // namespace
 
 TEST_CASE("cuDNN conv2d equals the CPU kernels: stride, padding, dilation, groups, depthwise") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(3);
   const std::vector<ConvCase> cases = {
@@ -178,7 +165,6 @@ TEST_CASE("cuDNN conv2d equals the CPU kernels: stride, padding, dilation, group
 }
 
 TEST_CASE("cuDNN conv2d in benchmark and deterministic modes equals the CPU kernels") {
-  require_cuda_or_skip();
   manual_seed(4);
   const Conv2dParams p{{2, 1}, {1, 1}, {1, 2}, 2};
   for (bool benchmark : {false, true}) {
@@ -205,7 +191,6 @@ TEST_CASE("cuDNN conv2d in benchmark and deterministic modes equals the CPU kern
 }
 
 TEST_CASE("cuDNN conv3d equals the CPU kernels, forward and backward") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(5);
   for (DType d : {kFloat32, kFloat64}) {
@@ -220,7 +205,6 @@ TEST_CASE("cuDNN conv3d equals the CPU kernels, forward and backward") {
 }
 
 TEST_CASE("conv_transpose2d/3d (built on the conv stubs) on cuDNN equal the CPU kernels") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(6);
   for (DType d : {kFloat32, kFloat64}) {
@@ -275,7 +259,6 @@ void check_op_reduced(const std::string& name, DType d, const std::vector<Tensor
 }  // namespace
 
 TEST_CASE("float16 and bfloat16 on cuBLAS and cuDNN (float32 compute) match float32 on the CPU") {
-  require_cuda_or_skip();
   backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
   manual_seed(7);
   for (DType d : {kFloat16, kBFloat16}) {

@@ -22,25 +22,17 @@
 #include "minidl/optim/adam.h"
 #include "minidl/optim/clip_grad.h"
 #include "minidl/optim/sgd.h"
+#include "tests/cuda_test.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::allclose;
 using minidl::testing::max_abs_diff;
 
+MINIDL_CUDA_TEST_REQUIRES_DEVICE();
+
 namespace {
 
-void require_cuda_or_skip() {
-#if defined(MINIDL_WITH_CUDA)
-  if (cuda::is_available()) return;
-  const std::string reason = cuda::unavailable_reason();
-#else
-  const std::string reason = "minidl was built without CUDA: configure with -DMINIDL_CUDA=ON";
-#endif
-  std::printf("skipped: no CUDA device (%s)\n", reason.c_str());
-  std::fflush(stdout);
-  std::exit(77);
-}
 
 const Device kGpu(DeviceType::CUDA, 0);
 
@@ -64,7 +56,6 @@ Tensor on_gpu(const Tensor& t) { return t.defined() ? t.to(kGpu) : Tensor(); }
 }  // namespace
 
 TEST_CASE("_fused_sgd_ on CUDA equals the CPU kernels") {
-  require_cuda_or_skip();
   for (DType dt : {kFloat32, kFloat64})
     for (double momentum : {0.0, 0.9})
       for (bool nesterov : {false, true}) {
@@ -103,7 +94,6 @@ TEST_CASE("_fused_sgd_ on CUDA equals the CPU kernels") {
 }
 
 TEST_CASE("_fused_adam_ on CUDA equals the CPU kernels") {
-  require_cuda_or_skip();
   for (DType dt : {kFloat32, kFloat64})
     for (bool decoupled : {false, true})
       for (bool amsgrad : {false, true}) {
@@ -150,7 +140,6 @@ TEST_CASE("_fused_adam_ on CUDA equals the CPU kernels") {
 }
 
 TEST_CASE("SGD and AdamW on CUDA parameters of mixed dtypes follow the CPU run") {
-  require_cuda_or_skip();
   std::vector<Tensor> cpu_params, gpu_params;
   for (int k = 0; k < 40; ++k) {
     const Tensor p = randn({k == 5 ? 0 : 1 + k % 7, 3}, k % 3 ? kFloat32 : kFloat64);
@@ -180,7 +169,6 @@ TEST_CASE("SGD and AdamW on CUDA parameters of mixed dtypes follow the CPU run")
 }
 
 TEST_CASE("_foreach_norm and the multi-tensor clip on CUDA equal the CPU kernels, run to run identical") {
-  require_cuda_or_skip();
   for (DType dt : {kFloat32, kFloat64}) {
     std::vector<Tensor> cpu_x, gpu_x;
     std::vector<int64_t> ns = sizes(dt == kFloat32);  // float32: one tensor over a launch's 320 chunks
@@ -210,7 +198,6 @@ TEST_CASE("_foreach_norm and the multi-tensor clip on CUDA equal the CPU kernels
 }
 
 TEST_CASE("clip_grad_norm_ on CUDA gradients of mixed dtypes follows the CPU") {
-  require_cuda_or_skip();
   std::vector<Tensor> cpu_params, gpu_params;
   for (int k = 0; k < 50; ++k) {
     const DType dt = k % 4 ? kFloat32 : kFloat64;

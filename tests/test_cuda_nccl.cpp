@@ -21,26 +21,15 @@
 #include "minidl/dist/distributed.h"
 #include "minidl/nn/nn.h"
 #include "minidl/optim/sgd.h"
+#include "tests/cuda_test.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using namespace minidl::dist;
 
-namespace {
+MINIDL_CUDA_TEST_REQUIRES_DEVICE();
 
-// (A CPU-only build does not ask core/cuda.h, as in test_cuda_blas_dnn.cpp.)
-int require_cuda_or_skip() {
-#if defined(MINIDL_WITH_CUDA)
-  if (cuda::is_available()) return 0;
-  const std::string reason = cuda::unavailable_reason();
-#else
-  const std::string reason = "minidl was built without CUDA: configure with -DMINIDL_CUDA=ON";
-#endif
-  std::printf("skipped: no CUDA device (%s)\n", reason.c_str());
-  std::fflush(stdout);
-  std::exit(77);
-}
-[[maybe_unused]] const int kSkipped = require_cuda_or_skip();
+namespace {
 
 const Device kGpu(DeviceType::CUDA, 0);
 
