@@ -138,21 +138,21 @@ class Augment:
         return self.normalize(x)
 
 
-def evaluate(model, images, labels, batch, norm):
+def evaluate(model, images, labels, batch, norm, device):
     loss_sum, correct = 0.0, 0
     with torch.no_grad():
         for s in range(0, len(labels), batch):
-            x, y = norm(images[s:s + batch]), labels[s:s + batch]
+            x, y = norm(images[s:s + batch]).to(device), labels[s:s + batch].to(device)
             logits = model(x)
             loss_sum += F.cross_entropy(logits, y).item() * len(y)
             correct += (logits.argmax(1) == y).sum().item()
     return loss_sum / len(labels), correct / len(labels)
 
 
-def evaluate_train_mode(model, images, labels, batch, norm):
+def evaluate_train_mode(model, images, labels, batch, norm, device):
     saved = {k: v.clone() for k, v in model.named_buffers()}
     model.train()
-    acc = evaluate(model, images, labels, batch, norm)[1]
+    acc = evaluate(model, images, labels, batch, norm, device)[1]
     with torch.no_grad():
         for k, v in model.named_buffers():
             v.copy_(saved[k])
@@ -173,6 +173,7 @@ def main():
     ap.add_argument("--warmup-epochs", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores, as minidl)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]; augmentation stays on the CPU, as minidl's loader")
     ap.add_argument("--no-augment", action="store_true")
     ap.add_argument("--expect-params", type=int, default=0, help="minidl's parameter count for this model")
     args = ap.parse_args()
@@ -186,7 +187,8 @@ def main():
     gen = torch.Generator().manual_seed(args.seed + 1)
     aug = Augment(mean, std, padding, not args.no_augment, gen)
 
-    model = small_net(args.width, in_channels=xtr.shape[1])
+    device = torch.device(args.device)
+    model = small_net(args.width, in_channels=xtr.shape[1]).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     if args.expect_params:
         assert n_params == args.expect_params, f"{n_params} parameters, minidl has {args.expect_params}"
@@ -213,7 +215,7 @@ def main():
     print(f"optim: sgd lr {args.lr} momentum {args.momentum} weight decay {args.weight_decay}, "
           f"schedule {args.schedule} (warmup {args.warmup_epochs} epochs)")
     print(f"run:   {args.epochs} epochs of {steps_per_epoch} batches of {bs}, {torch.get_num_threads()} threads, "
-          f"seed {args.seed}, torch {torch.__version__}", flush=True)
+          f"seed {args.seed}, torch {torch.__version__}, device {device}", flush=True)
 
     train_seconds = 0.0
     for epoch in range(args.epochs):
@@ -224,7 +226,7 @@ def main():
         loss_sum, correct = 0.0, 0
         for s in range(0, len(ytr), bs):
             idx = perm[s:s + bs]
-            x, y = aug(xtr[idx]), ytr[idx]
+            x, y = aug(xtr[idx]).to(device, non_blocking=True), ytr[idx].to(device, non_blocking=True)
             logits = model(x)
             loss = F.cross_entropy(logits, y)
             opt.zero_grad()
@@ -235,18 +237,20 @@ def main():
             assert math.isfinite(l), f"the loss is {l} at epoch {epoch + 1}"
             loss_sum += l * len(y)
             correct += (logits.argmax(1) == y).sum().item()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0
         train_seconds += seconds
         model.eval()
-        test_loss, test_acc = evaluate(model, xte, yte, test_batch, aug.normalize)
-        test_acc_tm = evaluate_train_mode(model, xte, yte, test_batch, aug.normalize)
+        test_loss, test_acc = evaluate(model, xte, yte, test_batch, aug.normalize, device)
+        test_acc_tm = evaluate_train_mode(model, xte, yte, test_batch, aug.normalize, device)
         print(f"epoch {epoch + 1}/{args.epochs}: train loss {loss_sum / len(ytr):.4f} acc "
               f"{100 * correct / len(ytr):.2f}% | test loss {test_loss:.4f} acc {100 * test_acc:.2f}% "
               f"(train mode {100 * test_acc_tm:.2f}%) | lr {lr:.4g} | {seconds:.1f} s, "
               f"{len(ytr) / seconds:.1f} images/s", flush=True)
 
     print(json.dumps({"impl": "pytorch", "dataset": args.dataset, "width": args.width, "epochs": args.epochs,
-                      "seed": args.seed, "test_acc": test_acc, "test_acc_train_mode": test_acc_tm,
+                      "seed": args.seed, "device": str(device), "test_acc": test_acc, "test_acc_train_mode": test_acc_tm,
                       "seconds": round(train_seconds, 2),
                       "wall_seconds": round(time.perf_counter() - wall0, 2),
                       "images_per_s": round(args.epochs * len(ytr) / train_seconds, 2)}))

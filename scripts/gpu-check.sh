@@ -34,15 +34,23 @@ prepare() {
   set -e
   local build=$root/build-cuda
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-  local tests=(test_caching_allocator test_strided_index)
-  for src in "$root"/tests/test_cuda_*.cpp; do tests+=("$(basename "$src" .cpp)"); done
-  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}"
+  # The tests that need a device; the CPU-only ones (*_math, registry,
+  # caching allocator, strided index) ran here in make test and build-cuda.
+  local tests=(test_cuda_ops test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor test_cuda_nccl
+               test_cuda_grad_scaler)
+  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
-  staging=$(mktemp -d) && mkdir "$staging/bin"
+  staging=$(mktemp -d) && mkdir "$staging/bin" "$staging/examples"
   for t in "${tests[@]}"; do
     strip -o "$staging/bin/$t" "$build/tests/$t"
   done
+  strip -o "$staging/examples/train_cifar10" "$build/examples/train_cifar10"
+  # The CIFAR-10 subset for the training run (../shared does not travel).
+  local data=$root/../shared/data/cifar10-subset
+  if [ -f "$data/data_batch_1.bin" ]; then
+    mkdir -p "$root/$carry/data" && cp "$data"/data_batch_*.bin "$data"/batches.meta.txt "$root/$carry/data/"
+  fi
   # Shared libraries of the binaries except glibc's, the C++ runtime (newer
   # there), and CUDA's (the wheels provide them there).
   ldd "$staging"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
@@ -56,13 +64,13 @@ prepare() {
   # in), ~170 MiB in all: over the device tool's 64 MiB for everything that
   # travels. xz brings them to ~30 MiB; `run` unpacks them with Python's
   # tarfile (python3 is on the GPU machine, xz may not be).
-  tar -C "$staging" -cf - bin | xz -T2 -6 > "$root/$carry/bin.tar.xz"
+  tar -C "$staging" -cf - bin examples | xz -T2 -6 > "$root/$carry/bin.tar.xz"
   rm -rf "$staging"
   cp "$0" "$root/$carry/gpu-check.sh"
   du -sh "$root/$carry"
   local kib
   kib=$(du -sk "$root/$carry" | cut -f1)
-  [ "$kib" -lt $((56 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
+  [ "$kib" -lt $((52 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
   echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
 }
 
@@ -106,7 +114,19 @@ run() {
     json+=("{\"step\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - start))}")
   }
   local json=()
-  for t in "$bin"/*; do step "$(basename "$t")" 120 "$t"; done
+  for t in "$bin"/*; do step "$(basename "$t")" 90 "$t"; done
+  # make train's recipe on the GPU, then PyTorch's twin of it (bench/train_torch.py)
+  # on the same device: accuracy and epoch time side by side.
+  local recipe=(--width 0.5 --epochs 25 --batch-size 128 --lr 0.05 --warmup-epochs 1 --schedule cosine)
+  if [ -d "$here/data" ]; then
+    step train_cifar10_cuda 150 "${bin%/bin}/examples/train_cifar10" --data "$here/data" --model smallnet "${recipe[@]}" \
+      --device cuda --workers 4 --log-dir "$(mktemp -d)"
+    step train_torch_cuda 150 python3 "$here/../bench/train_torch.py" --data "$here/data" "${recipe[@]}" --device cuda
+    local t
+    for t in train_cifar10_cuda train_torch_cuda; do
+      tail -n 4 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
+    done
+  fi
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
   if [ -n "$sanitizer" ]; then
@@ -118,6 +138,8 @@ run() {
       [ -x "$bin/$name" ] || continue
       step "memcheck_$name" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
         "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/$name"
+      # Shared-memory races: the reductions (CUB) and the norm kernels are in the op suite.
+      [ "$name" = test_cuda_ops ] && step "racecheck_$name" 240 "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/$name"
     done
   else
     failed=$((failed + 1)); say "FAIL memcheck: compute-sanitizer not found"
