@@ -132,7 +132,7 @@ struct GroupSumsStore {
   }
 };
 
-// Per channel: {sum dy (x - mean_g) invstd_g, sum dy} (no weight).
+// Per channel: {sum dy, sum dy (x - mean_g) invstd_g} (no weight): the bias and weight gradients.
 template <class T>
 struct ChannelDyLoader {
   const T *dy, *x;
@@ -144,7 +144,7 @@ struct ChannelDyLoader {
     int64_t g = 0;
     const int64_t i = shape.channel_offset(c, j, g);
     const double d = static_cast<double>(dy[i]);
-    return DySums{d * (static_cast<double>(x[i]) - mean[g]) * invstd[g], d};
+    return DySums{d, d * (static_cast<double>(x[i]) - mean[g]) * invstd[g]};
   }
 };
 

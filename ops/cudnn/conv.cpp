@@ -5,7 +5,8 @@
 //                    then y += bias (cudnnAddTensor, a 1 x K x 1 x 1 tensor)
 //   backward data    dx = cudnnConvolutionBackwardData(w, dy), beta = 0
 //   backward filter  dw = cudnnConvolutionBackwardFilter(x, dy), beta = 0
-//   bias grad        dbias = cudnnConvolutionBackwardBias(dy), beta = 0
+//   bias grad        dbias = cudnnConvolutionBackwardBias(dy), beta = 0 (16-bit
+//                    dy: summed as float32, which cuDNN supports)
 // Every output overwrites (the op allocates it; the engine accumulates).
 // Stride, padding, dilation and groups (depthwise = groups == C_in) are the
 // convolution descriptor's; NCHW / NCDHW contiguous float32, float64,
@@ -58,6 +59,15 @@ void zero_fill(const Tensor& t, const char* op) {
 TensorDescriptor bias_descriptor(const ConvShape& s, DType dtype, const char* op) {
   std::array<int64_t, 5> sizes{1, s.out_channels, 1, 1, 1};
   return TensorDescriptor(dtype, sizes, s.nd(), op);
+}
+
+// dbias = sum of dy over every dim but the channel (beta = 0).
+void bias_grad(cudnnHandle_t h, const ConvShape& s, const Tensor& dy, const Tensor& dbias, const char* op) {
+  const Scale sc(dy.dtype());
+  const TensorDescriptor yd(dy.dtype(), s.y_sizes(), s.nd(), op);
+  const TensorDescriptor bd = bias_descriptor(s, dy.dtype(), op);
+  MINIDL_CUDNN_CHECK(
+      cudnnConvolutionBackwardBias(h, sc.one(), yd.get(), dy.raw_data(), sc.zero(), bd.get(), dbias.raw_data()));
 }
 
 void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -122,11 +132,14 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
   if (dbias.defined()) {
     if (dy.numel() == 0) {
       zero_fill(dbias, op);
+    } else if (is_reduced_floating(dt)) {
+      // cudnnConvolutionBackwardBias refuses 16-bit data (CUDNN_STATUS_NOT_SUPPORTED,
+      // cuDNN 9 on an H100): sum a float32 copy of dy, round once.
+      const Tensor db32 = empty(dbias.shape(), TensorOptions(DType::Float32).device(dbias.device()));
+      bias_grad(h, s, dy.to(DType::Float32), db32, op);
+      Tensor(dbias).copy_(db32);  // a handle to the same storage
     } else {
-      const TensorDescriptor yd(dt, s.y_sizes(), s.nd(), op);
-      const TensorDescriptor bd = bias_descriptor(s, dt, op);
-      MINIDL_CUDNN_CHECK(
-          cudnnConvolutionBackwardBias(h, sc.one(), yd.get(), dy.raw_data(), sc.zero(), bd.get(), dbias.raw_data()));
+      bias_grad(h, s, dy, dbias, op);
     }
   }
 }
