@@ -7,6 +7,7 @@
 #include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/backend_settings.h"
 #include "minidl/core/check.h"
+#include "minidl/core/cuda.h"
 #include "minidl/core/device.h"
 #include "minidl/core/dtype.h"
 #include "minidl/core/generator.h"

@@ -38,14 +38,15 @@ prepare() {
   # caching allocator, strided index) ran here in make test and build-cuda.
   local tests=(test_cuda_ops test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor test_cuda_nccl
                test_cuda_grad_scaler)
-  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10
+  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 bench_gpu
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
-  staging=$(mktemp -d) && mkdir "$staging/bin" "$staging/examples"
+  staging=$(mktemp -d) && mkdir "$staging/bin" "$staging/examples" "$staging/bench"
   for t in "${tests[@]}"; do
     strip -o "$staging/bin/$t" "$build/tests/$t"
   done
   strip -o "$staging/examples/train_cifar10" "$build/examples/train_cifar10"
+  strip -o "$staging/bench/bench_gpu" "$build/bench/bench_gpu"
   # The CIFAR-10 subset for the training run (../shared does not travel).
   local data=$root/../shared/data/cifar10-subset
   if [ -f "$data/data_batch_1.bin" ]; then
@@ -53,7 +54,7 @@ prepare() {
   fi
   # Shared libraries of the binaries except glibc's, the C++ runtime (newer
   # there), and CUDA's (the wheels provide them there).
-  ldd "$staging"/bin/* "$staging"/examples/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  ldd "$staging"/bin/* "$staging"/examples/* "$staging"/bench/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
       libcuda.so*|libcudart*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) ;;
@@ -64,7 +65,7 @@ prepare() {
   # in), ~170 MiB in all: over the device tool's 64 MiB for everything that
   # travels. xz brings them to ~30 MiB; `run` unpacks them with Python's
   # tarfile (python3 is on the GPU machine, xz may not be).
-  tar -C "$staging" -cf - bin examples | xz -T2 -6 > "$root/$carry/bin.tar.xz"
+  tar -C "$staging" -cf - bin examples bench | xz -T2 -6 > "$root/$carry/bin.tar.xz"
   rm -rf "$staging"
   cp "$0" "$root/$carry/gpu-check.sh"
   du -sh "$root/$carry"
@@ -72,17 +73,42 @@ prepare() {
   kib=$(du -sk "$root/$carry" | cut -f1)
   [ "$kib" -lt $((52 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
   echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
+  echo "and for the benchmarks:       run(command='bash $carry/gpu-check.sh bench', carry=['$carry'], timeout_s=400)"
+}
+
+# There: unpacks the binaries (sets $unpacked) and points LD_LIBRARY_PATH at
+# the carried libraries and the nvidia wheels' (cuDNN, cuBLAS, NCCL).
+here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
+out=${OUT:-$root/gpu-check-out}
+unpacked=
+setup_there() {
+  mkdir -p "$out"
+  unpacked=$(mktemp -d)
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/bin.tar.xz" "$unpacked" || {
+    echo "gpu-check: cannot unpack $here/bin.tar.xz" >&2; return 1; }
+  local wheel_libs
+  wheel_libs=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p)) if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="$here/lib:${wheel_libs}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+}
+
+# There: bench_gpu and bench/bench_gpu_torch.py on the same device in the same
+# call, then bench/gpu_report.py's table (bench-report.md under $OUT).
+bench() {
+  setup_there || return 1
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  echo "== gpu-check bench $(date -u +%FT%TZ) on ${gpu:-no GPU}"
+  timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" > "$out/bench-minidl.jsonl" 2>&1
+  echo "bench_gpu: exit $?"
+  timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
+  echo "bench_gpu_torch.py: exit $?"
+  python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu" |
+    tee "$out/bench-report.md"
 }
 
 run() {
-  local here out=${OUT:-$root/gpu-check-out}
-  here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
-  mkdir -p "$out"
-  local bin
-  bin=$(mktemp -d)
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/bin.tar.xz" "$bin" || {
-    echo "gpu-check run: cannot unpack $here/bin.tar.xz" >&2; return 1; }
-  bin=$bin/bin
+  setup_there || return 1
+  local bin=$unpacked/bin
   # The device tool brings back at most 8 files from $OUT: the per-step logs
   # go to one tarball at the end, beside the two summaries.
   local logs
@@ -93,10 +119,6 @@ run() {
   local summary=$out/gpu-check-summary.txt passed=0 failed=0
   : > "$summary"
   say() { echo "$*" | tee -a "$summary"; }
-  # cuDNN, cuBLAS, NCCL from the Python wheels (nvidia-*-cu13), and /usr/local/cuda's.
-  local wheel_libs
-  wheel_libs=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p)) if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null || true)
-  export LD_LIBRARY_PATH="$here/lib:${wheel_libs}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   say "== gpu-check $(date -u +%FT%TZ) on $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/   gpu: /' | tee -a "$summary"
   step() {  # step NAME TIMEOUT CMD...: passes on exit 0 only (77, "skipped", fails: a GPU is expected here)
@@ -119,7 +141,7 @@ run() {
   # on the same device: accuracy and epoch time side by side.
   local recipe=(--width 0.5 --epochs 25 --batch-size 128 --lr 0.05 --warmup-epochs 1 --schedule cosine)
   if [ -d "$here/data" ]; then
-    step train_cifar10_cuda 150 "${bin%/bin}/examples/train_cifar10" --data "$here/data" --model smallnet "${recipe[@]}" \
+    step train_cifar10_cuda 150 "$unpacked/examples/train_cifar10" --data "$here/data" --model smallnet "${recipe[@]}" \
       --device cuda --workers 4 --log-dir "$(mktemp -d)"
     step train_torch_cuda 150 python3 "$here/../bench/train_torch.py" --data "$here/data" "${recipe[@]}" --device cuda
     local t
@@ -156,5 +178,6 @@ run() {
 case ${1:-} in
   prepare) prepare ;;
   run) run ;;
-  *) echo "usage: $0 prepare|run (see the comment at the top)" >&2; exit 2 ;;
+  bench) bench ;;
+  *) echo "usage: $0 prepare|run|bench (see the comment at the top)" >&2; exit 2 ;;
 esac

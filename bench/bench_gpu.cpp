@@ -1,0 +1,203 @@
+// The GPU benchmarks (issue "training on the GPU"): one JSON object a line,
+//   {"impl":"minidl","op":"conv3x3_fwd_bwd","shape":"128x64x32x32","median_ms":...,"tflops":...,"peak_mib":...}
+// bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
+// shape names; bench/gpu_report.py joins the two into a table of ratios.
+//
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train]
+//
+// Timing: each round synchronizes the device, runs the work `iters` times,
+// synchronizes again and divides the host time by iters (a round of many
+// launches hides the per-sync latency); the median over rounds is printed.
+// Settings on both sides: cudnn.benchmark on (each shape's fastest
+// algorithm, searched once in the warm-up), cuDNN TF32 on (both libraries'
+// default), matmul TF32 off unless the op name says tf32.
+// peak_mib (train steps only): max_memory_allocated over the timed rounds,
+// parameters, gradients and optimizer state included.
+//
+// Without a usable CUDA device it prints the reason and exits 77 (skipped).
+// --device cpu (or test) runs the same code on that device, slowly: a dry
+// run of the program itself where there is no GPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "examples/common/main_guard.h"
+#include "minidl/minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+struct Options {
+  Device device{DeviceType::CUDA, 0};
+  int rounds = 7;
+  std::string suite = "all";
+};
+
+std::string dims(const Shape& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+void sync(const Options& o) {
+  if (o.device.type == DeviceType::CUDA) cuda::synchronize(o.device.index);
+}
+
+// Median over rounds of (time of `iters` calls of f) / iters, in ms, after
+// `warmup` calls.
+double median_ms(const Options& o, int iters, const std::function<void()>& f, int warmup = 3) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> ms;
+  for (int r = 0; r < o.rounds; ++r) {
+    sync(o);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    sync(o);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void print(const std::string& op, const std::string& shape, double ms, double flops, double peak_mib = 0,
+           double images_per_s = 0) {
+  std::printf("{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.4f,\"tflops\":%.2f", op.c_str(),
+              shape.c_str(), ms, flops / (ms * 1e9));
+  if (peak_mib > 0) std::printf(",\"peak_mib\":%.1f", peak_mib);
+  if (images_per_s > 0) std::printf(",\"images_per_s\":%.0f", images_per_s);
+  std::printf("}\n");
+  std::fflush(stdout);
+}
+
+Tensor leaf(const Shape& s, const Options& o, double scale = 1.0) {
+  return (randn(s) * scale).to(o.device).requires_grad_();
+}
+
+// Forward, or forward + backward with a fixed upstream gradient; leaves' grads
+// reset each call so nothing accumulates.
+void time_op(const Options& o, const std::string& op, const std::string& shape, double fwd_flops,
+             const std::vector<Tensor>& leaves, const std::function<Tensor(const std::vector<Tensor>&)>& f,
+             int iters = 20) {
+  {
+    NoGradGuard no_grad;
+    print(op + "_fwd", shape, median_ms(o, iters, [&] { f(leaves); }), fwd_flops);
+  }
+  const Tensor grad = ones_like(f(leaves).detach());
+  print(op + "_fwd_bwd", shape,
+        median_ms(o, iters,
+                  [&] {
+                    for (const Tensor& t : leaves) Tensor(t).set_grad(Tensor());
+                    f(leaves).backward(grad);
+                  }),
+        3 * fwd_flops);
+}
+
+void conv_suite(const Options& o) {
+  // ResNet-18 (CIFAR) 3x3 convs at batch 128: the stem, each stage's body
+  // conv, and the strided first conv of stages 2-4.
+  struct Case {
+    int64_t cin, cout, hw, stride;
+  };
+  const Case cases[] = {{3, 64, 32, 1},   {64, 64, 32, 1},   {64, 128, 32, 2}, {128, 128, 16, 1},
+                        {128, 256, 16, 2}, {256, 256, 8, 1}, {256, 512, 8, 2}, {512, 512, 4, 1}};
+  for (const Case& c : cases) {
+    const int64_t n = 128, out = c.hw / c.stride;
+    Conv2dParams p;
+    p.stride = {c.stride, c.stride};
+    p.padding = {1, 1};
+    const double flops = 2.0 * n * c.cout * out * out * c.cin * 9;
+    const std::string shape = std::to_string(n) + "x" + std::to_string(c.cin) + "x" + std::to_string(c.hw) + "x" +
+                              std::to_string(c.hw) + "->" + std::to_string(c.cout) + "/s" + std::to_string(c.stride);
+    time_op(o, "conv3x3", shape, flops, {leaf({n, c.cin, c.hw, c.hw}, o), leaf({c.cout, c.cin, 3, 3}, o, 0.05)},
+            [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), p); });
+  }
+}
+
+void norm_suite(const Options& o) {
+  const Shape s{128, 64, 32, 32};
+  const std::string shape = dims(s);
+  const Tensor rm = zeros({64}).to(o.device), rv = ones({64}).to(o.device);
+  time_op(o, "batch_norm2d_train", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
+          [&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], true); });
+  time_op(o, "group_norm32", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
+          [](const std::vector<Tensor>& v) { return group_norm(v[0], 32, v[1], v[2]); });
+  time_op(o, "layer_norm_chw", shape, 0, {leaf(s, o), leaf({64, 32, 32}, o), leaf({64, 32, 32}, o)},
+          [](const std::vector<Tensor>& v) { return layer_norm(v[0], {64, 32, 32}, v[1], v[2]); });
+  time_op(o, "instance_norm2d", shape, 0, {leaf(s, o)},
+          [](const std::vector<Tensor>& v) { return instance_norm(v[0]); });
+}
+
+void matmul_suite(const Options& o) {
+  const int64_t n = 4096;
+  const Tensor a = randn({n, n}).to(o.device), b = randn({n, n}).to(o.device);
+  for (bool tf32 : {false, true}) {
+    backends::cuda::matmul::set_allow_tf32(tf32);
+    print(tf32 ? "matmul_tf32" : "matmul_fp32", "4096x4096x4096", median_ms(o, 10, [&] { matmul(a, b); }),
+          2.0 * n * n * n);
+  }
+  backends::cuda::matmul::set_allow_tf32(false);
+}
+
+// bench_train's step (forward, cross_entropy, zero_grad, backward, SGD lr 0.1
+// momentum 0.9 weight decay 5e-4) on a fixed random batch on the device.
+void train_step(const Options& o, const std::string& name, int64_t batch) {
+  manual_seed(0);
+  auto model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
+  model->to(o.device);
+  model->train();
+  optim::SGD sgd(model->parameters(), 0.1, 0.9, 0.0, 5e-4);
+  const Tensor x = randn({batch, 3, 32, 32}).to(o.device);
+  const Tensor y = randint(0, 10, {batch}).to(o.device);
+  auto step = [&] {
+    Tensor loss = cross_entropy(model->forward(x), y);
+    sgd.zero_grad();
+    loss.backward();
+    sgd.step();
+  };
+  step();
+  cuda::reset_peak_memory_stats(o.device.index);
+  const double ms = median_ms(o, 5, step);
+  const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
+  print("train_step_" + name, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
+}
+
+int program(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) throw examples::UsageError(std::string("missing value after ") + argv[i]);
+    if (std::strcmp(argv[i], "--device") == 0) o.device = Device(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--rounds") == 0) o.rounds = static_cast<int>(std::max<int64_t>(1, examples::parse_int_arg(argv[i + 1], "--rounds")));
+    else if (std::strcmp(argv[i], "--suite") == 0) o.suite = argv[i + 1];
+    else throw examples::UsageError(std::string("unknown option ") + argv[i]);
+  }
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "train")
+    throw examples::UsageError("--suite must be all, ops or train, got " + o.suite);
+  if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
+    std::printf("bench_gpu: skipped: %s\n", cuda::unavailable_reason().c_str());
+    return 77;
+  }
+  backends::cudnn::set_benchmark(true);
+  if (o.suite != "train") {
+    conv_suite(o);
+    norm_suite(o);
+    matmul_suite(o);
+  }
+  if (o.suite != "ops") {
+    train_step(o, "resnet18", 128);
+    train_step(o, "resnet18", 512);
+    train_step(o, "smallnet", 128);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train]",
+                                       [&] { return program(argc, argv); });
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""PyTorch twin of bench/bench_gpu.cpp: the same ops, shapes, settings and timing
+(rounds of `iters` calls between two synchronizations, the median round per call),
+one JSON object a line with the same op and shape names.
+
+  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|train]
+
+Settings as bench_gpu: cudnn.benchmark on, cuDNN TF32 on (PyTorch's default),
+matmul TF32 off unless the op name says tf32. Models from bench/bench_torch.py.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_torch import ResNet18Cifar, small_net  # noqa: E402
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def median_ms(dev, iters, f, rounds, warmup=3):
+    for _ in range(warmup):
+        f()
+    ms = []
+    for _ in range(rounds):
+        sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            f()
+        sync(dev)
+        ms.append((time.perf_counter() - t0) * 1e3 / iters)
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def report(op, shape, ms, flops, peak_mib=0.0, images_per_s=0.0):
+    r = {"impl": "pytorch", "op": op, "shape": shape, "median_ms": round(ms, 4), "tflops": round(flops / (ms * 1e9), 2)}
+    if peak_mib:
+        r["peak_mib"] = round(peak_mib, 1)
+    if images_per_s:
+        r["images_per_s"] = round(images_per_s)
+    r["version"] = "torch " + torch.__version__
+    print(json.dumps(r), flush=True)
+
+
+def leaf(shape, dev, scale=1.0):
+    return (torch.randn(shape) * scale).to(dev).requires_grad_()
+
+
+def time_op(a, op, shape, fwd_flops, leaves, f, iters=20):
+    with torch.no_grad():
+        report(op + "_fwd", shape, median_ms(a.dev, iters, lambda: f(leaves), a.rounds), fwd_flops)
+    grad = torch.ones_like(f(leaves).detach())
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None
+        f(leaves).backward(grad)
+
+    report(op + "_fwd_bwd", shape, median_ms(a.dev, iters, fwd_bwd, a.rounds), 3 * fwd_flops)
+
+
+def conv_suite(a):
+    for cin, cout, hw, stride in [(3, 64, 32, 1), (64, 64, 32, 1), (64, 128, 32, 2), (128, 128, 16, 1),
+                                  (128, 256, 16, 2), (256, 256, 8, 1), (256, 512, 8, 2), (512, 512, 4, 1)]:
+        n, out = 128, hw // stride
+        flops = 2.0 * n * cout * out * out * cin * 9
+        shape = f"{n}x{cin}x{hw}x{hw}->{cout}/s{stride}"
+        time_op(a, "conv3x3", shape, flops, [leaf((n, cin, hw, hw), a.dev), leaf((cout, cin, 3, 3), a.dev, 0.05)],
+                lambda v, s=stride: F.conv2d(v[0], v[1], None, s, 1))
+
+
+def norm_suite(a):
+    s = (128, 64, 32, 32)
+    shape = "x".join(map(str, s))
+    rm, rv = torch.zeros(64, device=a.dev), torch.ones(64, device=a.dev)
+    time_op(a, "batch_norm2d_train", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
+            lambda v: F.batch_norm(v[0], rm, rv, v[1], v[2], True))
+    time_op(a, "group_norm32", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
+            lambda v: F.group_norm(v[0], 32, v[1], v[2]))
+    time_op(a, "layer_norm_chw", shape, 0, [leaf(s, a.dev), leaf((64, 32, 32), a.dev), leaf((64, 32, 32), a.dev)],
+            lambda v: F.layer_norm(v[0], (64, 32, 32), v[1], v[2]))
+    time_op(a, "instance_norm2d", shape, 0, [leaf(s, a.dev)], lambda v: F.instance_norm(v[0]))
+
+
+def matmul_suite(a):
+    n = 4096
+    x, y = torch.randn(n, n, device=a.dev), torch.randn(n, n, device=a.dev)
+    for tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        report("matmul_tf32" if tf32 else "matmul_fp32", "4096x4096x4096",
+               median_ms(a.dev, 10, lambda: x @ y, a.rounds), 2.0 * n ** 3)
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def train_step(a, name, batch):
+    torch.manual_seed(0)
+    model = (ResNet18Cifar() if name == "resnet18" else small_net()).to(a.dev).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, 3, 32, 32).to(a.dev)
+    y = torch.randint(0, 10, (batch,)).to(a.dev)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()
+    cuda = a.dev.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(a.dev)
+    ms = median_ms(a.dev, 5, step, a.rounds)
+    peak = torch.cuda.max_memory_allocated(a.dev) / 2 ** 20 if cuda else 0.0
+    report("train_step_" + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--suite", choices=["all", "ops", "train"], default="all")
+    a = ap.parse_args()
+    a.dev = torch.device(a.device)  # cpu: a dry run of this script where there is no GPU
+    if a.dev.type == "cuda" and not torch.cuda.is_available():
+        print("bench_gpu_torch: skipped: torch.cuda.is_available() is false")
+        sys.exit(77)
+    torch.backends.cudnn.benchmark = True
+    if a.suite != "train":
+        conv_suite(a)
+        norm_suite(a)
+        matmul_suite(a)
+    if a.suite != "ops":
+        train_step(a, "resnet18", 128)
+        train_step(a, "resnet18", 512)
+        train_step(a, "smallnet", 128)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Joins bench_gpu (minidl) and bench_gpu_torch.py (PyTorch) JSON lines into a
+markdown table: time of each side, speedup = PyTorch time / minidl time (> 1:
+minidl faster), and peak device memory for the training steps.
+
+  python3 bench/gpu_report.py minidl.jsonl torch.jsonl [--device "NVIDIA H100 80GB HBM3"]
+"""
+import argparse
+import json
+
+
+def read(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows[(r["op"], r["shape"])] = r
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("minidl")
+    ap.add_argument("torch")
+    ap.add_argument("--device", default="")
+    a = ap.parse_args()
+    ours, theirs = read(a.minidl), read(a.torch)
+    version = next((r.get("version", "") for r in theirs.values()), "")
+    print(f"GPU benchmarks{' on ' + a.device if a.device else ''}, PyTorch {version.replace('torch ', '')}; "
+          "speedup = PyTorch ms / minidl ms")
+    print()
+    print("| op | shape | minidl ms | PyTorch ms | speedup | minidl TFLOP/s | peak MiB minidl / PyTorch |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for key, r in ours.items():
+        t = theirs.get(key)
+        tms = f"{t['median_ms']:.3f}" if t else "-"
+        speed = f"{t['median_ms'] / r['median_ms']:.2f}x" if t else "-"
+        tf = f"{r['tflops']:.1f}" if r.get("tflops") else ""
+        peak = f"{r['peak_mib']:.0f} / {t['peak_mib']:.0f}" if t and "peak_mib" in r and "peak_mib" in t else ""
+        print(f"| {key[0]} | {key[1]} | {r['median_ms']:.3f} | {tms} | {speed} | {tf} | {peak} |")
+    missing = [k for k in theirs if k not in ours]
+    if missing:
+        print(f"\nonly in PyTorch's run: {', '.join(f'{op} {shape}' for op, shape in missing)}")
+
+
+if __name__ == "__main__":
+    main()
