@@ -12,7 +12,9 @@
 // algorithm, searched once in the warm-up), cuDNN TF32 on (both libraries'
 // default), matmul TF32 off unless the op name says tf32.
 // peak_mib (train steps only): max_memory_allocated over the timed rounds,
-// parameters, gradients and optimizer state included.
+// parameters, gradients and optimizer state included. train_step_host_*: the
+// host time to enqueue one step on an idle device (launch-bound when it is
+// close to the step's time).
 //
 // Without a usable CUDA device it prints the reason and exits 77 (skipped).
 // --device cpu (or test) runs the same code on that device, slowly: a dry
@@ -60,6 +62,21 @@ double median_ms(const Options& o, int iters, const std::function<void()>& f, in
     sync(o);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
   }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Median host time of one f() call started on an idle device (the time to
+// enqueue its work, plus any synchronization inside it).
+double enqueue_ms(const Options& o, const std::function<void()>& f) {
+  std::vector<double> ms;
+  for (int r = 0; r < o.rounds; ++r) {
+    sync(o);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  sync(o);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -164,6 +181,9 @@ void train_step(const Options& o, const std::string& name, int64_t batch) {
   const double ms = median_ms(o, 5, step);
   const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
   print("train_step_" + name, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
+  // The host's share: one step enqueued on an idle device, not waited for. Near
+  // the step time, the step is bound by launches, not by the GPU.
+  print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, step), 0);
 }
 
 int program(int argc, char** argv) {

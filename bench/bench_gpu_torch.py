@@ -121,6 +121,20 @@ def train_step(a, name, batch):
     ms = median_ms(a.dev, 5, step, a.rounds)
     peak = torch.cuda.max_memory_allocated(a.dev) / 2 ** 20 if cuda else 0.0
     report("train_step_" + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
+    report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
+
+
+def enqueue_ms(dev, f, rounds):
+    """Median host time of one f() started on an idle device (bench_gpu.cpp's twin)."""
+    ms = []
+    for _ in range(rounds):
+        sync(dev)
+        t0 = time.perf_counter()
+        f()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    sync(dev)
+    ms.sort()
+    return ms[len(ms) // 2]
 
 
 def main():

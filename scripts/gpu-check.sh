@@ -102,8 +102,16 @@ bench() {
   echo "bench_gpu: exit $?"
   timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
-  python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu" |
-    tee "$out/bench-report.md"
+  # PyTorch's convolutions on cuDNN's legacy API (minidl's), not its v8 graph
+  # API: whether a conv gap is the API's engines or our use of it.
+  TORCH_CUDNN_V8_API_DISABLED=1 timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" \
+    --suite ops > "$out/bench-torch-legacy.jsonl" 2>&1
+  echo "bench_gpu_torch.py (TORCH_CUDNN_V8_API_DISABLED=1): exit $?"
+  { python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
+    echo
+    echo "Against PyTorch with TORCH_CUDNN_V8_API_DISABLED=1 (cuDNN's legacy API, as minidl):"
+    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch-legacy.jsonl" --device "$gpu"
+  } | tee "$out/bench-report.md"
 }
 
 run() {

@@ -271,9 +271,41 @@ TEST_CASE("Welford with Chan's merge equals two-pass float64 in any merge order"
   CHECK(statistics_of(Welford{}, 1e-5).invstd == 0.0);
 }
 
+TEST_CASE("IntDivider divides like / and % below 2^31") {
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 16, 31, 32, 33, 1000, 1023, 1024, 1025, 65535, 65536, 65537,
+                                   (int64_t{1} << 30) - 1, int64_t{1} << 30, (int64_t{1} << 31) - 1};
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % (kIntDividerLimit - 1)));
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % 5000));
+  for (const int64_t d : divisors) {
+    const IntDivider div(d);
+    std::vector<int64_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, kIntDividerLimit - 1, kIntDividerLimit - 2};
+    for (int i = 0; i < 200; ++i) ns.push_back(static_cast<int64_t>(rng() % kIntDividerLimit));
+    for (const int64_t n : ns) {
+      if (n < 0 || n >= kIntDividerLimit) continue;
+      const auto u = static_cast<uint32_t>(n);
+      if (div.div(u) != n / d || div.mod(u) != n % d) {
+        FAIL_CHECK("IntDivider(" << d << ") of " << n << ": got " << div.div(u) << " rem " << div.mod(u));
+      }
+    }
+  }
+  CHECK(fits_int_divider(kIntDividerLimit - 1));
+  CHECK_FALSE(fits_int_divider(kIntDividerLimit));
+  CHECK_FALSE(NormShape{1 << 16, 1 << 16, 1, 1, 1}.with_dividers().fast);  // 2^32 elements: the 64-bit path
+}
+
 TEST_CASE("NormShape enumerates each group's and channel's elements exactly once") {
   // BatchNorm (N=3, C=4, HW=5), GroupNorm (N=2, 6 channels in 3 groups, HW=2), LayerNorm (4 rows of 6).
-  for (const NormShape s : {NormShape{3, 4, 1, 5, 4}, NormShape{1, 6, 2, 2, 3}, NormShape{1, 4, 6, 1, 1}}) {
+  // Each twice: 64-bit divisions, then the precomputed dividers (the kernels' path).
+  std::vector<NormShape> shapes;
+  for (const NormShape s : {NormShape{3, 4, 1, 5, 4}, NormShape{1, 6, 2, 2, 3}, NormShape{1, 4, 6, 1, 1},
+                            NormShape{2, 6, 3, 7, 2}, NormShape{5, 3, 1, 33, 3}}) {
+    shapes.push_back(s);
+    shapes.push_back(s.with_dividers());
+    CHECK(shapes.back().fast);
+  }
+  for (const NormShape& s : shapes) {
+    CAPTURE(s.fast);
     const int64_t numel = s.A * s.G * s.K * s.S;
     std::vector<int> seen(static_cast<size_t>(numel), 0);
     for (int64_t g = 0; g < s.G; ++g)

@@ -21,7 +21,7 @@ using cuda_math::NormShape;
 using cuda_math::Offsets;
 using cuda_math::Welford;
 
-NormShape shape_of(const NormGeometry& g) { return NormShape{g.A, g.G, g.K, g.S, g.P}; }
+NormShape shape_of(const NormGeometry& g) { return NormShape{g.A, g.G, g.K, g.S, g.P}.with_dividers(); }
 
 template <class T>
 const T* data_or_null(const Tensor& t) {

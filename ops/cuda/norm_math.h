@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/int_divider.h"
 
 namespace minidl::cuda_math {
 
@@ -32,18 +33,44 @@ MINIDL_HOST_DEVICE inline Welford welford_merge(const Welford& a, const Welford&
 }
 
 // The (A, G, K, S) view with P groups per affine parameter set (ops/norm_core.h).
+// with_dividers() precomputes the index divisions (ops/cuda/int_divider.h) when
+// every offset fits 31 bits; without them (aggregate-initialized, or a huge
+// tensor) the same functions divide in 64 bits.
 struct NormShape {
   int64_t A = 1, G = 1, K = 1, S = 1, P = 1;
+  bool fast = false;
+  IntDivider by_run, by_G, by_K, by_S, by_P, by_A;  // run = K S
+
+  NormShape with_dividers() const {
+    NormShape r = *this;
+    r.fast = fits_int_divider(A * G * K * S);
+    if (r.fast) {
+      r.by_run = IntDivider(K * S), r.by_G = IntDivider(G), r.by_K = IntDivider(K);
+      r.by_S = IntDivider(S), r.by_P = IntDivider(P), r.by_A = IntDivider(A);
+    }
+    return r;
+  }
   MINIDL_HOST_DEVICE int64_t group_size() const { return A * K * S; }
   MINIDL_HOST_DEVICE int64_t channels() const { return P * K; }
   // Offset of value j (0 <= j < A K S, in (a, k, s) order) of group g.
   MINIDL_HOST_DEVICE int64_t group_offset(int64_t g, int64_t j) const {
     const int64_t run = K * S;
+    if (fast) {
+      const int64_t a = by_run.div(static_cast<uint32_t>(j));
+      return (a * G + g) * run + (j - a * run);
+    }
     return ((j / run) * G + g) * run + j % run;
   }
   // Group and channel of the element at `offset`.
-  MINIDL_HOST_DEVICE int64_t group_of(int64_t offset) const { return (offset / (K * S)) % G; }
+  MINIDL_HOST_DEVICE int64_t group_of(int64_t offset) const {
+    if (fast) return by_G.mod(by_run.div(static_cast<uint32_t>(offset)));
+    return (offset / (K * S)) % G;
+  }
   MINIDL_HOST_DEVICE int64_t channel_of(int64_t offset) const {
+    if (fast) {
+      const uint32_t p = by_P.mod(static_cast<uint32_t>(group_of(offset)));
+      return static_cast<int64_t>(p) * K + by_K.mod(by_S.div(static_cast<uint32_t>(offset)));
+    }
     return (group_of(offset) % P) * K + (offset / S) % K;
   }
   // Values of channel c: its G/P groups g = c/K + q P, each with A runs of S
@@ -51,7 +78,17 @@ struct NormShape {
   // and sets its group.
   MINIDL_HOST_DEVICE int64_t channel_size() const { return (G / P) * A * S; }
   MINIDL_HOST_DEVICE int64_t channel_offset(int64_t c, int64_t j, int64_t& group) const {
-    const int64_t s = j % S, a = (j / S) % A, q = j / (S * A);
+    int64_t s, a, q;
+    if (fast) {
+      const uint32_t js = by_S.div(static_cast<uint32_t>(j));
+      s = j - static_cast<int64_t>(js) * S;
+      q = by_A.div(js);
+      a = js - q * A;
+      const uint32_t ck = by_K.div(static_cast<uint32_t>(c));
+      group = ck + q * P;
+      return ((a * G + group) * K + (c - static_cast<int64_t>(ck) * K)) * S + s;
+    }
+    s = j % S, a = (j / S) % A, q = j / (S * A);
     group = c / K + q * P;
     return ((a * G + group) * K + c % K) * S + s;
   }
