@@ -292,6 +292,9 @@ TEST_CASE("IntDivider divides like / and % below 2^31") {
   CHECK(fits_int_divider(kIntDividerLimit - 1));
   CHECK_FALSE(fits_int_divider(kIntDividerLimit));
   CHECK_FALSE(NormShape{1 << 16, 1 << 16, 1, 1, 1}.with_dividers().fast);  // 2^32 elements: the 64-bit path
+  // An empty tensor (its first H100 run: SIGFPE making a divider by zero on the host).
+  CHECK_FALSE(NormShape{0, 4, 1, 5, 4}.with_dividers().fast);
+  CHECK_FALSE(NormShape{2, 4, 1, 0, 4}.with_dividers().fast);
 }
 
 TEST_CASE("NormShape enumerates each group's and channel's elements exactly once") {

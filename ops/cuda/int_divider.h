@@ -22,7 +22,7 @@ struct IntDivider {
   uint32_t divisor = 1, magic = 0, shift = 0;
 
   IntDivider() = default;
-  // d in [1, 2^31): the caller checks with fits_int_divider.
+  // d in [1, 2^31): the caller checks with fits_int_divider (0 would divide by zero here).
   MINIDL_HOST_DEVICE explicit IntDivider(int64_t d) : divisor(static_cast<uint32_t>(d)) {
     while (shift < 32 && (uint64_t{1} << shift) < divisor) ++shift;
     magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - divisor)) / divisor + 1);

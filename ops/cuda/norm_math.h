@@ -43,7 +43,8 @@ struct NormShape {
 
   NormShape with_dividers() const {
     NormShape r = *this;
-    r.fast = fits_int_divider(A * G * K * S);
+    // Empty tensors (a zero dim) keep the 64-bit path: no divider by zero.
+    r.fast = A > 0 && G > 0 && K > 0 && S > 0 && P > 0 && fits_int_divider(A * G * K * S);
     if (r.fast) {
       r.by_run = IntDivider(K * S), r.by_G = IntDivider(G), r.by_K = IntDivider(K);
       r.by_S = IntDivider(S), r.by_P = IntDivider(P), r.by_A = IntDivider(A);
