@@ -21,6 +21,22 @@
 
 namespace minidl::cuda_kernels {
 
+// One thread's share of a row: elements j, j + kReduceThreads, ... below end,
+// four loads issued before they are combined (one load in flight per thread
+// left an H100 far under its memory bandwidth). The order of combination
+// depends on the indices only, so results stay deterministic.
+template <class Acc, class Loader, class Combine>
+__device__ Acc strided_span(const Loader& load, const typename Loader::Row& row, int64_t j, int64_t end, Acc acc,
+                            const Combine& combine) {
+  constexpr int64_t T = kReduceThreads;
+  for (; j + 3 * T < end; j += 4 * T) {
+    const Acc v0 = load(row, j), v1 = load(row, j + T), v2 = load(row, j + 2 * T), v3 = load(row, j + 3 * T);
+    acc = combine(acc, combine(combine(v0, v1), combine(v2, v3)));
+  }
+  for (; j < end; j += T) acc = combine(acc, load(row, j));
+  return acc;
+}
+
 template <class Acc, class Loader, class Combine, class Finish>
 __global__ void __launch_bounds__(kReduceThreads)
     block_rows_kernel(int64_t rows, int64_t len, Acc init, Loader load, Combine combine, Finish finish) {
@@ -28,9 +44,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   __shared__ typename BlockReduce::TempStorage temp;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const auto row = load.row(r);
-    Acc acc = init;
-    for (int64_t j = threadIdx.x; j < len; j += kReduceThreads) acc = combine(acc, load(row, j));
-    const Acc total = BlockReduce(temp).Reduce(acc, combine);
+    const Acc total = BlockReduce(temp).Reduce(strided_span(load, row, threadIdx.x, len, init, combine), combine);
     if (threadIdx.x == 0) finish(r, row, total);
     __syncthreads();  // temp is reused by the next row
   }
@@ -60,9 +74,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int64_t b = blockIdx.x, r = b / chunks, c = b % chunks;
   const auto row = load.row(r);
   const int64_t begin = c * chunk_len, end = begin + chunk_len < len ? begin + chunk_len : len;
-  Acc acc = init;
-  for (int64_t j = begin + threadIdx.x; j < end; j += kReduceThreads) acc = combine(acc, load(row, j));
-  const Acc total = BlockReduce(temp).Reduce(acc, combine);
+  const Acc total = BlockReduce(temp).Reduce(strided_span(load, row, begin + threadIdx.x, end, init, combine), combine);
   if (threadIdx.x == 0) partials[b] = total;
 }
 
