@@ -4,7 +4,8 @@
 //     (cudnnGet*Algorithm_v7), the first usable entry;
 //   - on: cudnnFind*AlgorithmEx times the candidates on the real buffers
 //     (it writes the output buffer, which the caller overwrites next) with a
-//     workspace from the caching allocator, the fastest usable entry;
+//     workspace from the caching allocator, three times (one timing can be
+//     far off), the usable entry with the best time;
 //   - deterministic(): only entries reported CUDNN_DETERMINISTIC, in both modes;
 //   - an entry whose workspace the caching allocator cannot give is skipped
 //     for the next one (PyTorch does the same);
