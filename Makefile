@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build build-cuda test test-install test-sanitize fuzz bench bench-avx2 clean train
+.PHONY: bench-gpu deps build build-cuda test test-install test-sanitize fuzz bench bench-avx2 clean train
 
 deps:
 	@bash scripts/install-deps.sh
@@ -84,6 +84,17 @@ bench: build
 	python3 bench/run_bench.py --build $(BUILD) --suites ops,norm,train
 	python3 bench/run_bench_dist.py --build $(BUILD)
 	python3 bench/run_bench_ddp.py --build $(BUILD)
+	@$(MAKE) --no-print-directory bench-gpu
+
+# The GPU benchmarks (bench/bench_gpu.cpp next to bench/bench_gpu_torch.py on
+# the same GPU): skipped, with a line saying why, without a CUDA build or GPU.
+bench-gpu:
+	@if [ ! -x build-cuda/bench/bench_gpu ]; then echo "bench-gpu: skipped: no build-cuda/bench/bench_gpu (make build-cuda first)"; exit 0; fi; \
+	build-cuda/bench/bench_gpu > build-cuda/bench-gpu-minidl.jsonl; rc=$$?; \
+	if [ $$rc -eq 77 ]; then cat build-cuda/bench-gpu-minidl.jsonl; exit 0; fi; [ $$rc -eq 0 ] || exit $$rc; \
+	python3 bench/bench_gpu_torch.py > build-cuda/bench-gpu-torch.jsonl && \
+	python3 bench/gpu_report.py build-cuda/bench-gpu-minidl.jsonl build-cuda/bench-gpu-torch.jsonl \
+	  --device "$$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 
 # The same comparison for CPUs without AVX-512: minidl built for x86-64-v3
 # (AVX2 + FMA, no -march=native) in build-avx2, PyTorch's kernels limited to

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh: the GPU tests on a lent H100/H200, in two halves.
+# scripts/gpu-check.sh: the GPU tests and benchmarks on a lent H100/H200.
 #
-# NEVER RUN ON A GPU YET: written on a machine without one; the `prepare`
-# half and the "no device" path of `run` were exercised there, the GPU path
-# of `run` was not. Expect to fix it on its first lease.
+# Ran on an H100 on 2026-11-26 (six calls, 15 minutes of device time; the
+# results are in bench/RESULTS.md). A call costs ~30 s to start plus
+# ~80 s for `run` and ~50 s for `bench`.
 #
 #   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
 #       configuration (sm_90) and packs the GPU test binaries, stripped, into
@@ -11,6 +11,9 @@
 #       lacks (Gloo and its deps, libgomp, ...) in build-gpu-carry/lib
 #       (ignored by git, carried by the device tool), then prints the command
 #       to run there.
+#   scripts/gpu-check.sh bench     # there: bench_gpu and bench/bench_gpu_torch.py
+#       on the same GPU (and PyTorch on cuDNN's legacy API), the table of
+#       ratios in bench-report.md under $OUT (bench/gpu_report.py).
 #   scripts/gpu-check.sh run       # there, via the device tool's `run` with
 #       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
 #       Python wheels, runs every test binary, then the CUDA tests under

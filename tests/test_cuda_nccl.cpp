@@ -9,7 +9,7 @@
 //
 // Needs a CUDA device: without one (or in a build without -DMINIDL_CUDA=ON)
 // it prints "skipped: no CUDA device (<reason>)" and exits 77, which CTest
-// reports as skipped. Compiled, not run on a GPU yet.
+// reports as skipped. Run on an H100 at world size 1 (tests/test_cuda_nccl, 2026-11-26).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -7,7 +7,7 @@
 // host never reads it here. Updating the scale: one thread (PyTorch's
 // amp_update_scale_cuda_kernel is <<<1, 1>>> too).
 //
-// Compiled by the CUDA build; not yet run on a GPU.
+// Run on an H100 (tests/test_cuda_grad_scaler, 2026-11-26).
 #include <algorithm>
 #include <type_traits>
 

@@ -4,7 +4,7 @@
 // weighted sums and total count (kept on the device for the norm core's
 // backward). Empty ranks get zero weight in the kernel; the host never
 // reads device memory. Math in ops/cuda/norm_math.h (sync_merge_rank),
-// shared with the CPU tests. Compiled, not run on a GPU.
+// shared with the CPU tests. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
 #include "minidl/ops/batch_norm_sync.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"

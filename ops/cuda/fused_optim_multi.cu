@@ -5,7 +5,7 @@
 // their device. The per-element math is ops/cuda/optim_math.h's; the
 // functors, their scalars and the packing are ops/cuda/multi_tensor_math.h's,
 // all run by the CPU tests (tests/test_cuda_multi_tensor_math.cpp).
-// Elementwise, so deterministic. Compiled, not run on a GPU.
+// Elementwise, so deterministic. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
 #include "minidl/ops/cuda/multi_tensor_apply.cuh"
 #include "minidl/ops/fused_optim.h"
 

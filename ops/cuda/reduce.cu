@@ -5,7 +5,7 @@
 // reductions, no atomics, deterministic), and the elementwise backward
 // kernels (expand, var, index, even). float32 accumulates in double and
 // integers in int64, as on the CPU. The host never reads device memory: the
-// tie count of even_backward stays on the device. Compiled, not run on a GPU.
+// tie count of even_backward stays on the device. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
 #include <vector>
 
 #include "minidl/ops/cuda/launch.cuh"
