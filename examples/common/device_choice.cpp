@@ -1,6 +1,8 @@
 // See device_choice.h.
 #include "examples/common/device_choice.h"
 
+#include <cstdlib>
+
 #include "minidl/core/backend_settings.h"
 #include "minidl/core/check.h"
 #include "minidl/core/cuda.h"
@@ -9,18 +11,20 @@ namespace minidl::examples {
 
 ChosenDevice choose_device(const std::string& spec, bool distributed) {
   if (spec == "auto") {
-    if (distributed) return {Device(DeviceType::CPU), " (auto: distributed runs use Gloo on the CPU)"};
+    if (distributed) return {Device(DeviceType::CPU), " (auto: distributed runs use Gloo on the CPU; --device cuda "
+                                                      "stages through host memory)"};
     if (cuda::is_available()) return {Device(DeviceType::CUDA, 0), " (auto: a CUDA device is usable)"};
     return {Device(DeviceType::CPU), " (auto: no CUDA: " + cuda::unavailable_reason() + ")"};
   }
-  const Device d(spec);
-  if (d.type == DeviceType::CUDA) {
-    MINIDL_CHECK(cuda::is_available(), "--device ", spec, ": ", cuda::unavailable_reason());
-    MINIDL_CHECK(!distributed, "--device ", spec,
-                 ": distributed runs train over Gloo on the CPU (Gloo over CUDA tensors is not written yet); "
-                 "use --device cpu or auto");
+  Device d(spec);
+  if (d.type != DeviceType::CUDA) return {d, ""};
+  MINIDL_CHECK(cuda::is_available(), "--device ", spec, ": ", cuda::unavailable_reason());
+  if (!distributed) return {d, ""};
+  if (spec == "cuda") {  // one GPU per local rank, round robin
+    const char* local = std::getenv("LOCAL_RANK");
+    d.index = (local != nullptr ? std::atoi(local) : 0) % cuda::device_count();
   }
-  return {d, ""};
+  return {d, " (Gloo: collectives staged through host memory)"};
 }
 
 std::string configure_backends(Device device, bool deterministic) {

@@ -1,8 +1,12 @@
 // --device and --deterministic of the training examples.
 //   --device auto (the default): cuda when a CUDA device is usable, else cpu,
 //   with the reason in the note the example prints in its first lines. A
-//   distributed run stays on the CPU: DDP runs over Gloo, and Gloo over CUDA
-//   tensors is not written yet.
+//   distributed run (minidl-launch) stays on the CPU unless --device cuda is
+//   given: DDP runs over Gloo, which stages CUDA tensors through host memory
+//   (dist/process_group_gloo.cpp), so several ranks can share one GPU, but
+//   every collective waits for a copy; NCCL is not wired into the examples yet.
+//   `cuda` without an index in a distributed run is cuda:(LOCAL_RANK mod the
+//   device count).
 #pragma once
 
 #include <string>
@@ -17,7 +21,7 @@ struct ChosenDevice {
 };
 
 // spec: auto, cpu, cuda[:N] or test. Refuses cuda without a usable device,
-// with the reason, and cuda in a distributed run.
+// with the reason.
 ChosenDevice choose_device(const std::string& spec, bool distributed);
 
 // cuDNN for a training run on `device` (nothing elsewhere): the benchmark
