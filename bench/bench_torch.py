@@ -215,15 +215,20 @@ def bench_train(args):
     x = torch.randn(batch, 3, 32, 32)
     y = torch.randint(0, 10, (batch,))
 
+    amp = args.amp == "bf16"
+
     def step():
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
 
     ms = median_ms(step, args.reps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
-    print(json.dumps({"impl": "pytorch", "op": "train_step_" + args.model, "shape": f"batch {batch}",
+    shape = f"batch {batch}" + (" bf16" if amp else "")
+    print(json.dumps({"impl": "pytorch", "op": "train_step_" + args.model, "shape": shape,
                       "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
                       "version": "torch " + torch.__version__, "images_per_s": round(1e3 * batch / ms, 1),
                       "peak_rss_mib": round(peak, 1)}), flush=True)
@@ -325,6 +330,8 @@ def main():
     parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
+    parser.add_argument("--amp", choices=["off", "bf16"], default="off",
+                        help="--suite train (resnet18, smallnet): the forward under torch.autocast('cpu', bfloat16)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.suite == "norm":

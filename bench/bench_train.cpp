@@ -4,6 +4,7 @@
 // bench/bench_torch.py --suite train prints the PyTorch twins.
 //
 //   bench_train --model resnet18|smallnet|unet3d [--batch N] [--threads 2] [--reps 15] [--profile 1]
+//               [--amp off|bf16]   (resnet18, smallnet: the forward under CPU bfloat16 autocast)
 //
 // One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
 // high-water resident set) belongs to that model. A step is forward,
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "examples/common/mixed_precision.h"
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -144,7 +146,9 @@ static int program(int argc, char** argv) {
   std::string model_name = "smallnet";
   int64_t batch = 0;  // 0: the model's default (64 for resnet18, 128 otherwise)
   bool profile = false;
+  std::string amp_mode = "off";  // off or bf16: the forward under CPU autocast (examples/common/mixed_precision.h)
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--amp") == 0) amp_mode = argv[i + 1];
     if (std::strcmp(argv[i], "--model") == 0) model_name = argv[i + 1];
     if (std::strcmp(argv[i], "--batch") == 0) batch = examples::parse_int_arg(argv[i + 1], argv[i]);
     if (std::strcmp(argv[i], "--profile") == 0) profile = examples::parse_int_arg(argv[i + 1], argv[i]) != 0;
@@ -159,15 +163,24 @@ static int program(int argc, char** argv) {
   const Tensor x = randn({batch, 3, 32, 32});
   const Tensor y = randint(0, 10, {batch});
 
+  if (amp_mode != "off" && amp_mode != "bf16")
+    throw examples::UsageError("--amp: expected off or bf16, got " + amp_mode);
+  const examples::MixedPrecision amp(amp_mode, kCPU);
   const double ms = bench::median_ms(
       [&] {
-        Tensor loss = cross_entropy(model->forward(x), y);
+        Tensor logits;
+        {
+          auto region = amp.autocast();
+          logits = model->forward(x);
+        }
+        Tensor loss = cross_entropy(logits.to(kFloat32), y);
         sgd.zero_grad();
         loss.backward();
         sgd.step();
       },
       options.reps);
-  print_step(model_name, batch, "batch " + std::to_string(batch), ms, options.threads);
+  print_step(model_name, batch, "batch " + std::to_string(batch) + (amp.enabled() ? " " + amp_mode : ""), ms,
+             options.threads);
 
   if (profile) {
     // Phase times, each the median over reps steps (the phases of one step

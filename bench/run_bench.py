@@ -82,12 +82,16 @@ def main():
                              "made with -march=x86-64-v3 (make bench-avx2): what users without AVX-512 get")
     parser.add_argument("--models", default="resnet18,smallnet",
                         help="train suite: comma-separated models (resnet18, smallnet, unet3d: the train_unet3d step)")
+    parser.add_argument("--amp", default="off",
+                        help="train suite: comma-separated modes, off and/or bf16 (the forward under CPU bfloat16 "
+                             "autocast on both sides; resnet18 and smallnet)")
     args = parser.parse_args()
 
     suites = [s for s in args.suites.split(",") if s]
     programs = {"ops": "bench_ops", "norm": "bench_norm", "train": "bench_train"}
     # Suites run as several processes, one per model: the extra arguments of each.
-    variants = {"train": [["--model", m] for m in args.models.split(",") if m]}
+    variants = {"train": [["--model", m] + (["--amp", a] if a != "off" else [])
+                          for m in args.models.split(",") if m for a in args.amp.split(",") if a]}
     if args.only:
         variants["ops"] = [["--only", args.only]]
     for suite in suites:
