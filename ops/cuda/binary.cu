@@ -5,7 +5,7 @@
 // without atomics). The math is ops/cuda/elementwise_math.h, shared with the
 // CPU tests; dtypes as the CPU kernels: div floating only, the rest also
 // int64/uint8; float16/bfloat16 computed in float and rounded once
-// (ops/cuda/acc_type.h), sum_to_shape accumulating them in double as float32.
+// (ops/cuda/opmath.h), sum_to_shape accumulating them in double as float32.
 // float32/float64/integers: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/binary.h"
@@ -26,7 +26,7 @@ struct BinaryFunctor {
   const T* a;
   const T* b;
   BinaryOp op;
-  cuda_math::acc_type<T> alpha;
+  cuda_math::opmath_t<T> alpha;
   bool alpha_is_one;
   __device__ void operator()(const Offsets<3>& o) const {
     out[o.v[0]] = cuda_math::binary_apply_stored<T>(op, alpha, alpha_is_one, a[o.v[1]], b[o.v[2]]);
@@ -38,12 +38,12 @@ struct BinaryScalarFunctor {
   T* out;
   const T* a;
   BinaryOp op;
-  cuda_math::acc_type<T> scalar;  // the CPU's float32 kernel takes a float scalar for the 16-bit types too
+  cuda_math::opmath_t<T> scalar;  // the CPU's float32 kernel takes a float scalar for the 16-bit types too
   bool scalar_first;
   __device__ void operator()(const Offsets<2>& o) const {
-    using C = cuda_math::acc_type<T>;
-    const C x = cuda_math::to_acc(a[o.v[1]]);
-    out[o.v[0]] = cuda_math::from_acc<T>(scalar_first ? cuda_math::binary_apply<C>(op, C(1), true, scalar, x)
+    using C = cuda_math::opmath_t<T>;
+    const C x = cuda_math::to_opmath(a[o.v[1]]);
+    out[o.v[0]] = cuda_math::from_opmath<T>(scalar_first ? cuda_math::binary_apply<C>(op, C(1), true, scalar, x)
                                                       : cuda_math::binary_apply<C>(op, C(1), true, x, scalar));
   }
 };
@@ -54,7 +54,7 @@ void binary_cuda_typed(BinaryOp op, double alpha, const Tensor& out, const Tenso
   const auto calc = cuda_kernels::offset_calculator<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
                                                        binary_op_name(op));
   const BinaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()),
-                           static_cast<const T*>(b.raw_data()), op, static_cast<cuda_math::acc_type<T>>(alpha),
+                           static_cast<const T*>(b.raw_data()), op, static_cast<cuda_math::opmath_t<T>>(alpha),
                            alpha == 1.0};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
@@ -75,7 +75,7 @@ void binary_scalar_cuda_typed(BinaryOp op, const Tensor& out, const Tensor& a, d
   const auto calc =
       cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &a.strides()}, binary_op_name(op));
   const BinaryScalarFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), op,
-                                 static_cast<cuda_math::acc_type<T>>(scalar), scalar_first};
+                                 static_cast<cuda_math::opmath_t<T>>(scalar), scalar_first};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
 

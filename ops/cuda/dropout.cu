@@ -6,7 +6,7 @@
 // generator advances by one draw per call (PyTorch's CUDA generator also
 // advances by an offset, not per element); CPU and CUDA masks differ for
 // the same seed. float16/bfloat16: the mask value and x * mask in float,
-// each rounded once (ops/cuda/acc_type.h), as the CPU kernel through
+// each rounded once (ops/cuda/opmath.h), as the CPU kernel through
 // Float32Compute. float32/float64: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/core/generator.h"
@@ -21,9 +21,9 @@ namespace {
 using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::Offsets;
-using cuda_math::acc_type;
-using cuda_math::from_acc;
-using cuda_math::to_acc;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 
 template <class T>
@@ -35,9 +35,9 @@ struct DropoutFunctor {
   double p;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0];
-    const acc_type<T> m = static_cast<acc_type<T>>(cuda_math::dropout_mask_value(seed, static_cast<uint64_t>(i), p));
-    mask[i] = from_acc<T>(m);
-    y[i] = from_acc<T>(to_acc(x[i]) * m);
+    const opmath_t<T> m = static_cast<opmath_t<T>>(cuda_math::dropout_mask_value(seed, static_cast<uint64_t>(i), p));
+    mask[i] = from_opmath<T>(m);
+    y[i] = from_opmath<T>(to_opmath(x[i]) * m);
   }
 };
 
@@ -46,7 +46,7 @@ struct MulFunctor {
   const T *a, *b;
   T* out;
   __device__ void operator()(const Offsets<1>& o) const {
-    out[o.v[0]] = from_acc<T>(to_acc(a[o.v[0]]) * to_acc(b[o.v[0]]));
+    out[o.v[0]] = from_opmath<T>(to_opmath(a[o.v[0]]) * to_opmath(b[o.v[0]]));
   }
 };
 

@@ -12,7 +12,7 @@
 #include "minidl/core/cuda/runtime.h"
 #include "minidl/core/dtype.h"
 #include "minidl/core/tensor.h"
-#include "minidl/ops/cuda/acc_type.h"
+#include "minidl/ops/cuda/opmath.h"
 #include "minidl/ops/cuda/offset_calculator.h"
 
 // As MINIDL_DISPATCH_FLOATING / MINIDL_DISPATCH_ALL, saying "on CUDA".
@@ -39,8 +39,8 @@
   }()
 
 // MINIDL_CUDA_DISPATCH_FLOATING plus float16 (minidl::Half) and bfloat16
-// (minidl::BFloat16), for the kernels that compute in acc_type<scalar_t>
-// (ops/cuda/acc_type.h). The refusal keeps the float32/float64 wording: the
+// (minidl::BFloat16), for the kernels that compute in opmath_t<scalar_t>
+// (ops/cuda/opmath.h). The refusal keeps the float32/float64 wording: the
 // CPU ops that take the 16-bit types through Float32Compute say the same.
 #define MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dtype, op, ...)                            \
   [&] {                                                                                   \

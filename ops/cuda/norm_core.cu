@@ -27,8 +27,8 @@ using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
 using cuda_math::Welford;
-using cuda_math::acc_type;
-using cuda_math::to_acc;
+using cuda_math::opmath_t;
+using cuda_math::to_opmath;
 
 NormShape shape_of(const NormGeometry& g) { return NormShape{g.A, g.G, g.K, g.S, g.P}.with_dividers(); }
 
@@ -75,10 +75,10 @@ struct NormalizeFunctor {
   const double *mean, *invstd;
   NormShape shape;
   __device__ void operator()(const Offsets<1>& o) const {
-    using C = acc_type<T>;
+    using C = opmath_t<T>;
     const int64_t i = o.v[0], g = shape.group_of(i), c = shape.channel_of(i);
     y[i] = cuda_math::normalize_value_stored<T>(x[i], mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
-                                                b ? static_cast<C>(to_acc(b[c])) : C(0));
+                                                b ? static_cast<C>(to_opmath(b[c])) : C(0));
   }
 };
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
-#include "minidl/ops/cuda/acc_type.h"
+#include "minidl/ops/cuda/opmath.h"
 #include "minidl/ops/cuda/int_divider.h"
 
 namespace minidl::cuda_math {
@@ -130,18 +130,18 @@ MINIDL_HOST_DEVICE inline T norm_backward_value(T dy, T x, double mean, double i
 }
 
 // The two on stored values (float16/bfloat16 inputs compute in float and
-// round once, ops/cuda/acc_type.h; float and double are the functions above).
+// round once, ops/cuda/opmath.h; float and double are the functions above).
 // `bias` is already in the compute type (a float32 or 16-bit parameter).
 template <class T>
-MINIDL_HOST_DEVICE inline T normalize_value_stored(T x, double mean, double invstd, double weight, acc_type<T> bias) {
-  return from_acc<T>(normalize_value<acc_type<T>>(to_acc(x), mean, invstd, weight, bias));
+MINIDL_HOST_DEVICE inline T normalize_value_stored(T x, double mean, double invstd, double weight, opmath_t<T> bias) {
+  return from_opmath<T>(normalize_value<opmath_t<T>>(to_opmath(x), mean, invstd, weight, bias));
 }
 
 template <class T>
 MINIDL_HOST_DEVICE inline T norm_backward_value_stored(T dy, T x, double mean, double invstd, double weight,
                                                        bool batch_stats, double sum_dy, double sum_dy_xmu,
                                                        double count) {
-  return from_acc<T>(norm_backward_value<acc_type<T>>(to_acc(dy), to_acc(x), mean, invstd, weight, batch_stats,
+  return from_opmath<T>(norm_backward_value<opmath_t<T>>(to_opmath(dy), to_opmath(x), mean, invstd, weight, batch_stats,
                                                       sum_dy, sum_dy_xmu, count));
 }
 

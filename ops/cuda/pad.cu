@@ -4,7 +4,7 @@
 // of ops/cuda/pad_math.h), so reflect/replicate/circular need no atomics and
 // sum in a fixed order. The small index maps are uploaded once per call
 // (a pageable copy on the current stream). float16/bfloat16: the backward sums
-// in float, rounded once (ops/cuda/acc_type.h); the forward only moves values.
+// in float, rounded once (ops/cuda/opmath.h); the forward only moves values.
 // float32/float64: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
@@ -60,9 +60,9 @@ struct PadBackward {
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], n = e / maps.in_plane;
     const T* dyn = dy + n * maps.out_plane;
-    cuda_math::acc_type<T> acc = 0;
-    maps.for_each_reader(e % maps.in_plane, [&](int64_t o) { acc += cuda_math::to_acc(dyn[o]); });
-    dx[e] = cuda_math::from_acc<T>(acc);
+    cuda_math::opmath_t<T> acc = 0;
+    maps.for_each_reader(e % maps.in_plane, [&](int64_t o) { acc += cuda_math::to_opmath(dyn[o]); });
+    dx[e] = cuda_math::from_opmath<T>(acc);
   }
 };
 

@@ -8,7 +8,7 @@
 // reduces each plane with the CUB row reducer. Math in ops/cuda/pool_math.h,
 // shared with the CPU tests. float16/bfloat16: compares and sums in float
 // (window averages in double, as float32), rounded once on store
-// (ops/cuda/acc_type.h), as the CPU kernels through Float32Compute.
+// (ops/cuda/opmath.h), as the CPU kernels through Float32Compute.
 // float32/float64: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
@@ -25,9 +25,9 @@ using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::PoolDim;
 using cuda_math::Taps;
-using cuda_math::acc_type;
-using cuda_math::from_acc;
-using cuda_math::to_acc;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 // The geometry on the device: D, H, W as PoolDims.
 struct Pool3 {
@@ -84,20 +84,20 @@ struct MaxPoolForward {
     const T* xp = x + w.plane * g.in_plane;
     // First tap inside the input: PyTorch's index when the window holds only -inf.
     int64_t best_i = (tap_pos(td, td.lo) * H + tap_pos(th, th.lo)) * W + tap_pos(tw, tw.lo);
-    acc_type<T> best = -INFINITY;
+    opmath_t<T> best = -INFINITY;
     for (int64_t a = td.lo; a < td.hi; ++a)
       for (int64_t b = th.lo; b < th.hi; ++b) {
         const int64_t row = (tap_pos(td, a) * H + tap_pos(th, b)) * W;
         for (int64_t c = tw.lo; c < tw.hi; ++c) {
           const int64_t i = row + tap_pos(tw, c);
-          const acc_type<T> v = to_acc(xp[i]);
+          const opmath_t<T> v = to_opmath(xp[i]);
           if (v > best || v != v) {  // NaN propagates, as in PyTorch
             best = v;
             best_i = i;
           }
         }
       }
-    y[o] = from_acc<T>(best);
+    y[o] = from_opmath<T>(best);
     idx[o] = best_i;
   }
 };
@@ -138,11 +138,11 @@ struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax 
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], flat = e % g.in_plane;
-    acc_type<T> acc = 0;
+    opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps&, const Taps&, const Taps&) {
-      if (idx[o] == flat) acc += to_acc(gy[o]);
+      if (idx[o] == flat) acc += to_opmath(gy[o]);
     });
-    gx[e] = from_acc<T>(acc);
+    gx[e] = from_opmath<T>(acc);
   }
 };
 
@@ -156,7 +156,7 @@ struct AvgPoolForward {
     const OutputWindow w = window_of(g, o);
     const Taps &td = w.t[0], &th = w.t[1], &tw = w.t[2];
     if (cuda_math::empty_window(td, th, tw)) {  // PyTorch writes 0
-      y[o] = from_acc<T>(0.0);
+      y[o] = from_opmath<T>(0.0);
       return;
     }
     const int64_t H = g.d[1].in, W = g.d[2].in;
@@ -178,12 +178,12 @@ struct AvgPoolBackward {  // gx[e] = sum of gy[o] / divisor(o) (rounded to T, as
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0];
-    acc_type<T> acc = 0;
+    opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps& td, const Taps& th, const Taps& tw) {
-      acc += static_cast<acc_type<T>>(convert<double>(gy[o]) /
+      acc += static_cast<opmath_t<T>>(convert<double>(gy[o]) /
                                       cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
     });
-    gx[e] = from_acc<T>(acc);
+    gx[e] = from_opmath<T>(acc);
   }
 };
 

@@ -6,7 +6,7 @@
 // kernels (expand, var, index, even). float32 accumulates in double and
 // integers in int64, as on the CPU; float16/bfloat16 as float32 (sums in
 // double, elementwise math and max/min compares in float, rounded once on
-// store; ops/cuda/acc_type.h). The host never reads device memory: the
+// store; ops/cuda/opmath.h). The host never reads device memory: the
 // tie count of even_backward stays on the device. float32/float64/integers:
 // checked against the CPU kernels on an H100 (tests/test_cuda_ops,
 // 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
@@ -27,9 +27,9 @@ using cuda_math::Deviations;
 using cuda_math::Offsets;
 using cuda_math::RowIndexer;
 using cuda_math::ValueIndex;
-using cuda_math::acc_type;
-using cuda_math::from_acc;
-using cuda_math::to_acc;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 template <class T>
 using acc_t = std::conditional_t<cuda_math::is_floating_v<T>, double, int64_t>;
@@ -181,15 +181,15 @@ void var_rows_cuda(const Tensor& base, const RowLayout& rows, const Tensor& var,
 
 // ---- max / min ------------------------------------------------------------------
 
-// Candidates hold acc_type<T> values (exact for every T): the 16-bit types compare as float.
+// Candidates hold opmath_t<T> values (exact for every T): the 16-bit types compare as float.
 template <class T>
 struct IndexedLoader {
   const T* x;
   RowIndexer idx;
   using Row = int64_t;
   __device__ Row row(int64_t r) const { return idx.row_start(r); }
-  __device__ ValueIndex<acc_type<T>> operator()(Row start, int64_t j) const {
-    return ValueIndex<acc_type<T>>{to_acc(x[idx.element(start, j)]), j};
+  __device__ ValueIndex<opmath_t<T>> operator()(Row start, int64_t j) const {
+    return ValueIndex<opmath_t<T>>{to_opmath(x[idx.element(start, j)]), j};
   }
 };
 
@@ -204,8 +204,8 @@ template <class T>
 struct ExtremumStore {
   T* values;         // optional
   int64_t* indices;  // optional
-  __device__ void operator()(int64_t r, int64_t, const ValueIndex<acc_type<T>>& best) const {
-    if (values) values[r] = from_acc<T>(best.value);
+  __device__ void operator()(int64_t r, int64_t, const ValueIndex<opmath_t<T>>& best) const {
+    if (values) values[r] = from_opmath<T>(best.value);
     if (indices) indices[r] = best.index;
   }
 };
@@ -216,8 +216,8 @@ void extremum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& v
   const LaunchContext ctx(base.device());
   const DeviceRows rows = device_rows(L, ctx, base.device(), op);
   cuda_kernels::launch_row_reduce(
-      ctx, L.rows, L.len, ValueIndex<acc_type<T>>{acc_type<T>(), -1},
-      IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows.idx}, PickExtremum<kIsMax, acc_type<T>>(),
+      ctx, L.rows, L.len, ValueIndex<opmath_t<T>>{opmath_t<T>(), -1},
+      IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows.idx}, PickExtremum<kIsMax, opmath_t<T>>(),
       ExtremumStore<T>{values.defined() ? values.data_ptr<T>() : nullptr,
                        indices.defined() ? indices.data_ptr<int64_t>() : nullptr},
       op);
@@ -240,8 +240,8 @@ template <class T>
 struct ScaleFunctor {  // dx = s * g
   T* dx;
   const T* g;
-  acc_type<T> s;
-  __device__ void operator()(const Offsets<2>& o) const { dx[o.v[0]] = from_acc<T>(s * to_acc(g[o.v[1]])); }
+  opmath_t<T> s;
+  __device__ void operator()(const Offsets<2>& o) const { dx[o.v[0]] = from_opmath<T>(s * to_opmath(g[o.v[1]])); }
 };
 
 void expand_backward_cuda(const Tensor& g, const Tensor& dx, double scale) {
@@ -250,7 +250,7 @@ void expand_backward_cuda(const Tensor& g, const Tensor& dx, double scale) {
     const auto calc = cuda_kernels::offset_calculator<2>(dx.shape(), {&dx.strides(), &g.strides()}, "sum_backward");
     cuda_kernels::launch_elementwise(
         ctx, dx.numel(), calc,
-        ScaleFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), static_cast<acc_type<scalar_t>>(scale)},
+        ScaleFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), static_cast<opmath_t<scalar_t>>(scale)},
         "sum_backward");
   });
 }
@@ -259,9 +259,9 @@ template <class T>
 struct VarBackwardFunctor {  // dx = s * g * (x - m)
   T* dx;
   const T *g, *x, *m;
-  acc_type<T> s;
+  opmath_t<T> s;
   __device__ void operator()(const Offsets<4>& o) const {
-    dx[o.v[0]] = from_acc<T>(s * to_acc(g[o.v[1]]) * (to_acc(x[o.v[2]]) - to_acc(m[o.v[3]])));
+    dx[o.v[0]] = from_opmath<T>(s * to_opmath(g[o.v[1]]) * (to_opmath(x[o.v[2]]) - to_opmath(m[o.v[3]])));
   }
 };
 
@@ -273,7 +273,7 @@ void var_backward_cuda(const Tensor& g, const Tensor& x, const Tensor& m, const 
     cuda_kernels::launch_elementwise(ctx, dx.numel(), calc,
                                      VarBackwardFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
                                                                   x.data_ptr<scalar_t>(), m.data_ptr<scalar_t>(),
-                                                                  static_cast<acc_type<scalar_t>>(scale)},
+                                                                  static_cast<opmath_t<scalar_t>>(scale)},
                                      "var_backward");
   });
 }
@@ -304,7 +304,7 @@ void index_backward_cuda(const Tensor& g, const Tensor& idx, const Tensor& dx, i
 // device int64), then dx = hit ? g / count : 0 reading the count there.
 template <class T>
 MINIDL_HOST_DEVICE inline bool equals_or_both_nan(T v_stored, T target_stored) {
-  const acc_type<T> v = to_acc(v_stored), target = to_acc(target_stored);
+  const opmath_t<T> v = to_opmath(v_stored), target = to_opmath(target_stored);
   return v == target || (cuda_math::is_nan_value(v) && cuda_math::is_nan_value(target));
 }
 
@@ -330,8 +330,8 @@ struct EvenShareFunctor {
   const int64_t* count;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0];
-    using C = acc_type<T>;
-    dx[i] = from_acc<T>(equals_or_both_nan(x[i], *y) ? to_acc(*g) / static_cast<C>(*count) : C(0));
+    using C = opmath_t<T>;
+    dx[i] = from_opmath<T>(equals_or_both_nan(x[i], *y) ? to_opmath(*g) / static_cast<C>(*count) : C(0));
   }
 };
 

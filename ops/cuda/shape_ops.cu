@@ -8,7 +8,7 @@
 // the context, as PyTorch's CUDA_KERNEL_ASSERT); the op checks CPU indices on
 // the host. float16/bfloat16: index_select copies them (the CPU kernel does
 // not take them yet), index_add adds in float, rounded once per add
-// (ops/cuda/acc_type.h). float32/float64/integers: checked against the CPU
+// (ops/cuda/opmath.h). float32/float64/integers: checked against the CPU
 // kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
 // compiled, not run on a GPU.
 #include <array>
@@ -66,7 +66,7 @@ struct ScatterAddFunctor {
       const int64_t dst = index[i];
       check_index(dst, x_dim);
       T& d = dx[(o * x_dim + dst) * inner + k];
-      d = cuda_math::from_acc<T>(cuda_math::to_acc(d) + cuda_math::to_acc(grad[(o * n_index + i) * inner + k]));
+      d = cuda_math::from_opmath<T>(cuda_math::to_opmath(d) + cuda_math::to_opmath(grad[(o * n_index + i) * inner + k]));
     }
   }
 };

@@ -4,7 +4,7 @@
 // ops/cuda/elementwise_math.h, shared with the CPU tests; dtypes as the CPU
 // kernels (neg, abs, clamp, relu also on int64/uint8; the rest and every
 // backward floating only), plus float16/bfloat16 wherever float32 is taken,
-// computed in float and rounded once (ops/cuda/acc_type.h). float32/float64/
+// computed in float and rounded once (ops/cuda/opmath.h). float32/float64/
 // integers: checked against the CPU kernels on an H100 (tests/test_cuda_ops,
 // 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/elementwise_math.h"
@@ -28,7 +28,7 @@ struct UnaryFunctor {
   T* out;
   const T* x;
   UnaryOp op;
-  UnaryArgs<cuda_math::acc_type<T>> args;
+  UnaryArgs<cuda_math::opmath_t<T>> args;
   __device__ void operator()(const Offsets<2>& o) const {
     out[o.v[0]] = cuda_math::unary_forward_stored<T>(op, args, x[o.v[1]]);
   }
@@ -40,7 +40,7 @@ struct UnaryBackwardFunctor {
   const T* grad;
   const T* saved;
   UnaryOp op;
-  UnaryArgs<cuda_math::acc_type<T>> args;
+  UnaryArgs<cuda_math::opmath_t<T>> args;
   __device__ void operator()(const Offsets<3>& o) const {
     dx[o.v[0]] = cuda_math::unary_backward_stored<T>(op, args, grad[o.v[1]], saved[o.v[2]]);
   }
@@ -51,7 +51,7 @@ void unary_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const
   const LaunchContext ctx(out.device());
   const auto calc = cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &x.strides()}, unary_op_name(op));
   const UnaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), op,
-                          cuda_math::make_unary_args<cuda_math::acc_type<T>>(p)};
+                          cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, unary_op_name(op));
 }
 
@@ -62,7 +62,7 @@ void unary_backward_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& d
   const auto calc = cuda_kernels::offset_calculator<3>(dx.shape(), {&dx.strides(), &grad.strides(), &saved.strides()},
                                                        unary_op_name(op));
   const UnaryBackwardFunctor<T> f{static_cast<T*>(dx.raw_data()), static_cast<const T*>(grad.raw_data()),
-                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<cuda_math::acc_type<T>>(p)};
+                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
   cuda_kernels::launch_elementwise(ctx, dx.numel(), calc, f, unary_op_name(op));
 }
 

@@ -5,7 +5,7 @@
 // reader lists built on the host and uploaded once per call, so it needs no
 // atomics and sums in a fixed order (PyTorch's CUDA backward uses atomicAdd).
 // float16/bfloat16: taps, weights and sums in float, rounded once
-// (ops/cuda/acc_type.h), as the CPU kernel through Float32Compute.
+// (ops/cuda/opmath.h), as the CPU kernel through Float32Compute.
 // float32/float64: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include <cstring>
@@ -26,9 +26,9 @@ using cuda_math::Offsets;
 using cuda_math::UpsampleDim;
 using cuda_math::UpsampleReader;
 using cuda_math::UpsampleTap;
-using cuda_math::acc_type;
-using cuda_math::from_acc;
-using cuda_math::to_acc;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 
 struct Dims3 {
@@ -56,7 +56,7 @@ struct UpsampleForward {
     const int64_t ow = r % g.d[2].out;
     r /= g.d[2].out;
     const int64_t oh = r % g.d[1].out, od = r / g.d[1].out;
-    using C = acc_type<T>;
+    using C = opmath_t<T>;
     const UpsampleTap<C> td = cuda_math::upsample_tap<C>(g.d[0], od), th = cuda_math::upsample_tap<C>(g.d[1], oh),
                          tw = cuda_math::upsample_tap<C>(g.d[2], ow);
     const int64_t H = g.d[1].in, W = g.d[2].in;
@@ -73,10 +73,10 @@ struct UpsampleForward {
         const C wh = b ? th.l1 : th.l0;
         if (wh == C(0)) continue;
         const T* row = xp + ((a ? td.i1 : td.i0) * H + (b ? th.i1 : th.i0)) * W;
-        s += (wd * wh) * (tw.l0 * to_acc(row[tw.i0]) + tw.l1 * to_acc(row[tw.i1]));
+        s += (wd * wh) * (tw.l0 * to_opmath(row[tw.i0]) + tw.l1 * to_opmath(row[tw.i1]));
       }
     }
-    y[o] = from_acc<T>(s);
+    y[o] = from_opmath<T>(s);
   }
 };
 
@@ -92,7 +92,7 @@ struct UpsampleBackward {
   const T* gy;
   T* gx;
   Dims3 g;
-  Readers3<acc_type<T>> r;
+  Readers3<opmath_t<T>> r;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], p = e / g.in_plane;
     int64_t rest = e % g.in_plane;
@@ -100,16 +100,16 @@ struct UpsampleBackward {
     rest /= g.d[2].in;
     const int64_t jh = rest % g.d[1].in, jd = rest / g.d[1].in;
     const T* gyp = gy + p * g.out_plane;
-    using C = acc_type<T>;
+    using C = opmath_t<T>;
     C acc = C(0);
     for (int64_t a = r.start[0][jd]; a < r.start[0][jd + 1]; ++a)
       for (int64_t b = r.start[1][jh]; b < r.start[1][jh + 1]; ++b) {
         const C wdh = r.list[0][a].w * r.list[1][b].w;
         const int64_t row = (r.list[0][a].o * g.d[1].out + r.list[1][b].o) * g.d[2].out;
         for (int64_t c = r.start[2][jw]; c < r.start[2][jw + 1]; ++c)
-          acc += r.list[2][c].w * (wdh * to_acc(gyp[row + r.list[2][c].o]));
+          acc += r.list[2][c].w * (wdh * to_opmath(gyp[row + r.list[2][c].o]));
       }
-    gx[e] = from_acc<T>(acc);
+    gx[e] = from_opmath<T>(acc);
   }
 };
 
@@ -125,7 +125,7 @@ void upsample_forward_cuda(const Tensor& x, const Tensor& y, const UpsampleGeome
 
 template <class T>
 void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const UpsampleGeometry& g) {
-  using C = acc_type<T>;
+  using C = opmath_t<T>;
   const int64_t n = g.planes * g.in_plane();
   if (n == 0) return;
   const LaunchContext ctx(grad_x.device());
