@@ -26,7 +26,7 @@ inline const std::map<std::string, const char*>& cuda_ops_coverage() {
       MINIDL_HALF_CASE("float16/bfloat16 elementwise ops and their backward: shapes, views, broadcasting")
 #define MINIDL_REDUCTION_CASES \
   MINIDL_OPS_CASE("reductions and softmax; float32, float64") \
-      MINIDL_HALF_CASE("float16/bfloat16 reductions: sum, mean, var, max/min, argmax")
+      MINIDL_HALF_CASE("float16/bfloat16 reductions and softmax: sum, mean, var, max/min, argmax")
 #define MINIDL_INDEX_SELECT_CASES \
   MINIDL_OPS_CASE("int64 pass") "; " MINIDL_OPS_CASE("pad, interpolate, index_select") \
       MINIDL_HALF_CASE("float16/bfloat16 pad, interpolate, index_select")
@@ -59,8 +59,8 @@ inline const std::map<std::string, const char*>& cuda_ops_coverage() {
       {"max/min", MINIDL_REDUCTION_CASES},
       {"max_backward", MINIDL_REDUCTION_CASES},
       {"max_backward_all", MINIDL_REDUCTION_CASES},
-      {"softmax", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"softmax_backward", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
+      {"softmax", MINIDL_REDUCTION_CASES},
+      {"softmax_backward", MINIDL_REDUCTION_CASES},
       {"index_select", MINIDL_INDEX_SELECT_CASES},
       {"index_select_backward", MINIDL_PAD_CASES},
       {"matmul", "test_cuda_blas_dnn: cuBLAS matmul and batched matmul equal the CPU kernels, forward and backward"},

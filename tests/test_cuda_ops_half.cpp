@@ -60,7 +60,7 @@ TEST_CASE("float16/bfloat16 elementwise ops and their backward: shapes, views, b
   }
 }
 
-TEST_CASE("float16/bfloat16 reductions: sum, mean, var, max/min, argmax") {
+TEST_CASE("float16/bfloat16 reductions and softmax: sum, mean, var, max/min, argmax") {
   for (const DType dt : kHalfTypes) {
     CAPTURE(dt);
     compare("sum dims", [](auto& v) { return sum(v[0], {0, 2}); }, {leaf16({3, 4, 5}, dt)});
@@ -71,6 +71,9 @@ TEST_CASE("float16/bfloat16 reductions: sum, mean, var, max/min, argmax") {
     compare("max dim", [](auto& v) { return max(v[0], 1).values; }, {leaf16({5, 7}, dt)});
     compare("min all ties", [](auto& v) { return min(v[0]); }, {tensor({1, -2, 3, -2}, {4}, dt).requires_grad_(true)});
     compare("argmax", [](auto& v) { return v[0].argmax(1); }, {randn({8, 10}, dt)});
+    // Not 16-bit under CUDA autocast (its fp32 list), but the kernels take it.
+    compare("softmax last", [](auto& v) { return softmax(v[0], -1); }, {leaf16({4, 10}, dt)});
+    compare("log_softmax inner", [](auto& v) { return log_softmax(v[0], 1); }, {leaf16({2, 5, 3}, dt)});
   }
 }
 
