@@ -43,12 +43,14 @@
 #include "examples/common/checkpoint.h"
 #include "examples/common/classifier_metrics.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
 #include "examples/common/lr_scaling.h"
 #include "examples/common/main_guard.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/progress.h"
+#include "examples/common/running_metrics.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
 #include "minidl/minidl.h"
@@ -72,7 +74,9 @@ struct Args {
   std::string optimizer = "sgd", schedule = "cosine";
   int64_t warmup_epochs = 0, step_size = 0;
   int workers = 2, threads = 0, eval_every = 1;
-  std::string device = "cpu", amp = "off";
+  int64_t log_every = 10;
+  bool deterministic = false;
+  std::string device = "auto", amp = "off";
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
@@ -337,7 +341,8 @@ int run(Args a) {
   if (!a.norm.empty()) model_options.norm(sync_bn ? "batchnorm" : a.norm);
   auto model = models::create_model(a.model, model_options);
   if (sync_bn) model = nn::convert_sync_batch_norm(model);
-  const Device device(a.device);
+  const auto [device, device_note] = examples::choose_device(a.device, distributed);
+  const std::string backend_note = examples::configure_backends(device, a.deterministic);
   examples::MixedPrecision amp(a.amp, device);  // refuses fp16 off CUDA
   model->to(device);  // before DDP and the optimizer, which keep the model's tensors
   // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
@@ -366,7 +371,7 @@ int run(Args a) {
             << a.weight_decay << ", schedule " << a.schedule << " (warmup " << a.warmup_epochs << " epochs)\n"
             << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
             << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n"
-            << "device: " << device.str() << "\n";
+            << "device: " << device.str() << device_note << backend_note << "\n";
   if (distributed)
     out << "ddp:   " << ddp_run.world << " processes (gloo), batch " << a.batch_size << " per process = "
         << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
@@ -396,8 +401,15 @@ int run(Args a) {
       bar.emplace(distributed ? train_sampler->size() : d.train->size(),
                   "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(a.epochs));
     const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0;
+    examples::RunningMetrics metrics(a.log_every);
+    // The loss is checked when it comes back to the host (every --log-every steps).
+    auto check_and_show = [&] {
+      MINIDL_CHECK(std::isfinite(metrics.loss_sum()), "train_cifar10: the loss is ", metrics.loss_sum() / metrics.seen(),
+                   " at epoch ", epoch + 1, "; lower --lr");
+      if (bar)
+        bar->update(metrics.seen(), "loss " + fmt("%.3f", metrics.loss_sum() / metrics.seen()) + " acc " +
+                                        fmt("%.1f%%", 100.0 * metrics.correct() / metrics.seen()));
+    };
     const double lr = opt->param_groups()[0].lr();
     for (data::Batch& b : train_loader) {
       b.data = b.data.to(device, /*non_blocking=*/true);
@@ -412,16 +424,13 @@ int run(Args a) {
       amp.backward(loss);
       amp.step(*opt);
       sched->step();
-      const int64_t n = b.targets.numel();
-      const double l = loss.item<float>();
-      MINIDL_CHECK(std::isfinite(l), "train_cifar10: the loss is ", l, " at epoch ", epoch + 1,
-                   "; lower --lr");
-      loss_sum += l * static_cast<double>(n);
-      correct += examples::count_correct(logits, b.targets);
-      seen += n;
-      if (bar) bar->update(seen, "loss " + fmt("%.3f", loss_sum / seen) + " acc " + fmt("%.1f%%", 100.0 * correct / seen));
+      metrics.add(loss, logits, b.targets);
+      if (metrics.fresh()) check_and_show();
     }
-    const Totals train = Totals{loss_sum, static_cast<double>(correct), static_cast<double>(seen)}.total(distributed);
+    metrics.read();
+    check_and_show();
+    const Totals train = Totals{metrics.loss_sum(), static_cast<double>(metrics.correct()),
+                                static_cast<double>(metrics.seen())}.total(distributed);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochMetrics m;
     m.epoch = epoch + 1;
@@ -538,8 +547,16 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--device", a.device,
-                 "where the model trains: cpu, cuda[:N] (a CUDA build) or test (the test device of CI, "
-                 "core/test_device.h)")
+                 "where the model trains: auto (cuda when a GPU is usable, else cpu), cpu, cuda[:N] (a CUDA "
+                 "build) or test (the test device of CI, core/test_device.h)")
+      ->capture_default_str();
+  app.add_flag("--deterministic", a.deterministic,
+               "bit-identical runs on a GPU: deterministic cuDNN algorithms, no cuDNN benchmark search "
+               "(minidl's own kernels are deterministic always)");
+  app.add_option("--log-every", a.log_every,
+                 "read the loss back to the host (progress bar, divergence check) every N steps: each read "
+                 "waits for the GPU")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, "
                  "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();

@@ -47,6 +47,7 @@
 
 #include "examples/common/checkpoint.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
@@ -75,7 +76,7 @@ struct Args {
   double lr = 2e-4, weight_decay = 1e-4, gamma = 0.2;
   std::vector<int64_t> milestones{25, 50, 75};
   int64_t base_width = 16, levels = 4, tb_slice = 0;
-  std::string norm = "batchnorm", upsample = "transpose", amp = "off", device = "cpu";
+  std::string norm = "batchnorm", upsample = "transpose", amp = "off", device = "auto";
   bool sync_bn = false, smoke = false;
   int threads = 0;
   uint64_t seed = 0;
@@ -227,7 +228,8 @@ int run(const Args& a) {
                        .ptr();
   std::shared_ptr<nn::Module> model = model_ptr;
   if (a.sync_bn) model = nn::convert_sync_batch_norm(model);  // the template's convert_syncbn_model
-  const Device device(a.device);
+  const auto [device, device_note] = examples::choose_device(a.device, distributed);
+  const std::string backend_note = examples::configure_backends(device, /*deterministic=*/false);
   examples::MixedPrecision amp(a.amp, device);  // throws for fp16 off CUDA
   model->to(device);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
@@ -264,7 +266,7 @@ int run(const Args& a) {
   for (int64_t m : a.milestones) out << " " << m;
   out << "; loss BCE + Dice; amp " << a.amp << "\n"
       << "run:   " << a.epochs << " epochs of " << steps << " steps of " << a.batch_size << " patches of " << a.patch
-      << "^3 per process, " << get_num_threads() << " threads, seed " << a.seed << ", device " << device.str() << "\n";
+      << "^3 per process, " << get_num_threads() << " threads, seed " << a.seed << ", device " << device.str() << device_note << backend_note << "\n";
   if (distributed)
     out << "ddp:   " << ddp_run.world << " processes (gloo), " << a.batch_size * ddp_run.world
         << " patches per step in all" << (a.sync_bn ? "; BatchNorm statistics synchronized (SyncBatchNorm)" : "")
@@ -415,7 +417,8 @@ int main(int argc, char** argv) {
   app.add_option("--upsample", a.upsample)->check(CLI::IsMember({"transpose", "interpolate"}))->capture_default_str();
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, CUDA only)")
       ->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
-  app.add_option("--device", a.device, "cpu, cuda[:N] (a CUDA build) or test")->capture_default_str();
+  app.add_option("--device", a.device, "auto (cuda when a GPU is usable, else cpu), cpu, cuda[:N] (a CUDA build) or test")
+      ->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)");
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--tb-slice", a.tb_slice, "depth slice of validation volume 0 logged as TensorBoard images")

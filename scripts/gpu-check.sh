@@ -105,12 +105,17 @@ bench() {
   echo "bench_gpu: exit $?"
   timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
+  MINIDL_CUDNN_GRAPH=1 timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-graph.jsonl" 2>&1
+  echo "bench_gpu (MINIDL_CUDNN_GRAPH=1): exit $?"
   # PyTorch's convolutions on cuDNN's legacy API (minidl's), not its v8 graph
   # API: whether a conv gap is the API's engines or our use of it.
   TORCH_CUDNN_V8_API_DISABLED=1 timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" \
     --suite ops > "$out/bench-torch-legacy.jsonl" 2>&1
   echo "bench_gpu_torch.py (TORCH_CUDNN_V8_API_DISABLED=1): exit $?"
   { python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
+    echo
+    echo "minidl with MINIDL_CUDNN_GRAPH=1 (cuDNN's graph API, as PyTorch) against PyTorch:"
+    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl-graph.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
     echo
     echo "Against PyTorch with TORCH_CUDNN_V8_API_DISABLED=1 (cuDNN's legacy API, as minidl):"
     python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch-legacy.jsonl" --device "$gpu"
@@ -147,7 +152,13 @@ run() {
     json+=("{\"step\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - start))}")
   }
   local json=()
+  local t
   for t in "$bin"/*; do step "$(basename "$t")" 90 "$t"; done
+  # The convolutions again through cuDNN's graph API (experimental, opt-in:
+  # ops/cudnn/conv_graph.h), compared with the CPU as above.
+  for t in test_cuda_ops test_cuda_blas_dnn; do
+    step "graph_api_$t" 90 env MINIDL_CUDNN_GRAPH=1 "$bin/$t"
+  done
   # make train's recipe on the GPU, then PyTorch's twin of it (bench/train_torch.py)
   # on the same device: accuracy and epoch time side by side.
   local recipe=(--width 0.5 --epochs 25 --batch-size 128 --lr 0.05 --warmup-epochs 1 --schedule cosine)
@@ -155,7 +166,6 @@ run() {
     step train_cifar10_cuda 150 "$unpacked/examples/train_cifar10" --data "$here/data" --model smallnet "${recipe[@]}" \
       --device cuda --workers 4 --log-dir "$(mktemp -d)"
     step train_torch_cuda 150 python3 "$here/../bench/train_torch.py" --data "$here/data" "${recipe[@]}" --device cuda
-    local t
     for t in train_cifar10_cuda train_torch_cuda; do
       tail -n 4 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
     done

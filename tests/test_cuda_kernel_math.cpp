@@ -66,14 +66,26 @@ TEST_CASE("OffsetCalculator matches brute-force unravelling for views and broadc
     const int64_t* strides[3] = {s0.data(), s1.data(), s2.data()};
     OffsetCalculator<3> calc;
     REQUIRE(make_offset_calculator<3>(shape.data(), ndim, strides, calc));
+    REQUIRE(calc.fast);  // the kernels' path: 32-bit dividers
+    OffsetCalculator<3> slow = calc;
+    slow.fast = false;  // 64-bit division, the path of indices past 2^31
     const int64_t n = numel_of(shape);
     for (int64_t i = 0; i < n; ++i) {
-      const Offsets<3> o = calc.get(i);
-      CHECK(o.v[0] == brute_offset(shape, s0, i));
-      CHECK(o.v[1] == brute_offset(shape, s1, i));
-      CHECK(o.v[2] == brute_offset(shape, s2, i));
+      for (const OffsetCalculator<3>* c : {&calc, &slow}) {
+        const Offsets<3> o = c->get(i);
+        CHECK(o.v[0] == brute_offset(shape, s0, i));
+        CHECK(o.v[1] == brute_offset(shape, s1, i));
+        CHECK(o.v[2] == brute_offset(shape, s2, i));
+      }
     }
   }
+  // An empty shape sets no divider (a divider by zero would fault on the host).
+  const Shape empty{3, 0, 2};
+  const Shape es = contiguous_strides(empty);
+  const int64_t* e_strides[1] = {es.data()};
+  OffsetCalculator<1> e;
+  REQUIRE(make_offset_calculator<1>(empty.data(), 3, e_strides, e));
+  CHECK_FALSE(e.fast);
 }
 
 TEST_CASE("OffsetCalculator collapses contiguous dims and refuses too many") {

@@ -61,9 +61,19 @@ TEST_CASE("pool windows: outputs_touching holds every output whose window has th
       if (span < 0) continue;
       d.out = span / d.stride + 1 + (rng() % 2);  // sometimes one more (ceil_mode)
     }
+    // The kernels' path (precomputed dividers) must agree with 64-bit division everywhere.
+    const PoolDim fast = d.with_dividers();
+    REQUIRE(fast.fast);
+    for (int64_t o = 0; o < d.out; ++o) {
+      const Taps a = taps_of(d, o), b = taps_of(fast, o);
+      CAPTURE(trial);
+      CHECK((a.start == b.start && a.lo == b.lo && a.hi == b.hi && a.step == b.step && a.padded == b.padded));
+    }
     for (int64_t i = 0; i < d.in; ++i) {
-      int64_t first, last;
+      int64_t first, last, first_fast, last_fast;
       outputs_touching(d, i, first, last);
+      outputs_touching(fast, i, first_fast, last_fast);
+      CHECK((first == first_fast && last == last_fast));
       for (int64_t o = 0; o < d.out; ++o) {
         if (!is_tap(taps_of(d, o), i)) continue;
         CAPTURE(trial);
@@ -71,6 +81,38 @@ TEST_CASE("pool windows: outputs_touching holds every output whose window has th
       }
     }
   }
+  // Sizes past 31 bits keep the 64-bit path.
+  CHECK_FALSE(PoolDim{int64_t{1} << 20, int64_t{1} << 12, 1, 1, 0, 1, true}.with_dividers().fast);
+  CHECK(PoolDim{1 << 12, 1 << 12, 3, 2, 1, 1, false}.with_dividers().fast);
+}
+
+TEST_CASE("split_index: the dividers' path splits a flat index like / and %") {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t D = 1 + rng() % 5, H = 1 + rng() % 40, W = 1 + rng() % 40, planes = 1 + rng() % 7;
+    const int64_t plane = D * H * W;
+    const IntDivider by_plane(plane), by_h(H), by_w(W);
+    for (int64_t f = 0; f < planes * plane; f += 1 + static_cast<int64_t>(rng() % 5)) {
+      const Index4 a = split_index(f, plane, H, W, by_plane, by_h, by_w, false);
+      const Index4 b = split_index(f, plane, H, W, by_plane, by_h, by_w, true);
+      CHECK(((a.plane * D + a.d) * H + a.h) * W + a.w == f);
+      CHECK((a.plane == b.plane && a.d == b.d && a.h == b.h && a.w == b.w));
+    }
+  }
+}
+
+TEST_CASE("is_tap matches the definition (pos = start + k step, lo <= k < hi)") {
+  for (int64_t step = 1; step <= 3; ++step)
+    for (int64_t start = -4; start <= 4; ++start)
+      for (int64_t lo = 0; lo <= 2; ++lo)
+        for (int64_t hi = lo; hi <= 5; ++hi) {
+          const Taps t{start, lo, hi, step, 0};
+          for (int64_t i = -2; i < 20; ++i) {
+            bool expected = false;
+            for (int64_t k = lo; k < hi; ++k) expected = expected || start + k * step == i;
+            CHECK(is_tap(t, i) == expected);
+          }
+        }
 }
 
 TEST_CASE("pool windows reproduce the CPU avg_pool2d (padding, ceil_mode, count_include_pad)") {

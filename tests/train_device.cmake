@@ -28,4 +28,28 @@ run_train(first_half --device test --log-dir ${WORK}/resumed --checkpoint-dir ${
 run_train(second_half --device cpu --log-dir ${WORK}/resumed --checkpoint-dir ${WORK}/ckpt --resume ${WORK}/ckpt
           --save-final ${WORK}/resumed.safetensors)
 expect_same(${WORK}/cpu.safetensors ${WORK}/resumed.safetensors "2 epochs on the test device + resume on the CPU")
-message(STATUS "train_cifar10: CPU == test device == test device + resume on CPU (bit for bit)")
+
+# --log-every only changes when the sums come back to the host: reading them
+# after every step must give the same metrics as the default (every 10), and
+# --device auto (the default) must say which device it chose and why.
+function(train_columns csv out)  # metrics.csv without its two timing columns
+  file(STRINGS ${csv} lines)
+  set(rows)
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE ",[^,]*,[^,]*$" "" line "${line}")
+    list(APPEND rows "${line}")
+  endforeach()
+  set(${out} "${rows}" PARENT_SCOPE)
+endfunction()
+run_train(log_every_1 --log-every 1 --log-dir ${WORK}/log_every_1)
+train_columns(${WORK}/cpu/metrics.csv every_10)
+train_columns(${WORK}/log_every_1/metrics.csv every_1)
+if(NOT every_10 STREQUAL every_1)
+  message(FATAL_ERROR "--log-every 1 changed the metrics:\n${every_1}\nvs the default's\n${every_10}")
+endif()
+file(READ ${WORK}/log_every_1.log log)
+if(NOT log MATCHES "device: (cpu \\(auto: no CUDA: [^\n]+\\)|cuda:0 \\(auto: a CUDA device is usable\\))")
+  message(FATAL_ERROR "train_cifar10 --device auto did not say what it chose and why:\n${log}")
+endif()
+message(STATUS "train_cifar10: CPU == test device == test device + resume on CPU (bit for bit); "
+               "--log-every 1 == default; --device auto explained")

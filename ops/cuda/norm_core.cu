@@ -230,11 +230,15 @@ void backward_typed(const NormBackwardArgs& args) {
                                     AddDySums(), GroupSumsStore{s1, s2}, "normalization backward");
   }
   if (args.grad_weight.defined() || args.grad_bias.defined()) {
+    // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
+    // neighbours in memory: a thread per channel reads coalesced, where a
+    // block per channel would read one element per 32-byte sector.
     cuda_kernels::launch_row_reduce(
         ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
         AddDySums(), ParamGradStore<W>{args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr,
                                        args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr},
-        "normalization backward");
+        "normalization backward",
+        shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
   const double* sum_dy = given ? args.given_sum_dy.data_ptr<double>() : s1;

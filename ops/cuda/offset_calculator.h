@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/int_divider.h"
 
 namespace minidl::cuda_math {
 
@@ -31,13 +32,28 @@ struct OffsetCalculator {
   int ndim = 0;
   int64_t sizes[kMaxDims] = {};       // innermost first
   int64_t strides[N][kMaxDims] = {};  // element strides per operand, innermost first
+  // Set by make_offset_calculator when every linear index fits 31 bits: the
+  // divisions by sizes[d] go through precomputed 32-bit dividers (a 64-bit
+  // division is a ~100-instruction routine on a GPU), as PyTorch's IntDivider.
+  bool fast = false;
+  IntDivider divs[kMaxDims];
 
   // linear < the product of sizes. The outermost dim needs no division, so a
   // collapsed contiguous layout (one dim) costs none.
   MINIDL_HOST_DEVICE Offsets<N> get(int64_t linear) const {
     Offsets<N> out;
     for (int k = 0; k < N; ++k) out.v[k] = 0;
-    for (int d = 0; d + 1 < ndim; ++d) {
+    if (fast) {
+      uint32_t rest = static_cast<uint32_t>(linear);
+      for (int d = 0; d + 1 < ndim; ++d) {
+        const uint32_t q = divs[d].div(rest);
+        const int64_t i = rest - q * divs[d].divisor;
+        rest = q;
+        for (int k = 0; k < N; ++k) out.v[k] += i * strides[k][d];
+      }
+      linear = rest;
+    }
+    for (int d = 0; !fast && d + 1 < ndim; ++d) {
       const int64_t size = sizes[d];
       const int64_t i = linear % size;
       linear /= size;
@@ -72,6 +88,11 @@ bool make_offset_calculator(const int64_t* shape, int ndim, const int64_t* const
     for (int k = 0; k < N; ++k) calc.strides[k][calc.ndim] = strides[k][d];
     ++calc.ndim;
   }
+  int64_t numel = 1;
+  for (int d = 0; d < calc.ndim && numel < kIntDividerLimit; ++d) numel *= calc.sizes[d];
+  calc.fast = numel > 0 && numel < kIntDividerLimit;  // an empty shape: no divider by zero
+  if (calc.fast)
+    for (int d = 0; d < calc.ndim; ++d) calc.divs[d] = IntDivider(calc.sizes[d]);
   return true;
 }
 

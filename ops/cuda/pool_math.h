@@ -9,13 +9,39 @@
 #include <cstdint>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/int_divider.h"
 
 namespace minidl::cuda_math {
 
 struct PoolDim {
   int64_t in = 1, out = 1, kernel = 1, stride = 1, padding = 0, dilation = 1;
   bool adaptive = false;
+  // with_dividers(): the divisions below through precomputed 32-bit dividers
+  // (ops/cuda/int_divider.h; a 64-bit division is a ~100-instruction routine
+  // on a GPU) when every numerator fits; else (`fast` false) 64-bit `/`.
+  bool fast = false;
+  IntDivider by_in, by_out, by_stride, by_dilation;
+
+  PoolDim with_dividers() const {
+    PoolDim r = *this;
+    // The largest numerators: (out + 1) in + out (adaptive bins), in + padding + stride + dilation.
+    const bool positive = in > 0 && out > 0 && stride > 0 && dilation > 0 && padding >= 0 && kernel > 0;
+    r.fast = positive && in < kIntDividerLimit && out < kIntDividerLimit &&
+             (in + 1) * (out + 1) + in + out < kIntDividerLimit &&
+             in + padding + stride + dilation + kernel * dilation < kIntDividerLimit;
+    if (r.fast) {
+      r.by_in = IntDivider(in), r.by_out = IntDivider(out);
+      r.by_stride = IntDivider(stride), r.by_dilation = IntDivider(dilation);
+    }
+    return r;
+  }
 };
+
+// n / d (C++'s truncation), through `by` when the dim's dividers are set and
+// n >= 0 (a window past the input's end, from ceil_mode, gives n < 0).
+MINIDL_HOST_DEVICE inline int64_t quotient(int64_t n, int64_t d, const IntDivider& by, bool fast) {
+  return fast && n >= 0 ? static_cast<int64_t>(by.div(static_cast<uint32_t>(n))) : n / d;
+}
 
 // Taps pos = start + i * step for i in [lo, hi) lie inside the input;
 // `padded` is the window clipped to the padded input (avg's divisor).
@@ -26,7 +52,8 @@ struct Taps {
 MINIDL_HOST_DEVICE inline Taps taps_of(const PoolDim& d, int64_t o) {
   Taps t;
   if (d.adaptive) {  // PyTorch's bins [floor(o in / out), ceil((o + 1) in / out))
-    const int64_t b0 = (o * d.in) / d.out, b1 = ((o + 1) * d.in + d.out - 1) / d.out;
+    const int64_t b0 = quotient(o * d.in, d.out, d.by_out, d.fast);
+    const int64_t b1 = quotient((o + 1) * d.in + d.out - 1, d.out, d.by_out, d.fast);
     t.start = b0;
     t.lo = 0;
     t.hi = b1 - b0;
@@ -36,8 +63,8 @@ MINIDL_HOST_DEVICE inline Taps taps_of(const PoolDim& d, int64_t o) {
   }
   t.start = o * d.stride - d.padding;
   t.step = d.dilation;
-  t.lo = t.start < 0 ? (-t.start + d.dilation - 1) / d.dilation : 0;
-  const int64_t fit = (d.in - t.start + d.dilation - 1) / d.dilation;
+  t.lo = t.start < 0 ? quotient(-t.start + d.dilation - 1, d.dilation, d.by_dilation, d.fast) : 0;
+  const int64_t fit = quotient(d.in - t.start + d.dilation - 1, d.dilation, d.by_dilation, d.fast);
   const int64_t hi = d.kernel < fit ? d.kernel : fit;
   t.hi = hi > t.lo ? hi : t.lo;
   const int64_t end = t.start + d.kernel < d.in + d.padding ? t.start + d.kernel : d.in + d.padding;
@@ -48,7 +75,9 @@ MINIDL_HOST_DEVICE inline Taps taps_of(const PoolDim& d, int64_t o) {
 // Whether input position i is one of t's taps.
 MINIDL_HOST_DEVICE inline bool is_tap(const Taps& t, int64_t i) {
   const int64_t rel = i - t.start;
-  if (rel < 0 || rel % t.step != 0) return false;
+  if (rel < 0) return false;
+  if (t.step == 1) return rel >= t.lo && rel < t.hi;  // no dilation: no division
+  if (rel % t.step != 0) return false;
   const int64_t k = rel / t.step;
   return k >= t.lo && k < t.hi;
 }
@@ -58,17 +87,46 @@ MINIDL_HOST_DEVICE inline bool is_tap(const Taps& t, int64_t i) {
 // more: callers test each with is_tap). Empty when first > last.
 MINIDL_HOST_DEVICE inline void outputs_touching(const PoolDim& d, int64_t i, int64_t& first, int64_t& last) {
   if (d.adaptive) {
-    first = (i * d.out) / d.in - 1;
-    last = ((i + 1) * d.out + d.in - 1) / d.in;
+    first = quotient(i * d.out, d.in, d.by_in, d.fast) - 1;
+    last = quotient((i + 1) * d.out + d.in - 1, d.in, d.by_in, d.fast);
   } else {
     // o stride - padding <= i <= o stride - padding + (kernel - 1) dilation
     const int64_t lo_num = i + d.padding - (d.kernel - 1) * d.dilation;
-    first = lo_num <= 0 ? 0 : (lo_num + d.stride - 1) / d.stride;
+    first = lo_num <= 0 ? 0 : quotient(lo_num + d.stride - 1, d.stride, d.by_stride, d.fast);
     const int64_t hi_num = i + d.padding;
-    last = hi_num < 0 ? -1 : hi_num / d.stride;
+    last = hi_num < 0 ? -1 : quotient(hi_num, d.stride, d.by_stride, d.fast);
   }
   if (first < 0) first = 0;
   if (last > d.out - 1) last = d.out - 1;
+}
+
+// Flat index -> (plane, d, h, w) of a (planes, D, H, W) layout; `fast`: the
+// index fits 31 bits and the dividers are set (by_plane divides by plane_size).
+struct Index4 {
+  int64_t plane, d, h, w;
+};
+
+MINIDL_HOST_DEVICE inline Index4 split_index(int64_t flat, int64_t plane_size, int64_t H, int64_t W,
+                                             const IntDivider& by_plane, const IntDivider& by_h,
+                                             const IntDivider& by_w, bool fast) {
+  Index4 r;
+  if (fast) {
+    const uint32_t f = static_cast<uint32_t>(flat);
+    const uint32_t plane = by_plane.div(f), in_plane = f - plane * static_cast<uint32_t>(plane_size);
+    const uint32_t row = by_w.div(in_plane), dd = by_h.div(row);
+    r.plane = plane;
+    r.w = in_plane - row * static_cast<uint32_t>(W);
+    r.h = row - dd * static_cast<uint32_t>(H);
+    r.d = dd;
+    return r;
+  }
+  r.plane = flat / plane_size;
+  int64_t rest = flat % plane_size;
+  r.w = rest % W;
+  rest /= W;
+  r.h = rest % H;
+  r.d = rest / H;
+  return r;
 }
 
 // avg's divisor: divisor_override, else the padded window (count_include_pad)

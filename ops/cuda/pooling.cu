@@ -11,6 +11,8 @@
 // (ops/cuda/opmath.h), as the CPU kernels through Float32Compute.
 // float32/float64: checked against the CPU kernels on an H100
 // (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+#include <algorithm>
+
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
@@ -24,27 +26,41 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::PoolDim;
+using cuda_math::IntDivider;
 using cuda_math::Taps;
 using cuda_math::opmath_t;
 using cuda_math::from_opmath;
 using cuda_math::to_opmath;
 
 // The geometry on the device: D, H, W as PoolDims.
+// `fast`: every flat index fits 31 bits, so an index splits into (plane, d,
+// h, w) through precomputed 32-bit dividers (ops/cuda/int_divider.h) rather
+// than 64-bit divisions.
 struct Pool3 {
   PoolDim d[3];
   bool count_include_pad;
   int64_t divisor_override;
   int64_t in_plane, out_plane;
+  bool fast;
+  IntDivider by_in_plane, by_out_plane, by_in_w, by_in_h, by_out_w, by_out_h;
 };
 
 Pool3 device_geometry(const PoolGeometry& g) {
   Pool3 p;
   for (int i = 0; i < 3; ++i)
-    p.d[i] = PoolDim{g.in[i], g.out[i], g.kernel[i], g.stride[i], g.padding[i], g.dilation[i], g.adaptive};
+    p.d[i] = PoolDim{g.in[i], g.out[i], g.kernel[i], g.stride[i], g.padding[i], g.dilation[i], g.adaptive}
+                 .with_dividers();
   p.count_include_pad = g.count_include_pad;
   p.divisor_override = g.divisor_override;
   p.in_plane = g.in_plane();
   p.out_plane = g.out_plane();
+  p.fast = g.planes > 0 && p.in_plane > 0 && p.out_plane > 0 &&
+           cuda_math::fits_int_divider(g.planes * std::max(p.in_plane, p.out_plane));
+  if (p.fast) {
+    p.by_in_plane = IntDivider(p.in_plane), p.by_out_plane = IntDivider(p.out_plane);
+    p.by_in_w = IntDivider(g.in[2]), p.by_in_h = IntDivider(g.in[1]);
+    p.by_out_w = IntDivider(g.out[2]), p.by_out_h = IntDivider(g.out[1]);
+  }
   return p;
 }
 
@@ -57,14 +73,12 @@ struct OutputWindow {
 
 __device__ inline OutputWindow window_of(const Pool3& g, int64_t o) {
   OutputWindow w;
-  w.plane = o / g.out_plane;
-  int64_t r = o % g.out_plane;
-  const int64_t ow = r % g.d[2].out;
-  r /= g.d[2].out;
-  const int64_t oh = r % g.d[1].out, od = r / g.d[1].out;
-  w.t[0] = cuda_math::taps_of(g.d[0], od);
-  w.t[1] = cuda_math::taps_of(g.d[1], oh);
-  w.t[2] = cuda_math::taps_of(g.d[2], ow);
+  const cuda_math::Index4 i = cuda_math::split_index(o, g.out_plane, g.d[1].out, g.d[2].out, g.by_out_plane,
+                                                     g.by_out_h, g.by_out_w, g.fast);
+  w.plane = i.plane;
+  w.t[0] = cuda_math::taps_of(g.d[0], i.d);
+  w.t[1] = cuda_math::taps_of(g.d[1], i.h);
+  w.t[2] = cuda_math::taps_of(g.d[2], i.w);
   return w;
 }
 
@@ -106,11 +120,9 @@ struct MaxPoolForward {
 // output whose window holds it, in increasing output order.
 template <class F>
 __device__ inline void for_each_touching_output(const Pool3& g, int64_t e, F&& f) {
-  const int64_t plane = e / g.in_plane;
-  int64_t r = e % g.in_plane;
-  const int64_t iw = r % g.d[2].in;
-  r /= g.d[2].in;
-  const int64_t ih = r % g.d[1].in, id = r / g.d[1].in;
+  const cuda_math::Index4 in =
+      cuda_math::split_index(e, g.in_plane, g.d[1].in, g.d[2].in, g.by_in_plane, g.by_in_h, g.by_in_w, g.fast);
+  const int64_t plane = in.plane, id = in.d, ih = in.h, iw = in.w;
   int64_t d0, d1, h0, h1, w0, w1;
   cuda_math::outputs_touching(g.d[0], id, d0, d1);
   cuda_math::outputs_touching(g.d[1], ih, h0, h1);
@@ -137,7 +149,9 @@ struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax 
   T* gx;
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
-    const int64_t e = off.v[0], flat = e % g.in_plane;
+    const int64_t e = off.v[0];
+    const int64_t flat = g.fast ? e - static_cast<int64_t>(g.by_in_plane.div(static_cast<uint32_t>(e))) * g.in_plane
+                                : e % g.in_plane;
     opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps&, const Taps&, const Taps&) {
       if (idx[o] == flat) acc += to_opmath(gy[o]);

@@ -12,7 +12,9 @@
 // convolution descriptor's; NCHW / NCDHW contiguous float32, float64,
 // float16, bfloat16 (16-bit with float32 compute; the CPU kernels refuse
 // those, so only float32/float64 are compared with the CPU).
-// Algorithms: ops/cudnn/conv_algo.h (cached per shape and settings);
+// Algorithms: ops/cudnn/conv_algo.h (cached per shape and settings); with
+// MINIDL_CUDNN_GRAPH=1, cuDNN's graph API first (ops/cudnn/conv_graph.h,
+// experimental, not run on a GPU yet);
 // workspace: a uint8 tensor from the caching allocator on the current
 // stream, released right after the call is enqueued (the allocator reuses
 // it only for work later on the same stream). Nothing here synchronizes,
@@ -27,6 +29,7 @@
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/conv3d.h"
 #include "minidl/ops/cudnn/conv_algo.h"
+#include "minidl/ops/cudnn/conv_graph.h"
 #include "minidl/ops/cudnn/conv_key.h"
 #include "minidl/ops/cudnn/descriptors.h"
 
@@ -80,9 +83,9 @@ void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor&
   const Scale sc(dt);
   if (x.numel() == 0 || w.numel() == 0) {  // no products: y = bias (or 0)
     zero_fill(y, op);
-  } else {
+  } else if (const ConvKey key = make_conv_key(ConvDirection::Forward, s, dt, dev, switches());
+             !(graph_api_enabled() && graph_forward(h, s, key, x.raw_data(), w.raw_data(), y.raw_data()))) {
     ConvDescriptors d(s, dt, op);
-    const ConvKey key = make_conv_key(ConvDirection::Forward, s, dt, dev, switches());
     const ChosenAlgo c = choose_forward(h, d, key, x.raw_data(), w.raw_data(), y.raw_data());
     MINIDL_CUDNN_CHECK(cudnnConvolutionForward(h, sc.one(), d.x.get(), x.raw_data(), d.w.get(), w.raw_data(),
                                                d.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(c.choice.algo),
@@ -112,16 +115,17 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
     if (dw.defined()) zero_fill(dw, op);
   } else if (dx.defined() || dw.defined()) {
     ConvDescriptors d(s, dt, op);
-    if (dx.defined()) {
-      const ConvKey key = make_conv_key(ConvDirection::BackwardData, s, dt, dev, sw);
+    const bool graph = graph_api_enabled();
+    if (const ConvKey key = make_conv_key(ConvDirection::BackwardData, s, dt, dev, sw);
+        dx.defined() && !(graph && graph_backward_data(h, s, key, w.raw_data(), dy.raw_data(), dx.raw_data()))) {
       const ChosenAlgo c = choose_backward_data(h, d, key, w.raw_data(), dy.raw_data(), dx.raw_data());
       MINIDL_CUDNN_CHECK(
           cudnnConvolutionBackwardData(h, sc.one(), d.w.get(), w.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),
                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.choice.algo), c.workspace_ptr(),
                                        c.choice.workspace, sc.zero(), d.x.get(), dx.raw_data()));
     }
-    if (dw.defined()) {
-      const ConvKey key = make_conv_key(ConvDirection::BackwardFilter, s, dt, dev, sw);
+    if (const ConvKey key = make_conv_key(ConvDirection::BackwardFilter, s, dt, dev, sw);
+        dw.defined() && !(graph && graph_backward_filter(h, s, key, x.raw_data(), dy.raw_data(), dw.raw_data()))) {
       const ChosenAlgo c = choose_backward_filter(h, d, key, x.raw_data(), dy.raw_data(), dw.raw_data());
       MINIDL_CUDNN_CHECK(
           cudnnConvolutionBackwardFilter(h, sc.one(), d.x.get(), x.raw_data(), d.y.get(), dy.raw_data(), d.conv.get(),

@@ -1,0 +1,35 @@
+// See device_choice.h.
+#include "examples/common/device_choice.h"
+
+#include "minidl/core/backend_settings.h"
+#include "minidl/core/check.h"
+#include "minidl/core/cuda.h"
+
+namespace minidl::examples {
+
+ChosenDevice choose_device(const std::string& spec, bool distributed) {
+  if (spec == "auto") {
+    if (distributed) return {Device(DeviceType::CPU), " (auto: distributed runs use Gloo on the CPU)"};
+    if (cuda::is_available()) return {Device(DeviceType::CUDA, 0), " (auto: a CUDA device is usable)"};
+    return {Device(DeviceType::CPU), " (auto: no CUDA: " + cuda::unavailable_reason() + ")"};
+  }
+  const Device d(spec);
+  if (d.type == DeviceType::CUDA) {
+    MINIDL_CHECK(cuda::is_available(), "--device ", spec, ": ", cuda::unavailable_reason());
+    MINIDL_CHECK(!distributed, "--device ", spec,
+                 ": distributed runs train over Gloo on the CPU (Gloo over CUDA tensors is not written yet); "
+                 "use --device cpu or auto");
+  }
+  return {d, ""};
+}
+
+std::string configure_backends(Device device, bool deterministic) {
+  if (device.type != DeviceType::CUDA)
+    return deterministic ? "; deterministic (CPU kernels are deterministic always)" : "";
+  backends::cudnn::set_deterministic(deterministic);
+  backends::cudnn::set_benchmark(!deterministic);
+  return deterministic ? "; deterministic: cuDNN's deterministic algorithms only, no benchmark search"
+                       : "; cudnn benchmark on, TF32 convolutions (--deterministic for bit-identical runs)";
+}
+
+}  // namespace minidl::examples
