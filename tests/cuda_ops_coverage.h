@@ -5,8 +5,9 @@
 // the registry test on every CUDA CI run, GPU or not.
 //
 // An entry is "file: TEST_CASE" of the case(s) that run the op on both
-// backends and compare; it is a claim checked by reading, not by the program
-// (doctest does not list another executable's cases).
+// backends and compare (float16/bfloat16: test_cuda_ops_half); it is a claim
+// checked by reading, not by the program (doctest does not list another
+// executable's cases).
 #pragma once
 
 #include <map>
@@ -19,27 +20,49 @@ namespace minidl::testing {
 
 inline const std::map<std::string, const char*>& cuda_ops_coverage() {
 #define MINIDL_OPS_CASE(c) "test_cuda_ops: " c
+#define MINIDL_HALF_CASE(c) "; test_cuda_ops_half: " c
+#define MINIDL_ELEMENTWISE_CASES \
+  MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64") \
+      MINIDL_HALF_CASE("float16/bfloat16 elementwise ops and their backward: shapes, views, broadcasting")
+#define MINIDL_REDUCTION_CASES \
+  MINIDL_OPS_CASE("reductions and softmax; float32, float64") \
+      MINIDL_HALF_CASE("float16/bfloat16 reductions and softmax: sum, mean, var, max/min, argmax")
+#define MINIDL_INDEX_SELECT_CASES \
+  MINIDL_OPS_CASE("int64 pass") "; " MINIDL_OPS_CASE("pad, interpolate, index_select") \
+      MINIDL_HALF_CASE("float16/bfloat16 pad, interpolate, index_select")
+#define MINIDL_PAD_CASES \
+  MINIDL_OPS_CASE("pad, interpolate, index_select") \
+      MINIDL_HALF_CASE("float16/bfloat16 pad, interpolate, index_select")
+#define MINIDL_NORM_CASES \
+  MINIDL_OPS_CASE("normalization with running statistics; float32, float64") \
+      MINIDL_HALF_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, running statistics")
+#define MINIDL_DROPOUT_CASES \
+  MINIDL_OPS_CASE("dropout: the same seed gives the same mask, about 1 - p kept, backward") \
+      MINIDL_HALF_CASE("float16/bfloat16 dropout: the same seed gives the same mask, backward")
+#define MINIDL_POOLING_CASES \
+  MINIDL_OPS_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") \
+      MINIDL_HALF_CASE("float16/bfloat16 pooling: max, avg, adaptive (global) and their backward")
   static const std::map<std::string, const char*> table = {
       {"copy_", "every test_cuda_ops case (inputs and results cross with to()); "
                 "test_cuda_runtime: copies: every dtype pair, both directions, strided views"},
       {"fill_", "test_cuda_runtime: fill_, zeros, full, item"},
-      {"binary", MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64")},
-      {"binary_scalar", MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64")},
-      {"sum_to_shape", MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64")},
-      {"unary", MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64")},
-      {"unary_backward", MINIDL_OPS_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64")},
-      {"sum", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"sum_columns", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"sum_backward", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"var", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"var_backward", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"max/min", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"max_backward", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"max_backward_all", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"softmax", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"softmax_backward", MINIDL_OPS_CASE("reductions and softmax; float32, float64")},
-      {"index_select", MINIDL_OPS_CASE("int64 pass") "; " MINIDL_OPS_CASE("pad, interpolate, index_select")},
-      {"index_select_backward", MINIDL_OPS_CASE("pad, interpolate, index_select")},
+      {"binary", MINIDL_ELEMENTWISE_CASES},
+      {"binary_scalar", MINIDL_ELEMENTWISE_CASES},
+      {"sum_to_shape", MINIDL_ELEMENTWISE_CASES},
+      {"unary", MINIDL_ELEMENTWISE_CASES},
+      {"unary_backward", MINIDL_ELEMENTWISE_CASES},
+      {"sum", MINIDL_REDUCTION_CASES},
+      {"sum_columns", MINIDL_REDUCTION_CASES},
+      {"sum_backward", MINIDL_REDUCTION_CASES},
+      {"var", MINIDL_REDUCTION_CASES},
+      {"var_backward", MINIDL_REDUCTION_CASES},
+      {"max/min", MINIDL_REDUCTION_CASES},
+      {"max_backward", MINIDL_REDUCTION_CASES},
+      {"max_backward_all", MINIDL_REDUCTION_CASES},
+      {"softmax", MINIDL_REDUCTION_CASES},
+      {"softmax_backward", MINIDL_REDUCTION_CASES},
+      {"index_select", MINIDL_INDEX_SELECT_CASES},
+      {"index_select_backward", MINIDL_PAD_CASES},
       {"matmul", "test_cuda_blas_dnn: cuBLAS matmul and batched matmul equal the CPU kernels, forward and backward"},
       {"linear", "test_cuda_blas_dnn: cuBLAS linear equals the CPU kernel, with and without bias, forward and backward"},
       {"linear_backward",
@@ -49,15 +72,15 @@ inline const std::map<std::string, const char*>& cuda_ops_coverage() {
        "test_cuda_blas_dnn: cuDNN conv2d equals the CPU kernels: stride, padding, dilation, groups, depthwise"},
       {"conv3d", "test_cuda_blas_dnn: cuDNN conv3d equals the CPU kernels, forward and backward"},
       {"conv3d_backward", "test_cuda_blas_dnn: cuDNN conv3d equals the CPU kernels, forward and backward"},
-      {"normalization forward", MINIDL_OPS_CASE("normalization with running statistics; float32, float64")},
-      {"normalization backward", MINIDL_OPS_CASE("normalization with running statistics; float32, float64")},
-      {"update running statistics", MINIDL_OPS_CASE("normalization with running statistics; float32, float64")},
+      {"normalization forward", MINIDL_NORM_CASES},
+      {"normalization backward", MINIDL_NORM_CASES},
+      {"update running statistics", MINIDL_NORM_CASES},
       {"statistics from running statistics",
-       MINIDL_OPS_CASE("normalization with running statistics; float32, float64")},
+       MINIDL_NORM_CASES},
       {"batch_norm_gather_stats_with_counts", MINIDL_OPS_CASE("SyncBN building blocks")},
       {"batch_norm_backward_elemt_sums", MINIDL_OPS_CASE("SyncBN building blocks")},
-      {"dropout", MINIDL_OPS_CASE("dropout: the same seed gives the same mask, about 1 - p kept, backward")},
-      {"dropout_backward", MINIDL_OPS_CASE("dropout: the same seed gives the same mask, about 1 - p kept, backward")},
+      {"dropout", MINIDL_DROPOUT_CASES},
+      {"dropout_backward", MINIDL_DROPOUT_CASES},
       {"cross_entropy", MINIDL_OPS_CASE("losses: weights, smoothing, ignore_index, reductions; float32, float64")},
       {"cross_entropy_backward",
        MINIDL_OPS_CASE("losses: weights, smoothing, ignore_index, reductions; float32, float64")},
@@ -73,14 +96,14 @@ inline const std::map<std::string, const char*>& cuda_ops_coverage() {
        MINIDL_OPS_CASE("losses: weights, smoothing, ignore_index, reductions; float32, float64")},
       {"binary_cross_entropy_with_logits_backward",
        MINIDL_OPS_CASE("losses: weights, smoothing, ignore_index, reductions; float32, float64")},
-      {"max_pool", MINIDL_OPS_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64")},
-      {"max_pool_backward", MINIDL_OPS_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64")},
-      {"avg_pool", MINIDL_OPS_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64")},
-      {"avg_pool_backward", MINIDL_OPS_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64")},
-      {"pad", MINIDL_OPS_CASE("pad, interpolate, index_select")},
-      {"pad_backward", MINIDL_OPS_CASE("pad, interpolate, index_select")},
-      {"upsample", MINIDL_OPS_CASE("pad, interpolate, index_select")},
-      {"upsample_backward", MINIDL_OPS_CASE("pad, interpolate, index_select")},
+      {"max_pool", MINIDL_POOLING_CASES},
+      {"max_pool_backward", MINIDL_POOLING_CASES},
+      {"avg_pool", MINIDL_POOLING_CASES},
+      {"avg_pool_backward", MINIDL_POOLING_CASES},
+      {"pad", MINIDL_PAD_CASES},
+      {"pad_backward", MINIDL_PAD_CASES},
+      {"upsample", MINIDL_PAD_CASES},
+      {"upsample_backward", MINIDL_PAD_CASES},
       {"sgd_step", MINIDL_OPS_CASE("single-tensor optimizer kernels: sgd_step, adam_step, vector_norm, clip_grad_scale")},
       {"adam_step",
        MINIDL_OPS_CASE("single-tensor optimizer kernels: sgd_step, adam_step, vector_norm, clip_grad_scale")},
@@ -97,6 +120,14 @@ inline const std::map<std::string, const char*>& cuda_ops_coverage() {
       {"amp_update_scale", "test_cuda_grad_scaler: GradScaler and its kernels on CUDA equal the CPU"},
   };
 #undef MINIDL_OPS_CASE
+#undef MINIDL_HALF_CASE
+#undef MINIDL_ELEMENTWISE_CASES
+#undef MINIDL_REDUCTION_CASES
+#undef MINIDL_INDEX_SELECT_CASES
+#undef MINIDL_PAD_CASES
+#undef MINIDL_NORM_CASES
+#undef MINIDL_DROPOUT_CASES
+#undef MINIDL_POOLING_CASES
   return table;
 }
 

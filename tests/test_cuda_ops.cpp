@@ -4,7 +4,8 @@
 // outputs and the input/parameter gradients are compared with a tolerance per
 // dtype: float32 rtol 1.3e-6 / atol 1e-5 (PyTorch's) with TF32 off for
 // cuBLAS and cuDNN (main() holds a BackendSettingsGuard), float64 1e-7 / 1e-7,
-// integers exactly. tests/cuda_ops_coverage.h maps every DispatchStub to the
+// integers exactly (tests/cuda_ops_compare.h; float16/bfloat16 cases:
+// tests/test_cuda_ops_half.cpp). tests/cuda_ops_coverage.h maps every DispatchStub to the
 // case that exercises it; the last TEST_CASE fails when a stub with a CUDA
 // kernel is in no entry (tests/test_cuda_registry.cpp checks the same table
 // without a GPU). matmul/linear/conv, copy_/fill_, the multi-tensor optimizer
@@ -35,64 +36,17 @@
 #include "minidl/core/cuda.h"
 #include "minidl/minidl.h"
 #include "minidl/ops/fused_optim.h"
+#include "tests/cuda_ops_compare.h"
 #include "tests/cuda_ops_coverage.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 
+using namespace minidl::testing::cross_backend;
+
 namespace {
 
-Device g_target(DeviceType::CUDA, 0);  // the backend compared with the CPU (main() may dry-run on the CPU)
-
-using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 const DType kDTypes[] = {kFloat32, kFloat64};
-
-Tensor to_cpu(const Tensor& t) { return t.to(Device(kCPU)); }
-
-bool close(const Tensor& got, const Tensor& want) {
-  if (got.dtype() != want.dtype() || got.device() != g_target) return false;
-  const DType d = want.dtype();
-  const double rtol = d == kFloat32 ? 1.3e-6 : d == kFloat64 ? 1e-7 : 0.0;
-  const double atol = d == kFloat32 ? 1e-5 : d == kFloat64 ? 1e-7 : 0.0;
-  return minidl::testing::allclose(to_cpu(got), want, rtol, atol);
-}
-
-// A copy on the target (a clone first, so a CPU dry run gets its own storage).
-Tensor on_target(const Tensor& t) { return t.defined() ? t.detach().clone().to(g_target) : t; }
-
-// Runs f on the CPU inputs and on copies on the target (same values, same
-// requires_grad); compares the outputs, then every input's gradient under the
-// same random upstream gradient. Returns the target's inputs (ops that update
-// an input in place, e.g. running statistics, are compared by the caller).
-std::vector<Tensor> compare(const std::string& name, const OpFn& f, const std::vector<Tensor>& cpu_inputs) {
-  CAPTURE(name);
-  std::vector<Tensor> gpu_inputs;
-  for (const Tensor& t : cpu_inputs) {
-    Tensor g = on_target(t);
-    if (t.requires_grad()) g.requires_grad_(true);
-    gpu_inputs.push_back(g);
-  }
-  const Tensor y_cpu = f(cpu_inputs);
-  const Tensor y_gpu = f(gpu_inputs);
-  REQUIRE(y_gpu.device() == g_target);
-  CHECK(close(y_gpu, y_cpu));
-  bool any_grad = false;
-  for (const Tensor& t : cpu_inputs) any_grad = any_grad || t.requires_grad();
-  if (!any_grad || !is_floating(y_cpu.dtype())) return gpu_inputs;
-  const Tensor up = randn(y_cpu.shape(), y_cpu.dtype());
-  sum(mul(y_cpu, up)).backward();
-  sum(mul(y_gpu, up.to(g_target))).backward();
-  for (size_t i = 0; i < cpu_inputs.size(); ++i) {
-    if (!cpu_inputs[i].requires_grad()) continue;
-    CAPTURE(i);
-    REQUIRE(gpu_inputs[i].grad().defined());
-    CHECK(close(gpu_inputs[i].grad(), cpu_inputs[i].grad()));
-  }
-  return gpu_inputs;
-}
-
-Tensor leaf(const Shape& shape, DType dtype = kFloat32) { return randn(shape, dtype).requires_grad_(true); }
-Tensor positive(const Shape& shape, DType dtype) { return add(rand(shape, dtype), 0.5); }
 
 }  // namespace
 
@@ -435,18 +389,4 @@ TEST_CASE("every op with a CUDA kernel is covered by a cross-backend case") {
   if (g_target.type == DeviceType::CUDA) CHECK(covered >= 60);  // a guard against an empty registry
 }
 
-int main(int argc, char** argv) {
-  const bool dry_run = std::getenv("MINIDL_CUDA_OPS_DRY_RUN") != nullptr;
-  if (!cuda::is_available()) {
-    if (!dry_run) {
-      std::printf("skipped: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
-      return 77;
-    }
-    std::printf("dry run: the CPU against the CPU (checks the cases run, not CUDA)\n");
-    g_target = Device(kCPU);
-  }
-  // float32 tolerances assume IEEE float32 products in cuBLAS/cuDNN.
-  backends::BackendSettingsGuard no_tf32({.matmul_allow_tf32 = false, .cudnn_allow_tf32 = false});
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return cross_backend_main(argc, argv); }

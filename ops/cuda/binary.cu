@@ -4,7 +4,10 @@
 // broadcast-gradient reduction, out += grad summed over the broadcast dims,
 // without atomics). The math is ops/cuda/elementwise_math.h, shared with the
 // CPU tests; dtypes as the CPU kernels: div floating only, the rest also
-// int64/uint8. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// int64/uint8; float16/bfloat16 computed in float and rounded once
+// (ops/cuda/opmath.h), sum_to_shape accumulating them in double as float32.
+// float32/float64/integers: checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/binary.h"
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"
@@ -23,10 +26,10 @@ struct BinaryFunctor {
   const T* a;
   const T* b;
   BinaryOp op;
-  T alpha;
+  cuda_math::opmath_t<T> alpha;
   bool alpha_is_one;
   __device__ void operator()(const Offsets<3>& o) const {
-    out[o.v[0]] = cuda_math::binary_apply<T>(op, alpha, alpha_is_one, a[o.v[1]], b[o.v[2]]);
+    out[o.v[0]] = cuda_math::binary_apply_stored<T>(op, alpha, alpha_is_one, a[o.v[1]], b[o.v[2]]);
   }
 };
 
@@ -35,12 +38,13 @@ struct BinaryScalarFunctor {
   T* out;
   const T* a;
   BinaryOp op;
-  T scalar;
+  cuda_math::opmath_t<T> scalar;  // the CPU's float32 kernel takes a float scalar for the 16-bit types too
   bool scalar_first;
   __device__ void operator()(const Offsets<2>& o) const {
-    const T x = a[o.v[1]];
-    out[o.v[0]] = scalar_first ? cuda_math::binary_apply<T>(op, T(1), true, scalar, x)
-                               : cuda_math::binary_apply<T>(op, T(1), true, x, scalar);
+    using C = cuda_math::opmath_t<T>;
+    const C x = cuda_math::to_opmath(a[o.v[1]]);
+    out[o.v[0]] = cuda_math::from_opmath<T>(scalar_first ? cuda_math::binary_apply<C>(op, C(1), true, scalar, x)
+                                                      : cuda_math::binary_apply<C>(op, C(1), true, x, scalar));
   }
 };
 
@@ -50,16 +54,18 @@ void binary_cuda_typed(BinaryOp op, double alpha, const Tensor& out, const Tenso
   const auto calc = cuda_kernels::offset_calculator<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
                                                        binary_op_name(op));
   const BinaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()),
-                           static_cast<const T*>(b.raw_data()), op, static_cast<T>(alpha), alpha == 1.0};
+                           static_cast<const T*>(b.raw_data()), op, static_cast<cuda_math::opmath_t<T>>(alpha),
+                           alpha == 1.0};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
 
 void binary_cuda(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
   if (op == BinaryOp::Div) {  // integer division is not offered (as the CPU kernel)
-    MINIDL_CUDA_DISPATCH_FLOATING(out.dtype(), "div", [&] { binary_cuda_typed<scalar_t>(op, alpha, out, a, b); });
+    MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(out.dtype(), "div",
+                                           [&] { binary_cuda_typed<scalar_t>(op, alpha, out, a, b); });
   } else {
-    MINIDL_CUDA_DISPATCH_ALL(out.dtype(), binary_op_name(op),
-                             [&] { binary_cuda_typed<scalar_t>(op, alpha, out, a, b); });
+    MINIDL_CUDA_DISPATCH_ALL_AND_HALF(out.dtype(), binary_op_name(op),
+                                      [&] { binary_cuda_typed<scalar_t>(op, alpha, out, a, b); });
   }
 }
 
@@ -69,17 +75,17 @@ void binary_scalar_cuda_typed(BinaryOp op, const Tensor& out, const Tensor& a, d
   const auto calc =
       cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &a.strides()}, binary_op_name(op));
   const BinaryScalarFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), op,
-                                 static_cast<T>(scalar), scalar_first};
+                                 static_cast<cuda_math::opmath_t<T>>(scalar), scalar_first};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
 
 void binary_scalar_cuda(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
   if (op == BinaryOp::Div) {
-    MINIDL_CUDA_DISPATCH_FLOATING(out.dtype(), "div",
-                                  [&] { binary_scalar_cuda_typed<scalar_t>(op, out, a, scalar, scalar_first); });
+    MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(out.dtype(), "div",
+                                           [&] { binary_scalar_cuda_typed<scalar_t>(op, out, a, scalar, scalar_first); });
   } else {
-    MINIDL_CUDA_DISPATCH_ALL(out.dtype(), binary_op_name(op),
-                             [&] { binary_scalar_cuda_typed<scalar_t>(op, out, a, scalar, scalar_first); });
+    MINIDL_CUDA_DISPATCH_ALL_AND_HALF(out.dtype(), binary_op_name(op),
+                                      [&] { binary_scalar_cuda_typed<scalar_t>(op, out, a, scalar, scalar_first); });
   }
 }
 
@@ -95,7 +101,7 @@ struct SumToLoader {
   using Row = Offsets<2>;
   __device__ Row row(int64_t r) const { return kept.get(r); }
   __device__ Acc operator()(const Row& row, int64_t j) const {
-    return static_cast<Acc>(grad[row.v[1] + reduced.get(j).v[0]]);
+    return convert<Acc>(grad[row.v[1] + reduced.get(j).v[0]]);
   }
 };
 
@@ -103,14 +109,14 @@ template <class T, class Acc>
 struct SumToFinish {
   T* out;
   __device__ void operator()(int64_t, const Offsets<2>& row, Acc acc) const {
-    out[row.v[0]] = static_cast<T>(static_cast<Acc>(out[row.v[0]]) + acc);
+    out[row.v[0]] = convert<T>(convert<Acc>(out[row.v[0]]) + acc);
   }
 };
 
 template <class T>
 void sum_to_cuda_typed(const Tensor& out_view, const Tensor& grad) {
-  // float accumulates in double, as the CPU kernel; integers in int64.
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  // float (and float16/bfloat16) accumulates in double, as the CPU kernel; integers in int64.
+  using Acc = std::conditional_t<cuda_math::is_floating_v<T>, double, int64_t>;
   const Shape& shape = grad.shape();
   Shape kept_shape, kept_out, kept_grad, red_shape, red_grad;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -134,7 +140,7 @@ void sum_to_cuda_typed(const Tensor& out_view, const Tensor& grad) {
 }
 
 void sum_to_cuda(const Tensor& out_view, const Tensor& grad) {
-  MINIDL_CUDA_DISPATCH_ALL(grad.dtype(), "sum_to_shape", [&] { sum_to_cuda_typed<scalar_t>(out_view, grad); });
+  MINIDL_CUDA_DISPATCH_ALL_AND_HALF(grad.dtype(), "sum_to_shape", [&] { sum_to_cuda_typed<scalar_t>(out_view, grad); });
 }
 
 }  // namespace

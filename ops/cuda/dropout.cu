@@ -5,7 +5,10 @@
 // geometry. Unlike the CPU kernel, which draws one number per element, the
 // generator advances by one draw per call (PyTorch's CUDA generator also
 // advances by an offset, not per element); CPU and CUDA masks differ for
-// the same seed. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// the same seed. float16/bfloat16: the mask value and x * mask in float,
+// each rounded once (ops/cuda/opmath.h), as the CPU kernel through
+// Float32Compute. float32/float64: checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/core/generator.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/philox.h"
@@ -18,6 +21,9 @@ namespace {
 using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::Offsets;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 
 template <class T>
@@ -29,9 +35,9 @@ struct DropoutFunctor {
   double p;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0];
-    const T m = static_cast<T>(cuda_math::dropout_mask_value(seed, static_cast<uint64_t>(i), p));
-    mask[i] = m;
-    y[i] = x[i] * m;
+    const opmath_t<T> m = static_cast<opmath_t<T>>(cuda_math::dropout_mask_value(seed, static_cast<uint64_t>(i), p));
+    mask[i] = from_opmath<T>(m);
+    y[i] = from_opmath<T>(to_opmath(x[i]) * m);
   }
 };
 
@@ -39,11 +45,13 @@ template <class T>
 struct MulFunctor {
   const T *a, *b;
   T* out;
-  __device__ void operator()(const Offsets<1>& o) const { out[o.v[0]] = a[o.v[0]] * b[o.v[0]]; }
+  __device__ void operator()(const Offsets<1>& o) const {
+    out[o.v[0]] = from_opmath<T>(to_opmath(a[o.v[0]]) * to_opmath(b[o.v[0]]));
+  }
 };
 
 void dropout_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& mask, double p, Generator& gen) {
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "dropout", [&] {
     const uint64_t seed = gen.next_u64();  // host-side draw: no device round trip
     const LaunchContext ctx(x.device());
     const int64_t n = x.numel();
@@ -55,7 +63,7 @@ void dropout_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& mask, 
 }
 
 void dropout_backward_cuda(const Tensor& grad_y, const Tensor& mask, const Tensor& grad_x) {
-  MINIDL_CUDA_DISPATCH_FLOATING(mask.dtype(), "dropout_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(mask.dtype(), "dropout_backward", [&] {
     const LaunchContext ctx(mask.device());
     const int64_t n = mask.numel();
     cuda_kernels::launch_elementwise(

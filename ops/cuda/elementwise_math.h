@@ -4,6 +4,10 @@
 // so a CUDA result differs from the CPU one only by the device's libm ulps.
 // The op is a runtime argument: it is the same for every thread of a launch,
 // so the switch costs no divergence and each dtype compiles one kernel.
+// float16/bfloat16: the *_stored functions at the end load as float, run the
+// float math and round once (ops/cuda/opmath.h), as the CPU kernels do
+// through Float32Compute; for float, double and the integers they are the
+// plain functions.
 #pragma once
 
 #include <cmath>
@@ -12,6 +16,7 @@
 #include <type_traits>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/opmath.h"
 #include "minidl/ops/binary.h"
 #include "minidl/ops/unary.h"
 
@@ -138,6 +143,24 @@ MINIDL_HOST_DEVICE inline T unary_backward(UnaryOp op, const UnaryArgs<T>& a, T 
     }
   }
   return g;
+}
+
+// ---- on stored values: T in memory, opmath_t<T> in the math ----------------------
+// UnaryArgs and alpha are made in the compute type (make_unary_args<opmath_t<T>>).
+
+template <class T>
+MINIDL_HOST_DEVICE inline T binary_apply_stored(BinaryOp op, opmath_t<T> alpha, bool alpha_is_one, T x, T y) {
+  return from_opmath<T>(binary_apply<opmath_t<T>>(op, alpha, alpha_is_one, to_opmath(x), to_opmath(y)));
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T unary_forward_stored(UnaryOp op, const UnaryArgs<opmath_t<T>>& a, T v) {
+  return from_opmath<T>(unary_forward<opmath_t<T>>(op, a, to_opmath(v)));
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T unary_backward_stored(UnaryOp op, const UnaryArgs<opmath_t<T>>& a, T g, T s) {
+  return from_opmath<T>(unary_backward<opmath_t<T>>(op, a, to_opmath(g), to_opmath(s)));
 }
 
 }  // namespace minidl::cuda_math

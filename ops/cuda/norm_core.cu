@@ -5,7 +5,14 @@
 // deterministic); the per-group and per-channel backward sums likewise; the
 // rest is elementwise. SyncBN's given sums and count are read on the device,
 // so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
-// tests. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
+// take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
+// BatchNorm, cuDNN's convention); the elementwise math runs in float, rounded
+// once; statistics and sums stay double; parameter gradients come in the
+// parameters' dtype; running statistics may be float32, float64 or 16-bit
+// (updated in double, rounded once). float32/float64: checked against the CPU
+// kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
+// compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
@@ -20,6 +27,8 @@ using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
 using cuda_math::Welford;
+using cuda_math::opmath_t;
+using cuda_math::to_opmath;
 
 NormShape shape_of(const NormGeometry& g) { return NormShape{g.A, g.G, g.K, g.S, g.P}.with_dividers(); }
 
@@ -38,7 +47,7 @@ struct GroupValueLoader {
   using Row = int64_t;
   __device__ Row row(int64_t g) const { return g; }
   __device__ Welford operator()(Row g, int64_t j) const {
-    return cuda_math::welford_of(static_cast<double>(x[shape.group_offset(g, j)]));
+    return cuda_math::welford_of(convert<double>(x[shape.group_offset(g, j)]));
   }
 };
 
@@ -57,20 +66,35 @@ struct StatsStore {
   }
 };
 
-template <class T>
+// T: the input's dtype; W: the parameters' (T, or float32 next to a 16-bit input).
+template <class T, class W>
 struct NormalizeFunctor {
   T* y;
-  const T *x, *w, *b;  // w, b optional
+  const T* x;
+  const W *w, *b;  // w, b optional
   const double *mean, *invstd;
   NormShape shape;
   __device__ void operator()(const Offsets<1>& o) const {
+    using C = opmath_t<T>;
     const int64_t i = o.v[0], g = shape.group_of(i), c = shape.channel_of(i);
-    y[i] = cuda_math::normalize_value<T>(x[i], mean[g], invstd[g], w ? static_cast<double>(w[c]) : 1.0,
-                                         b ? b[c] : T(0));
+    y[i] = cuda_math::normalize_value_stored<T>(x[i], mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
+                                                b ? static_cast<C>(to_opmath(b[c])) : C(0));
   }
 };
 
-template <class T>
+// Calls f.template operator()<W>() with the parameters' element type: float
+// when the input is 16-bit and its weight (or, without one, bias) is float32
+// (the op has checked the combination), else the input's own.
+template <class T, class F>
+void with_param_type(const Tensor& weight, const Tensor& bias, F&& f) {
+  if constexpr (is_half_v<T>) {
+    const Tensor& p = weight.defined() ? weight : bias;
+    if (p.defined() && p.dtype() == kFloat32) return f.template operator()<float>();
+  }
+  f.template operator()<T>();
+}
+
+template <class T, class W>
 void forward_typed(const NormForwardArgs& args) {
   const NormShape shape = shape_of(args.geo);
   const LaunchContext ctx(args.input.device());
@@ -87,13 +111,15 @@ void forward_typed(const NormForwardArgs& args) {
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
   cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"),
-                                   NormalizeFunctor<T>{args.output.data_ptr<T>(), x, data_or_null<T>(args.weight),
-                                                       data_or_null<T>(args.bias), mean, invstd, shape},
+                                   NormalizeFunctor<T, W>{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
+                                                          data_or_null<W>(args.bias), mean, invstd, shape},
                                    "normalization");
 }
 
 void forward_cuda(const NormForwardArgs& args) {
-  MINIDL_CUDA_DISPATCH_FLOATING(args.input.dtype(), "normalization", [&] { forward_typed<scalar_t>(args); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.input.dtype(), "normalization", [&] {
+    with_param_type<scalar_t>(args.weight, args.bias, [&]<class W>() { forward_typed<scalar_t, W>(args); });
+  });
 }
 
 // ---- backward -------------------------------------------------------------------
@@ -106,9 +132,10 @@ struct AddDySums {
   __device__ DySums operator()(const DySums& a, const DySums& b) const { return DySums{a.dy + b.dy, a.dy_xmu + b.dy_xmu}; }
 };
 
-template <class T>
+template <class T, class W>
 struct GroupDyLoader {
-  const T *dy, *x, *w;  // w optional
+  const T *dy, *x;
+  const W* w;  // optional
   const double* mean;
   NormShape shape;
   struct Row {
@@ -118,8 +145,8 @@ struct GroupDyLoader {
   __device__ Row row(int64_t g) const { return Row{g, mean[g]}; }
   __device__ DySums operator()(const Row& row, int64_t j) const {
     const int64_t i = shape.group_offset(row.g, j);
-    const double wd = static_cast<double>(dy[i]) * (w ? static_cast<double>(w[shape.channel_of(i)]) : 1.0);
-    return DySums{wd, wd * (static_cast<double>(x[i]) - row.mean)};
+    const double wd = convert<double>(dy[i]) * (w ? convert<double>(w[shape.channel_of(i)]) : 1.0);
+    return DySums{wd, wd * (convert<double>(x[i]) - row.mean)};
   }
 };
 
@@ -143,24 +170,25 @@ struct ChannelDyLoader {
   __device__ DySums operator()(Row c, int64_t j) const {
     int64_t g = 0;
     const int64_t i = shape.channel_offset(c, j, g);
-    const double d = static_cast<double>(dy[i]);
-    return DySums{d, d * (static_cast<double>(x[i]) - mean[g]) * invstd[g]};
+    const double d = convert<double>(dy[i]);
+    return DySums{d, d * (convert<double>(x[i]) - mean[g]) * invstd[g]};
   }
 };
 
-template <class T>
+template <class W>
 struct ParamGradStore {
-  T *dw, *db;  // each optional
+  W *dw, *db;  // each optional
   __device__ void operator()(int64_t c, int64_t, const DySums& s) const {
-    if (dw) dw[c] = static_cast<T>(s.dy_xmu);
-    if (db) db[c] = static_cast<T>(s.dy);
+    if (dw) dw[c] = convert<W>(s.dy_xmu);
+    if (db) db[c] = convert<W>(s.dy);
   }
 };
 
-template <class T>
+template <class T, class W>
 struct NormBackwardFunctor {
   T* dx;
-  const T *dy, *x, *w;
+  const T *dy, *x;
+  const W* w;
   const double *mean, *invstd, *s1, *s2;  // s1, s2 null when !batch_stats
   const double* count_ptr;                // overrides count when set
   double count;
@@ -169,20 +197,20 @@ struct NormBackwardFunctor {
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0], g = shape.group_of(i);
     const double n = count_ptr ? *count_ptr : count;
-    dx[i] = cuda_math::norm_backward_value<T>(dy[i], x[i], mean[g], invstd[g],
-                                              w ? static_cast<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
-                                              batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+    dx[i] = cuda_math::norm_backward_value_stored<T>(dy[i], x[i], mean[g], invstd[g],
+                                                     w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
+                                                     batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
   }
 };
 
-template <class T>
+template <class T, class W>
 void backward_typed(const NormBackwardArgs& args) {
   const NormShape shape = shape_of(args.geo);
   const Device device = args.input.device();
   const LaunchContext ctx(device);
   const T* dy = args.grad_out.data_ptr<T>();
   const T* x = args.input.data_ptr<T>();
-  const T* w = data_or_null<T>(args.weight);
+  const W* w = data_or_null<W>(args.weight);
   const double* mean = args.mean.data_ptr<double>();
   const double* invstd = args.invstd.data_ptr<double>();
   const bool given = args.given_sum_dy.defined();
@@ -198,7 +226,7 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, GroupDyLoader<T>{dy, x, w, mean, shape},
+    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, GroupDyLoader<T, W>{dy, x, w, mean, shape},
                                     AddDySums(), GroupSumsStore{s1, s2}, "normalization backward");
   }
   if (args.grad_weight.defined() || args.grad_bias.defined()) {
@@ -207,8 +235,8 @@ void backward_typed(const NormBackwardArgs& args) {
     // block per channel would read one element per 32-byte sector.
     cuda_kernels::launch_row_reduce(
         ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
-        AddDySums(), ParamGradStore<T>{args.grad_weight.defined() ? args.grad_weight.data_ptr<T>() : nullptr,
-                                       args.grad_bias.defined() ? args.grad_bias.data_ptr<T>() : nullptr},
+        AddDySums(), ParamGradStore<W>{args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr,
+                                       args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr},
         "normalization backward",
         shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
@@ -221,13 +249,16 @@ void backward_typed(const NormBackwardArgs& args) {
   const int64_t n = args.geo.numel();
   cuda_kernels::launch_elementwise(
       ctx, n, linear(n, "normalization backward"),
-      NormBackwardFunctor<T>{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu, count_ptr,
+      NormBackwardFunctor<T, W>{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu, count_ptr,
                              count, args.batch_stats, shape},
       "normalization backward");
 }
 
 void backward_cuda(const NormBackwardArgs& args) {
-  MINIDL_CUDA_DISPATCH_FLOATING(args.input.dtype(), "normalization backward", [&] { backward_typed<scalar_t>(args); });
+  // Without a weight, grad_bias carries the bias's dtype.
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.input.dtype(), "normalization backward", [&] {
+    with_param_type<scalar_t>(args.weight, args.grad_bias, [&]<class W>() { backward_typed<scalar_t, W>(args); });
+  });
 }
 
 // ---- running statistics (a thread per channel, rows summed in order) -------------
@@ -248,13 +279,13 @@ struct RunningUpdateFunctor {
         bv += var[r * C + c] * correction / static_cast<double>(R);
       }
     }
-    rm[c] = static_cast<T>(cuda_math::running_update(static_cast<double>(rm[c]), bm, momentum));
-    rv[c] = static_cast<T>(cuda_math::running_update(static_cast<double>(rv[c]), bv, momentum));
+    rm[c] = convert<T>(cuda_math::running_update(convert<double>(rm[c]), bm, momentum));
+    rv[c] = convert<T>(cuda_math::running_update(convert<double>(rv[c]), bv, momentum));
   }
 };
 
 void update_running_stats_cuda(const NormRunningStatsArgs& args) {
-  MINIDL_CUDA_DISPATCH_FLOATING(args.running_mean.dtype(), "update running statistics", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.running_mean.dtype(), "update running statistics", [&] {
     const LaunchContext ctx(args.running_mean.device());
     const int64_t C = args.running_mean.numel();
     cuda_kernels::launch_elementwise(
@@ -274,13 +305,13 @@ struct FromRunningFunctor {
   double eps;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0], c = i % C;
-    mean[i] = static_cast<double>(rm[c]);
-    invstd[i] = 1.0 / std::sqrt(static_cast<double>(rv[c]) + eps);
+    mean[i] = convert<double>(rm[c]);
+    invstd[i] = 1.0 / std::sqrt(convert<double>(rv[c]) + eps);
   }
 };
 
 void stats_from_running_cuda(const NormStatsFromRunningArgs& args) {
-  MINIDL_CUDA_DISPATCH_FLOATING(args.running_mean.dtype(), "statistics from running statistics", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.running_mean.dtype(), "statistics from running statistics", [&] {
     const LaunchContext ctx(args.running_mean.device());
     const int64_t C = args.running_mean.numel(), n = args.rows * C;
     cuda_kernels::launch_elementwise(

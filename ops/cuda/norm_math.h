@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/opmath.h"
 #include "minidl/ops/cuda/int_divider.h"
 
 namespace minidl::cuda_math {
@@ -126,6 +127,22 @@ MINIDL_HOST_DEVICE inline T norm_backward_value(T dy, T x, double mean, double i
   }
   return dy * static_cast<T>(invstd * weight) + (x - static_cast<T>(mean)) * static_cast<T>(beta) +
          static_cast<T>(gamma);
+}
+
+// The two on stored values (float16/bfloat16 inputs compute in float and
+// round once, ops/cuda/opmath.h; float and double are the functions above).
+// `bias` is already in the compute type (a float32 or 16-bit parameter).
+template <class T>
+MINIDL_HOST_DEVICE inline T normalize_value_stored(T x, double mean, double invstd, double weight, opmath_t<T> bias) {
+  return from_opmath<T>(normalize_value<opmath_t<T>>(to_opmath(x), mean, invstd, weight, bias));
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T norm_backward_value_stored(T dy, T x, double mean, double invstd, double weight,
+                                                       bool batch_stats, double sum_dy, double sum_dy_xmu,
+                                                       double count) {
+  return from_opmath<T>(norm_backward_value<opmath_t<T>>(to_opmath(dy), to_opmath(x), mean, invstd, weight, batch_stats,
+                                                      sum_dy, sum_dy_xmu, count));
 }
 
 // PyTorch's running update: (1 - momentum) running + momentum batch.

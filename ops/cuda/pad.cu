@@ -3,7 +3,10 @@
 // input element summing dy over every output that read it (the inverse maps
 // of ops/cuda/pad_math.h), so reflect/replicate/circular need no atomics and
 // sum in a fixed order. The small index maps are uploaded once per call
-// (a pageable copy on the current stream). Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// (a pageable copy on the current stream). float16/bfloat16: the backward sums
+// in float, rounded once (ops/cuda/opmath.h); the forward only moves values.
+// float32/float64: checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/pad_math.h"
@@ -57,28 +60,28 @@ struct PadBackward {
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], n = e / maps.in_plane;
     const T* dyn = dy + n * maps.out_plane;
-    T acc = T(0);
-    maps.for_each_reader(e % maps.in_plane, [&](int64_t o) { acc += dyn[o]; });
-    dx[e] = acc;
+    cuda_math::opmath_t<T> acc = 0;
+    maps.for_each_reader(e % maps.in_plane, [&](int64_t o) { acc += cuda_math::to_opmath(dyn[o]); });
+    dx[e] = cuda_math::from_opmath<T>(acc);
   }
 };
 
 void pad_forward_cuda(const PadGeometry& g, const Tensor& x, const Tensor& y) {
   if (y.numel() == 0) return;
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "pad", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "pad", [&] {
     const LaunchContext ctx(y.device());
     const DeviceMaps d = upload_maps(g, ctx, y.device(), "pad");
     const int64_t n = y.numel();
     cuda_kernels::launch_elementwise(
         ctx, n, linear(n, "pad"),
-        PadForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), d.maps, static_cast<scalar_t>(g.value)},
+        PadForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), d.maps, convert<scalar_t>(g.value)},
         "pad");
   });
 }
 
 void pad_backward_cuda(const PadGeometry& g, const Tensor& dy, const Tensor& dx) {
   if (dx.numel() == 0) return;
-  MINIDL_CUDA_DISPATCH_FLOATING(dy.dtype(), "pad_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dy.dtype(), "pad_backward", [&] {
     const LaunchContext ctx(dx.device());
     const DeviceMaps d = upload_maps(g, ctx, dx.device(), "pad_backward");
     const int64_t n = dx.numel();

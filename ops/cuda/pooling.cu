@@ -6,7 +6,11 @@
 // in a fixed order (deterministic, which PyTorch's atomic adaptive-pool
 // backward is not). Global average pooling (adaptive, 1 output per plane)
 // reduces each plane with the CUB row reducer. Math in ops/cuda/pool_math.h,
-// shared with the CPU tests. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// shared with the CPU tests. float16/bfloat16: compares and sums in float
+// (window averages in double, as float32), rounded once on store
+// (ops/cuda/opmath.h), as the CPU kernels through Float32Compute.
+// float32/float64: checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include <algorithm>
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -24,6 +28,9 @@ using cuda_math::Offsets;
 using cuda_math::PoolDim;
 using cuda_math::IntDivider;
 using cuda_math::Taps;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 // The geometry on the device: D, H, W as PoolDims.
 // `fast`: every flat index fits 31 bits, so an index splits into (plane, d,
@@ -91,20 +98,20 @@ struct MaxPoolForward {
     const T* xp = x + w.plane * g.in_plane;
     // First tap inside the input: PyTorch's index when the window holds only -inf.
     int64_t best_i = (tap_pos(td, td.lo) * H + tap_pos(th, th.lo)) * W + tap_pos(tw, tw.lo);
-    T best = -INFINITY;
+    opmath_t<T> best = -INFINITY;
     for (int64_t a = td.lo; a < td.hi; ++a)
       for (int64_t b = th.lo; b < th.hi; ++b) {
         const int64_t row = (tap_pos(td, a) * H + tap_pos(th, b)) * W;
         for (int64_t c = tw.lo; c < tw.hi; ++c) {
           const int64_t i = row + tap_pos(tw, c);
-          const T v = xp[i];
+          const opmath_t<T> v = to_opmath(xp[i]);
           if (v > best || v != v) {  // NaN propagates, as in PyTorch
             best = v;
             best_i = i;
           }
         }
       }
-    y[o] = best;
+    y[o] = from_opmath<T>(best);
     idx[o] = best_i;
   }
 };
@@ -145,11 +152,11 @@ struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax 
     const int64_t e = off.v[0];
     const int64_t flat = g.fast ? e - static_cast<int64_t>(g.by_in_plane.div(static_cast<uint32_t>(e))) * g.in_plane
                                 : e % g.in_plane;
-    T acc = T(0);
+    opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps&, const Taps&, const Taps&) {
-      if (idx[o] == flat) acc += gy[o];
+      if (idx[o] == flat) acc += to_opmath(gy[o]);
     });
-    gx[e] = acc;
+    gx[e] = from_opmath<T>(acc);
   }
 };
 
@@ -163,7 +170,7 @@ struct AvgPoolForward {
     const OutputWindow w = window_of(g, o);
     const Taps &td = w.t[0], &th = w.t[1], &tw = w.t[2];
     if (cuda_math::empty_window(td, th, tw)) {  // PyTorch writes 0
-      y[o] = T(0);
+      y[o] = from_opmath<T>(0.0);
       return;
     }
     const int64_t H = g.d[1].in, W = g.d[2].in;
@@ -172,9 +179,9 @@ struct AvgPoolForward {
     for (int64_t a = td.lo; a < td.hi; ++a)
       for (int64_t b = th.lo; b < th.hi; ++b) {
         const T* row = xp + (tap_pos(td, a) * H + tap_pos(th, b)) * W + tw.start;
-        for (int64_t c = tw.lo; c < tw.hi; ++c) s += static_cast<double>(row[c]);
+        for (int64_t c = tw.lo; c < tw.hi; ++c) s += convert<double>(row[c]);
       }
-    y[o] = static_cast<T>(s / cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
+    y[o] = convert<T>(s / cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
   }
 };
 
@@ -185,12 +192,12 @@ struct AvgPoolBackward {  // gx[e] = sum of gy[o] / divisor(o) (rounded to T, as
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0];
-    T acc = T(0);
+    opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps& td, const Taps& th, const Taps& tw) {
-      acc += static_cast<T>(static_cast<double>(gy[o]) /
-                            cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
+      acc += static_cast<opmath_t<T>>(convert<double>(gy[o]) /
+                                      cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override));
     });
-    gx[e] = acc;
+    gx[e] = from_opmath<T>(acc);
   }
 };
 
@@ -201,14 +208,14 @@ struct PlaneLoader {
   int64_t in_plane;
   using Row = int64_t;
   __device__ Row row(int64_t p) const { return p * in_plane; }
-  __device__ double operator()(Row start, int64_t j) const { return static_cast<double>(x[start + j]); }
+  __device__ double operator()(Row start, int64_t j) const { return convert<double>(x[start + j]); }
 };
 
 template <class T>
 struct PlaneMeanStore {
   T* y;
   double n;
-  __device__ void operator()(int64_t p, int64_t, double s) const { y[p] = static_cast<T>(s / n); }
+  __device__ void operator()(int64_t p, int64_t, double s) const { y[p] = convert<T>(s / n); }
 };
 
 template <class T>
@@ -218,14 +225,14 @@ struct PlaneMeanBackward {
   int64_t in_plane;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0];
-    gx[e] = static_cast<T>(static_cast<double>(gy[e / in_plane]) / static_cast<double>(in_plane));
+    gx[e] = convert<T>(convert<double>(gy[e / in_plane]) / static_cast<double>(in_plane));
   }
 };
 
 bool is_global_average(const PoolGeometry& g) { return g.adaptive && g.out_plane() == 1; }
 
 void max_pool_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& indices, const PoolGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "max_pool", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "max_pool", [&] {
     const LaunchContext ctx(x.device());
     const int64_t n = g.planes * g.out_plane();
     cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool"),
@@ -236,7 +243,7 @@ void max_pool_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& indic
 }
 
 void max_pool_backward_cuda(const Tensor& grad_y, const Tensor& indices, const Tensor& grad_x, const PoolGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(grad_x.dtype(), "max_pool_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(grad_x.dtype(), "max_pool_backward", [&] {
     const LaunchContext ctx(grad_x.device());
     const int64_t n = g.planes * g.in_plane();
     cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool_backward"),
@@ -247,7 +254,7 @@ void max_pool_backward_cuda(const Tensor& grad_y, const Tensor& indices, const T
 }
 
 void avg_pool_forward_cuda(const Tensor& x, const Tensor& y, const PoolGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "avg_pool", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "avg_pool", [&] {
     const LaunchContext ctx(x.device());
     if (is_global_average(g)) {
       cuda_kernels::launch_row_reduce(ctx, g.planes, g.in_plane(), 0.0,
@@ -265,7 +272,7 @@ void avg_pool_forward_cuda(const Tensor& x, const Tensor& y, const PoolGeometry&
 }
 
 void avg_pool_backward_cuda(const Tensor& grad_y, const Tensor& grad_x, const PoolGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(grad_x.dtype(), "avg_pool_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(grad_x.dtype(), "avg_pool_backward", [&] {
     const LaunchContext ctx(grad_x.device());
     const int64_t n = g.planes * g.in_plane();
     if (is_global_average(g)) {

@@ -4,8 +4,12 @@
 // NaN propagating) on the row reducer of ops/cuda/row_reduce.cuh (CUB block
 // reductions, no atomics, deterministic), and the elementwise backward
 // kernels (expand, var, index, even). float32 accumulates in double and
-// integers in int64, as on the CPU. The host never reads device memory: the
-// tie count of even_backward stays on the device. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// integers in int64, as on the CPU; float16/bfloat16 as float32 (sums in
+// double, elementwise math and max/min compares in float, rounded once on
+// store; ops/cuda/opmath.h). The host never reads device memory: the
+// tie count of even_backward stays on the device. float32/float64/integers:
+// checked against the CPU kernels on an H100 (tests/test_cuda_ops,
+// 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include <vector>
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -23,9 +27,12 @@ using cuda_math::Deviations;
 using cuda_math::Offsets;
 using cuda_math::RowIndexer;
 using cuda_math::ValueIndex;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 template <class T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using acc_t = std::conditional_t<cuda_math::is_floating_v<T>, double, int64_t>;
 
 // The layout on the device. Segment offsets beyond the inline ones are
 // uploaded into `storage` (kept alive by the caller until its launches are
@@ -57,7 +64,7 @@ struct RowLoader {
   RowIndexer idx;
   using Row = int64_t;
   __device__ Row row(int64_t r) const { return idx.row_start(r); }
-  __device__ Acc operator()(Row start, int64_t j) const { return static_cast<Acc>(x[idx.element(start, j)]); }
+  __device__ Acc operator()(Row start, int64_t j) const { return convert<Acc>(x[idx.element(start, j)]); }
 };
 
 template <class O, class Acc>
@@ -65,14 +72,14 @@ struct ScaledStore {
   O* out;
   double scale;
   __device__ void operator()(int64_t r, int64_t, Acc sum) const {
-    out[r] = scale == 1.0 ? static_cast<O>(sum) : static_cast<O>(static_cast<double>(sum) * scale);
+    out[r] = scale == 1.0 ? convert<O>(sum) : convert<O>(static_cast<double>(sum) * scale);
   }
 };
 
 template <class T>
 void sum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& out, double scale) {
   using Acc = acc_t<T>;
-  using O = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+  using O = std::conditional_t<cuda_math::is_floating_v<T>, T, int64_t>;
   const LaunchContext ctx(base.device());
   const DeviceRows rows = device_rows(L, ctx, base.device(), "sum");
   cuda_kernels::launch_row_reduce(ctx, L.rows, L.len, Acc(0), RowLoader<T, Acc>{static_cast<const T*>(base.raw_data()), rows.idx},
@@ -80,7 +87,7 @@ void sum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& out, d
 }
 
 void sum_rows_cuda(const Tensor& base, const RowLayout& rows, const Tensor& out, double scale) {
-  MINIDL_CUDA_DISPATCH_ALL(base.dtype(), "sum", [&] { sum_rows_typed<scalar_t>(base, rows, out, scale); });
+  MINIDL_CUDA_DISPATCH_ALL_AND_HALF(base.dtype(), "sum", [&] { sum_rows_typed<scalar_t>(base, rows, out, scale); });
 }
 
 // x [A, R, B] contiguous: row (a, b) has R elements B apart; many columns go
@@ -91,13 +98,13 @@ struct ColumnLoader {
   int64_t R, B;
   using Row = int64_t;
   __device__ Row row(int64_t r) const { return (r / B) * R * B + r % B; }
-  __device__ Acc operator()(Row start, int64_t j) const { return static_cast<Acc>(x[start + j * B]); }
+  __device__ Acc operator()(Row start, int64_t j) const { return convert<Acc>(x[start + j * B]); }
 };
 
 template <class T>
 void sum_columns_typed(const Tensor& x, const Tensor& out, double scale) {
   using Acc = acc_t<T>;
-  using O = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+  using O = std::conditional_t<cuda_math::is_floating_v<T>, T, int64_t>;
   const int64_t A = x.shape()[0], R = x.shape()[1], B = x.shape()[2];
   const LaunchContext ctx(x.device());
   cuda_kernels::launch_row_reduce(ctx, A * B, R, Acc(0), ColumnLoader<T, Acc>{static_cast<const T*>(x.raw_data()), R, B},
@@ -106,7 +113,7 @@ void sum_columns_typed(const Tensor& x, const Tensor& out, double scale) {
 }
 
 void sum_columns_cuda(const Tensor& x, const Tensor& out, double scale) {
-  MINIDL_CUDA_DISPATCH_ALL(x.dtype(), "sum", [&] { sum_columns_typed<scalar_t>(x, out, scale); });
+  MINIDL_CUDA_DISPATCH_ALL_AND_HALF(x.dtype(), "sum", [&] { sum_columns_typed<scalar_t>(x, out, scale); });
 }
 
 // ---- var: pass 1 writes the float64 row means, pass 2 the deviations ----------
@@ -128,7 +135,7 @@ struct DeviationLoader {
   };
   __device__ Row row(int64_t r) const { return Row{idx.row_start(r), mean[r]}; }
   __device__ Deviations operator()(const Row& row, int64_t j) const {
-    const double d = static_cast<double>(x[idx.element(row.start, j)]) - row.m;
+    const double d = convert<double>(x[idx.element(row.start, j)]) - row.m;
     return Deviations{d * d, d};
   }
 };
@@ -146,8 +153,8 @@ struct VarStore {
   int64_t n, correction;
   template <class Row>
   __device__ void operator()(int64_t r, const Row& row, const Deviations& d) const {
-    var[r] = static_cast<T>(cuda_math::variance_from_deviations(d, n, correction));
-    if (mean) mean[r] = static_cast<T>(row.m);
+    var[r] = convert<T>(cuda_math::variance_from_deviations(d, n, correction));
+    if (mean) mean[r] = convert<T>(row.m);
   }
 };
 
@@ -168,18 +175,22 @@ void var_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& var, c
 
 void var_rows_cuda(const Tensor& base, const RowLayout& rows, const Tensor& var, const Tensor& mean,
                    int64_t correction) {
-  MINIDL_CUDA_DISPATCH_FLOATING(base.dtype(), "var", [&] { var_rows_typed<scalar_t>(base, rows, var, mean, correction); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(base.dtype(), "var",
+                                         [&] { var_rows_typed<scalar_t>(base, rows, var, mean, correction); });
 }
 
 // ---- max / min ------------------------------------------------------------------
 
+// Candidates hold opmath_t<T> values (exact for every T): the 16-bit types compare as float.
 template <class T>
 struct IndexedLoader {
   const T* x;
   RowIndexer idx;
   using Row = int64_t;
   __device__ Row row(int64_t r) const { return idx.row_start(r); }
-  __device__ ValueIndex<T> operator()(Row start, int64_t j) const { return ValueIndex<T>{x[idx.element(start, j)], j}; }
+  __device__ ValueIndex<opmath_t<T>> operator()(Row start, int64_t j) const {
+    return ValueIndex<opmath_t<T>>{to_opmath(x[idx.element(start, j)]), j};
+  }
 };
 
 template <bool kIsMax, class T>
@@ -193,8 +204,8 @@ template <class T>
 struct ExtremumStore {
   T* values;         // optional
   int64_t* indices;  // optional
-  __device__ void operator()(int64_t r, int64_t, const ValueIndex<T>& best) const {
-    if (values) values[r] = best.value;
+  __device__ void operator()(int64_t r, int64_t, const ValueIndex<opmath_t<T>>& best) const {
+    if (values) values[r] = from_opmath<T>(best.value);
     if (indices) indices[r] = best.index;
   }
 };
@@ -205,8 +216,8 @@ void extremum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& v
   const LaunchContext ctx(base.device());
   const DeviceRows rows = device_rows(L, ctx, base.device(), op);
   cuda_kernels::launch_row_reduce(
-      ctx, L.rows, L.len, ValueIndex<T>{T(), -1}, IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows.idx},
-      PickExtremum<kIsMax, T>(),
+      ctx, L.rows, L.len, ValueIndex<opmath_t<T>>{opmath_t<T>(), -1},
+      IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows.idx}, PickExtremum<kIsMax, opmath_t<T>>(),
       ExtremumStore<T>{values.defined() ? values.data_ptr<T>() : nullptr,
                        indices.defined() ? indices.data_ptr<int64_t>() : nullptr},
       op);
@@ -215,7 +226,7 @@ void extremum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& v
 void extremum_rows_cuda(const Tensor& base, const RowLayout& rows, const Tensor& values, const Tensor& indices,
                         bool is_max) {
   const char* op = is_max ? "max" : "min";
-  MINIDL_CUDA_DISPATCH_ALL(base.dtype(), op, [&] {
+  MINIDL_CUDA_DISPATCH_ALL_AND_HALF(base.dtype(), op, [&] {
     if (is_max)
       extremum_rows_typed<true, scalar_t>(base, rows, values, indices, op);
     else
@@ -229,17 +240,17 @@ template <class T>
 struct ScaleFunctor {  // dx = s * g
   T* dx;
   const T* g;
-  T s;
-  __device__ void operator()(const Offsets<2>& o) const { dx[o.v[0]] = s * g[o.v[1]]; }
+  opmath_t<T> s;
+  __device__ void operator()(const Offsets<2>& o) const { dx[o.v[0]] = from_opmath<T>(s * to_opmath(g[o.v[1]])); }
 };
 
 void expand_backward_cuda(const Tensor& g, const Tensor& dx, double scale) {
-  MINIDL_CUDA_DISPATCH_FLOATING(dx.dtype(), "sum_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dx.dtype(), "sum_backward", [&] {
     const LaunchContext ctx(dx.device());
     const auto calc = cuda_kernels::offset_calculator<2>(dx.shape(), {&dx.strides(), &g.strides()}, "sum_backward");
     cuda_kernels::launch_elementwise(
         ctx, dx.numel(), calc,
-        ScaleFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), static_cast<scalar_t>(scale)},
+        ScaleFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), static_cast<opmath_t<scalar_t>>(scale)},
         "sum_backward");
   });
 }
@@ -248,19 +259,21 @@ template <class T>
 struct VarBackwardFunctor {  // dx = s * g * (x - m)
   T* dx;
   const T *g, *x, *m;
-  T s;
-  __device__ void operator()(const Offsets<4>& o) const { dx[o.v[0]] = s * g[o.v[1]] * (x[o.v[2]] - m[o.v[3]]); }
+  opmath_t<T> s;
+  __device__ void operator()(const Offsets<4>& o) const {
+    dx[o.v[0]] = from_opmath<T>(s * to_opmath(g[o.v[1]]) * (to_opmath(x[o.v[2]]) - to_opmath(m[o.v[3]])));
+  }
 };
 
 void var_backward_cuda(const Tensor& g, const Tensor& x, const Tensor& m, const Tensor& dx, double scale) {
-  MINIDL_CUDA_DISPATCH_FLOATING(dx.dtype(), "var_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dx.dtype(), "var_backward", [&] {
     const LaunchContext ctx(dx.device());
     const auto calc = cuda_kernels::offset_calculator<4>(
         dx.shape(), {&dx.strides(), &g.strides(), &x.strides(), &m.strides()}, "var_backward");
     cuda_kernels::launch_elementwise(ctx, dx.numel(), calc,
                                      VarBackwardFunctor<scalar_t>{dx.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
                                                                   x.data_ptr<scalar_t>(), m.data_ptr<scalar_t>(),
-                                                                  static_cast<scalar_t>(scale)},
+                                                                  static_cast<opmath_t<scalar_t>>(scale)},
                                      "var_backward");
   });
 }
@@ -275,7 +288,7 @@ struct IndexBackwardFunctor {  // dx[..., idx, ...] = g (each g element has its 
 };
 
 void index_backward_cuda(const Tensor& g, const Tensor& idx, const Tensor& dx, int64_t dim) {
-  MINIDL_CUDA_DISPATCH_FLOATING(dx.dtype(), "max_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dx.dtype(), "max_backward", [&] {
     const LaunchContext ctx(dx.device());
     const int64_t dim_stride = dx.dim() == 0 ? 0 : dx.strides()[dim];
     const auto calc = cuda_kernels::offset_calculator<3>(g.shape(), {&dx.strides(), &g.strides(), &idx.strides()},
@@ -290,7 +303,8 @@ void index_backward_cuda(const Tensor& g, const Tensor& idx, const Tensor& dx, i
 // even_backward: count the elements equal to y (one row reduction into a
 // device int64), then dx = hit ? g / count : 0 reading the count there.
 template <class T>
-MINIDL_HOST_DEVICE inline bool equals_or_both_nan(T v, T target) {
+MINIDL_HOST_DEVICE inline bool equals_or_both_nan(T v_stored, T target_stored) {
+  const opmath_t<T> v = to_opmath(v_stored), target = to_opmath(target_stored);
   return v == target || (cuda_math::is_nan_value(v) && cuda_math::is_nan_value(target));
 }
 
@@ -316,12 +330,13 @@ struct EvenShareFunctor {
   const int64_t* count;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0];
-    dx[i] = equals_or_both_nan(x[i], *y) ? *g / static_cast<T>(*count) : T(0);
+    using C = opmath_t<T>;
+    dx[i] = from_opmath<T>(equals_or_both_nan(x[i], *y) ? to_opmath(*g) / static_cast<C>(*count) : C(0));
   }
 };
 
 void even_backward_cuda(const Tensor& g, const Tensor& x, const Tensor& y, const Tensor& dx) {
-  MINIDL_CUDA_DISPATCH_FLOATING(dx.dtype(), "max_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dx.dtype(), "max_backward", [&] {
     const LaunchContext ctx(dx.device());
     const int64_t n = x.numel();  // x and dx contiguous
     Tensor count = cuda_kernels::temp_buffer(sizeof(int64_t), dx.device());

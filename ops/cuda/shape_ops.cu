@@ -6,7 +6,11 @@
 // indices add deterministically, in the CPU kernel's order. An index outside
 // [0, size) stops the kernel (__trap, a "device-side assert" that poisons
 // the context, as PyTorch's CUDA_KERNEL_ASSERT); the op checks CPU indices on
-// the host. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// the host. float16/bfloat16: index_select copies them (the CPU kernel does
+// not take them yet), index_add adds in float, rounded once per add
+// (ops/cuda/opmath.h). float32/float64/integers: checked against the CPU
+// kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
+// compiled, not run on a GPU.
 #include <array>
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -61,14 +65,15 @@ struct ScatterAddFunctor {
     for (int64_t i = 0; i < n_index; ++i) {
       const int64_t dst = index[i];
       check_index(dst, x_dim);
-      dx[(o * x_dim + dst) * inner + k] += grad[(o * n_index + i) * inner + k];
+      T& d = dx[(o * x_dim + dst) * inner + k];
+      d = cuda_math::from_opmath<T>(cuda_math::to_opmath(d) + cuda_math::to_opmath(grad[(o * n_index + i) * inner + k]));
     }
   }
 };
 
 void index_select_cuda(const Tensor& x, const Tensor& index, int64_t dim, Tensor& out) {
   const std::array<int64_t, 3> split = split_at(x.shape(), dim);
-  MINIDL_CUDA_DISPATCH_ALL(x.dtype(), "index_select", [&] {
+  MINIDL_CUDA_DISPATCH_ALL_AND_HALF(x.dtype(), "index_select", [&] {
     const LaunchContext ctx(out.device());
     const int64_t n = out.numel();
     cuda_kernels::launch_elementwise(ctx, n, linear(n, "index_select"),
@@ -81,7 +86,7 @@ void index_select_cuda(const Tensor& x, const Tensor& index, int64_t dim, Tensor
 
 void index_add_cuda(const Tensor& grad, const Tensor& index, int64_t dim, Tensor& dx) {
   const std::array<int64_t, 3> split = split_at(dx.shape(), dim);
-  MINIDL_CUDA_DISPATCH_FLOATING(grad.dtype(), "index_select_backward", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(grad.dtype(), "index_select_backward", [&] {
     const LaunchContext ctx(dx.device());
     const int64_t columns = split[0] * split[2];
     if (dx.numel() == 0) return;

@@ -3,7 +3,11 @@
 // and the float64 sum of exp(x - max) on the row reducer (CUB, no atomics),
 // then an elementwise pass; backward: the column sum (of g, or g * y), then
 // an elementwise pass. Math in ops/cuda/softmax_math.h, shared with the CPU
-// tests. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// tests. float16/bfloat16: max, column sums rounded as float32's and the
+// elementwise math in float, rounded once on store (ops/cuda/opmath.h), as
+// the CPU kernel through Float32Compute. float32/float64: checked against the
+// CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths
+// are compiled, not run on a GPU.
 #include <limits>
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -19,6 +23,9 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::SoftmaxShape;
+using cuda_math::from_opmath;
+using cuda_math::opmath_t;
+using cuda_math::to_opmath;
 
 SoftmaxShape shape_of(const Shape& shape, int64_t dim) {
   SoftmaxShape g;
@@ -34,14 +41,14 @@ cuda_kernels::RowAccess access_of(const SoftmaxShape& g) {
   return g.inner > 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous;
 }
 
-// Column c's D elements.
+// Column c's D elements, in the compute type (exact).
 template <class T>
 struct ColumnMaxLoader {
   const T* x;
   SoftmaxShape g;
   using Row = int64_t;
   __device__ Row row(int64_t c) const { return g.column_start(c); }
-  __device__ T operator()(Row start, int64_t j) const { return x[start + j * g.inner]; }
+  __device__ opmath_t<T> operator()(Row start, int64_t j) const { return to_opmath(x[start + j * g.inner]); }
 };
 
 template <class T>
@@ -58,15 +65,15 @@ struct StoreTo {
 template <class T>
 struct ExpSumLoader {
   const T* x;
-  const T* max;
+  const opmath_t<T>* max;
   SoftmaxShape g;
   struct Row {
     int64_t start;
-    T max;
+    opmath_t<T> max;
   };
   __device__ Row row(int64_t c) const { return Row{g.column_start(c), max[c]}; }
   __device__ double operator()(const Row& row, int64_t j) const {
-    return static_cast<double>(std::exp(x[row.start + j * g.inner] - row.max));
+    return static_cast<double>(std::exp(to_opmath(x[row.start + j * g.inner]) - row.max));
   }
 };
 
@@ -80,13 +87,13 @@ template <class T>
 struct SoftmaxOutput {
   T* y;
   const T* x;
-  const T* max;
+  const opmath_t<T>* max;
   const double* sum;
   SoftmaxShape g;
   bool log;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0], c = g.column_of(i);
-    y[i] = cuda_math::softmax_output<T>(x[i], max[c], sum[c], log);
+    y[i] = from_opmath<T>(cuda_math::softmax_output<opmath_t<T>>(to_opmath(x[i]), max[c], sum[c], log));
   }
 };
 
@@ -94,16 +101,17 @@ struct SoftmaxOutput {
 
 template <class T>
 void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool log, const char* op) {
+  using C = opmath_t<T>;
   const int64_t columns = g.outer * g.inner, n = x.numel();
   if (n == 0) return;
   const LaunchContext ctx(x.device());
-  Tensor max_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(T)), x.device());
+  Tensor max_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(C)), x.device());
   Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(double)), x.device());
-  auto* mx = static_cast<T*>(max_buf.raw_data());
+  auto* mx = static_cast<C*>(max_buf.raw_data());
   auto* sum = static_cast<double*>(sum_buf.raw_data());
   const T* xp = x.data_ptr<T>();
-  cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, -std::numeric_limits<T>::infinity(),
-                                  ColumnMaxLoader<T>{xp, g}, MaxOp<T>(), StoreTo<T>{mx}, op, access_of(g));
+  cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, -std::numeric_limits<C>::infinity(),
+                                  ColumnMaxLoader<T>{xp, g}, MaxOp<C>(), StoreTo<C>{mx}, op, access_of(g));
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, ExpSumLoader<T>{xp, mx, g},
                                   cuda_kernels::SumOp<double>(), SumStore{sum}, op, access_of(g));
   cuda_kernels::launch_elementwise(ctx, n, linear(n, op), SoftmaxOutput<T>{y.data_ptr<T>(), xp, mx, sum, g, log}, op);
@@ -112,7 +120,7 @@ void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool
 void softmax_forward_cuda(const Tensor& x, const Tensor& y, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   const SoftmaxShape g = shape_of(x.shape(), dim);
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), op, [&] { forward_typed<scalar_t>(x, y, g, log, op); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), op, [&] { forward_typed<scalar_t>(x, y, g, log, op); });
 }
 
 template <class T>
@@ -125,12 +133,12 @@ struct BackwardSumLoader {
   __device__ Row row(int64_t c) const { return g.column_start(c); }
   __device__ double operator()(Row start, int64_t j) const {
     const int64_t k = start + j * g.inner;
-    return cuda_math::softmax_backward_term<T>(gy[k], y[k], log);
+    return cuda_math::softmax_backward_term<opmath_t<T>>(to_opmath(gy[k]), to_opmath(y[k]), log);
   }
 };
 
 template <class T>
-struct RoundedStore {  // the column sum rounded to T, as the CPU kernel
+struct RoundedStore {  // the column sum rounded to T (float for the 16-bit types), as the CPU kernel
   T* out;
   __device__ void operator()(int64_t c, int64_t, double v) const { out[c] = static_cast<T>(v); }
 };
@@ -140,27 +148,29 @@ struct SoftmaxBackwardOutput {
   T* gx;
   const T* gy;
   const T* y;
-  const T* s;
+  const opmath_t<T>* s;
   SoftmaxShape g;
   bool log;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0];
-    gx[i] = cuda_math::softmax_backward_input<T>(gy[i], y[i], s[g.column_of(i)], log);
+    gx[i] = from_opmath<T>(
+        cuda_math::softmax_backward_input<opmath_t<T>>(to_opmath(gy[i]), to_opmath(y[i]), s[g.column_of(i)], log));
   }
 };
 
 template <class T>
 void backward_typed(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x, const SoftmaxShape& g, bool log,
                     const char* op) {
+  using C = opmath_t<T>;
   const int64_t columns = g.outer * g.inner, n = y.numel();
   if (n == 0) return;
   const LaunchContext ctx(y.device());
-  Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(T)), y.device());
-  auto* s = static_cast<T*>(sum_buf.raw_data());
+  Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(C)), y.device());
+  auto* s = static_cast<C*>(sum_buf.raw_data());
   const T* gy = grad_y.data_ptr<T>();
   const T* yp = y.data_ptr<T>();
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, BackwardSumLoader<T>{gy, yp, g, log},
-                                  cuda_kernels::SumOp<double>(), RoundedStore<T>{s}, op, access_of(g));
+                                  cuda_kernels::SumOp<double>(), RoundedStore<C>{s}, op, access_of(g));
   cuda_kernels::launch_elementwise(ctx, n, linear(n, op),
                                    SoftmaxBackwardOutput<T>{grad_x.data_ptr<T>(), gy, yp, s, g, log}, op);
 }
@@ -168,7 +178,8 @@ void backward_typed(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x,
 void softmax_backward_cuda(const Tensor& grad_y, const Tensor& y, const Tensor& grad_x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   const SoftmaxShape g = shape_of(y.shape(), dim);
-  MINIDL_CUDA_DISPATCH_FLOATING(y.dtype(), op, [&] { backward_typed<scalar_t>(grad_y, y, grad_x, g, log, op); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(y.dtype(), op,
+                                         [&] { backward_typed<scalar_t>(grad_y, y, grad_x, g, log, op); });
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 // unary_backward_stub (dx = g * f'(saved)). The math is
 // ops/cuda/elementwise_math.h, shared with the CPU tests; dtypes as the CPU
 // kernels (neg, abs, clamp, relu also on int64/uint8; the rest and every
-// backward floating only). Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// backward floating only), plus float16/bfloat16 wherever float32 is taken,
+// computed in float and rounded once (ops/cuda/opmath.h). float32/float64/
+// integers: checked against the CPU kernels on an H100 (tests/test_cuda_ops,
+// 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/unary.h"
@@ -25,8 +28,10 @@ struct UnaryFunctor {
   T* out;
   const T* x;
   UnaryOp op;
-  UnaryArgs<T> args;
-  __device__ void operator()(const Offsets<2>& o) const { out[o.v[0]] = cuda_math::unary_forward<T>(op, args, x[o.v[1]]); }
+  UnaryArgs<cuda_math::opmath_t<T>> args;
+  __device__ void operator()(const Offsets<2>& o) const {
+    out[o.v[0]] = cuda_math::unary_forward_stored<T>(op, args, x[o.v[1]]);
+  }
 };
 
 template <class T>
@@ -35,9 +40,9 @@ struct UnaryBackwardFunctor {
   const T* grad;
   const T* saved;
   UnaryOp op;
-  UnaryArgs<T> args;
+  UnaryArgs<cuda_math::opmath_t<T>> args;
   __device__ void operator()(const Offsets<3>& o) const {
-    dx[o.v[0]] = cuda_math::unary_backward<T>(op, args, grad[o.v[1]], saved[o.v[2]]);
+    dx[o.v[0]] = cuda_math::unary_backward_stored<T>(op, args, grad[o.v[1]], saved[o.v[2]]);
   }
 };
 
@@ -46,7 +51,7 @@ void unary_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const
   const LaunchContext ctx(out.device());
   const auto calc = cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &x.strides()}, unary_op_name(op));
   const UnaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), op,
-                          cuda_math::make_unary_args<T>(p)};
+                          cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, unary_op_name(op));
 }
 
@@ -57,22 +62,23 @@ void unary_backward_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& d
   const auto calc = cuda_kernels::offset_calculator<3>(dx.shape(), {&dx.strides(), &grad.strides(), &saved.strides()},
                                                        unary_op_name(op));
   const UnaryBackwardFunctor<T> f{static_cast<T*>(dx.raw_data()), static_cast<const T*>(grad.raw_data()),
-                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<T>(p)};
+                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
   cuda_kernels::launch_elementwise(ctx, dx.numel(), calc, f, unary_op_name(op));
 }
 
 void unary_cuda(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
   if (runs_on_integers(op)) {
-    MINIDL_CUDA_DISPATCH_ALL(x.dtype(), unary_op_name(op), [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
+    MINIDL_CUDA_DISPATCH_ALL_AND_HALF(x.dtype(), unary_op_name(op), [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
   } else {
-    MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
+    MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), unary_op_name(op),
+                                           [&] { unary_cuda_typed<scalar_t>(op, p, out, x); });
   }
 }
 
 void unary_backward_cuda(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
                          const Tensor& saved) {
-  MINIDL_CUDA_DISPATCH_FLOATING(grad.dtype(), unary_op_name(op),
-                                [&] { unary_backward_cuda_typed<scalar_t>(op, p, dx, grad, saved); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(grad.dtype(), unary_op_name(op),
+                                         [&] { unary_backward_cuda_typed<scalar_t>(op, p, dx, grad, saved); });
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // input element gathering from the outputs that read it through per-dim
 // reader lists built on the host and uploaded once per call, so it needs no
 // atomics and sums in a fixed order (PyTorch's CUDA backward uses atomicAdd).
-// Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// float16/bfloat16: taps, weights and sums in float, rounded once
+// (ops/cuda/opmath.h), as the CPU kernel through Float32Compute.
+// float32/float64: checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include <cstring>
 #include <vector>
 
@@ -23,6 +26,9 @@ using cuda_math::Offsets;
 using cuda_math::UpsampleDim;
 using cuda_math::UpsampleReader;
 using cuda_math::UpsampleTap;
+using cuda_math::opmath_t;
+using cuda_math::from_opmath;
+using cuda_math::to_opmath;
 
 
 struct Dims3 {
@@ -50,30 +56,31 @@ struct UpsampleForward {
     const int64_t ow = r % g.d[2].out;
     r /= g.d[2].out;
     const int64_t oh = r % g.d[1].out, od = r / g.d[1].out;
-    const UpsampleTap<T> td = cuda_math::upsample_tap<T>(g.d[0], od), th = cuda_math::upsample_tap<T>(g.d[1], oh),
-                         tw = cuda_math::upsample_tap<T>(g.d[2], ow);
+    using C = opmath_t<T>;
+    const UpsampleTap<C> td = cuda_math::upsample_tap<C>(g.d[0], od), th = cuda_math::upsample_tap<C>(g.d[1], oh),
+                         tw = cuda_math::upsample_tap<C>(g.d[2], ow);
     const int64_t H = g.d[1].in, W = g.d[2].in;
     const T* xp = x + p * g.in_plane;
     if (g.d[2].mode != 2) {  // nearest: a plain read (no 0 * inf)
       y[o] = xp[(td.i0 * H + th.i0) * W + tw.i0];
       return;
     }
-    T s = 0;
+    C s = 0;
     for (int a = 0; a < 2; ++a) {
-      const T wd = a ? td.l1 : td.l0;
-      if (wd == T(0)) continue;
+      const C wd = a ? td.l1 : td.l0;
+      if (wd == C(0)) continue;
       for (int b = 0; b < 2; ++b) {
-        const T wh = b ? th.l1 : th.l0;
-        if (wh == T(0)) continue;
+        const C wh = b ? th.l1 : th.l0;
+        if (wh == C(0)) continue;
         const T* row = xp + ((a ? td.i1 : td.i0) * H + (b ? th.i1 : th.i0)) * W;
-        s += (wd * wh) * (tw.l0 * row[tw.i0] + tw.l1 * row[tw.i1]);
+        s += (wd * wh) * (tw.l0 * to_opmath(row[tw.i0]) + tw.l1 * to_opmath(row[tw.i1]));
       }
     }
-    y[o] = s;
+    y[o] = from_opmath<T>(s);
   }
 };
 
-// Reader lists of the three dims on the device.
+// Reader lists of the three dims on the device (T: the compute type).
 template <class T>
 struct Readers3 {
   const int64_t* start[3];
@@ -85,7 +92,7 @@ struct UpsampleBackward {
   const T* gy;
   T* gx;
   Dims3 g;
-  Readers3<T> r;
+  Readers3<opmath_t<T>> r;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], p = e / g.in_plane;
     int64_t rest = e % g.in_plane;
@@ -93,20 +100,21 @@ struct UpsampleBackward {
     rest /= g.d[2].in;
     const int64_t jh = rest % g.d[1].in, jd = rest / g.d[1].in;
     const T* gyp = gy + p * g.out_plane;
-    T acc = T(0);
+    using C = opmath_t<T>;
+    C acc = C(0);
     for (int64_t a = r.start[0][jd]; a < r.start[0][jd + 1]; ++a)
       for (int64_t b = r.start[1][jh]; b < r.start[1][jh + 1]; ++b) {
-        const T wdh = r.list[0][a].w * r.list[1][b].w;
+        const C wdh = r.list[0][a].w * r.list[1][b].w;
         const int64_t row = (r.list[0][a].o * g.d[1].out + r.list[1][b].o) * g.d[2].out;
         for (int64_t c = r.start[2][jw]; c < r.start[2][jw + 1]; ++c)
-          acc += r.list[2][c].w * (wdh * gyp[row + r.list[2][c].o]);
+          acc += r.list[2][c].w * (wdh * to_opmath(gyp[row + r.list[2][c].o]));
       }
-    gx[e] = acc;
+    gx[e] = from_opmath<T>(acc);
   }
 };
 
 void upsample_forward_cuda(const Tensor& x, const Tensor& y, const UpsampleGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "upsample", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "upsample", [&] {
     const LaunchContext ctx(x.device());
     const int64_t n = g.planes * g.out_plane();
     cuda_kernels::launch_elementwise(
@@ -117,6 +125,7 @@ void upsample_forward_cuda(const Tensor& x, const Tensor& y, const UpsampleGeome
 
 template <class T>
 void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const UpsampleGeometry& g) {
+  using C = opmath_t<T>;
   const int64_t n = g.planes * g.in_plane();
   if (n == 0) return;
   const LaunchContext ctx(grad_x.device());
@@ -132,19 +141,19 @@ void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const U
   };
   for (int i = 0; i < 3; ++i) {
     std::vector<int64_t> start;
-    std::vector<UpsampleReader<T>> list;
-    cuda_math::upsample_readers<T>(dims.d[i], start, list);
+    std::vector<UpsampleReader<C>> list;
+    cuda_math::upsample_readers<C>(dims.d[i], start, list);
     start_at[i] = append(start.data(), start.size() * sizeof(int64_t));
-    list_at[i] = append(list.data(), list.size() * sizeof(UpsampleReader<T>));
+    list_at[i] = append(list.data(), list.size() * sizeof(UpsampleReader<C>));
   }
   // bytes dies on return, maybe before the copy has run: upload_to_device copies it.
   Tensor storage =
       cuda_kernels::upload_to_device(bytes.data(), static_cast<int64_t>(bytes.size()), ctx, "upsample_backward");
   const auto* base = static_cast<const unsigned char*>(storage.raw_data());
-  Readers3<T> readers;
+  Readers3<C> readers;
   for (int i = 0; i < 3; ++i) {
     readers.start[i] = reinterpret_cast<const int64_t*>(base + start_at[i]);
-    readers.list[i] = reinterpret_cast<const UpsampleReader<T>*>(base + list_at[i]);
+    readers.list[i] = reinterpret_cast<const UpsampleReader<C>*>(base + list_at[i]);
   }
   cuda_kernels::launch_elementwise(ctx, n, linear(n, "upsample_backward"),
                                    UpsampleBackward<T>{grad_y.data_ptr<T>(), grad_x.data_ptr<T>(), dims, readers},
@@ -152,8 +161,8 @@ void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const U
 }
 
 void upsample_backward_cuda(const Tensor& grad_y, const Tensor& grad_x, const UpsampleGeometry& g) {
-  MINIDL_CUDA_DISPATCH_FLOATING(grad_x.dtype(), "upsample_backward",
-                                [&] { upsample_backward_typed<scalar_t>(grad_y, grad_x, g); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(grad_x.dtype(), "upsample_backward",
+                                         [&] { upsample_backward_typed<scalar_t>(grad_y, grad_x, g); });
 }
 
 }  // namespace

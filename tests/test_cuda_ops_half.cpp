@@ -1,0 +1,211 @@
+// The cross-backend suite for float16 and bfloat16 (tests/test_cuda_ops.cpp
+// has float32/float64/int64): the CUDA kernels that autocast training reaches
+// (elementwise and their backward, reductions, normalization with float32 or
+// 16-bit parameters, pooling, pad, interpolate, index_select, dropout) run on
+// the same 16-bit inputs as the CPU ops, which compute in float32 and round
+// once, as the CUDA kernels do (ops/cuda/opmath.h). Tolerances
+// (tests/cuda_ops_compare.h): rtol = atol = 1e-3 for float16, 1e-2 for
+// bfloat16. The last case trains one step of SmallNet under autocast on both
+// backends.
+//
+// Compiled, not run on a GPU yet (no device in the session that wrote it);
+// without one it exits 77, and MINIDL_CUDA_OPS_DRY_RUN=1 runs it CPU against
+// CPU (the cases are valid programs, not that CUDA is right).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "minidl/core/autocast.h"
+#include "minidl/models/small_net.h"
+#include "tests/cuda_ops_compare.h"
+
+using namespace minidl;
+using namespace minidl::testing::cross_backend;
+
+namespace {
+
+const DType kHalfTypes[] = {kFloat16, kBFloat16};
+
+Tensor leaf16(const Shape& shape, DType dt) { return randn(shape, dt).requires_grad_(true); }
+
+}  // namespace
+
+TEST_CASE("float16/bfloat16 elementwise ops and their backward: shapes, views, broadcasting") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{0, 3}, Shape{}}) {
+      auto x = [&] { return leaf16(shape, dt); };
+      compare("relu", [](auto& v) { return relu(v[0]); }, {x()});
+      compare("leaky_relu", [](auto& v) { return leaky_relu(v[0], 0.2); }, {x()});
+      compare("gelu", [](auto& v) { return gelu(v[0]); }, {x()});
+      compare("sigmoid tanh", [](auto& v) { return add(sigmoid(v[0]), tanh(v[0])); }, {x()});
+      compare("neg abs clamp", [](auto& v) { return clamp(abs(neg(v[0])), 0.1, 0.9); }, {x()});
+      compare("add alpha", [](auto& v) { return add(v[0], v[1], 0.5); }, {x(), x()});
+      compare("sub mul", [](auto& v) { return mul(sub(v[0], v[1], 2.0), v[1]); }, {x(), x()});
+      compare("div", [](auto& v) { return div(v[0], v[1]); }, {x(), positive(shape, dt).requires_grad_(true)});
+      compare("maximum minimum", [](auto& v) { return add(maximum(v[0], v[1]), minimum(v[0], v[1])); },
+              {x(), x()});
+      compare("scalars", [](auto& v) { return rdiv(rsub(mul(add(div(v[0], 3.0), 1.5), 2.0), 9.0), 4.0); }, {x()});
+    }
+    compare("add broadcast (sum_to_shape)", [](auto& v) { return add(v[0], v[1]); }, {leaf16({4, 3}, dt), leaf16({3}, dt)});
+    compare("mul outer", [](auto& v) { return mul(v[0], v[1]); }, {leaf16({4, 1}, dt), leaf16({1, 5}, dt)});
+    compare("maximum transposed", [](auto& v) { return maximum(transpose(v[0], 0, 1), v[1]); },
+            {leaf16({4, 3}, dt), leaf16({3, 4}, dt)});
+    compare("relu narrow", [](auto& v) { return relu(narrow(v[0], 1, 1, 3)); }, {leaf16({4, 5}, dt)});
+    compare("mul permuted expanded", [](auto& v) { return mul(permute(v[0], {2, 0, 1}), expand(v[1], {4, 2, 3})); },
+            {leaf16({2, 3, 4}, dt), leaf16({1, 1, 3}, dt)});
+  }
+}
+
+TEST_CASE("float16/bfloat16 reductions and softmax: sum, mean, var, max/min, argmax") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    compare("sum dims", [](auto& v) { return sum(v[0], {0, 2}); }, {leaf16({3, 4, 5}, dt)});
+    compare("sum leading (columns)", [](auto& v) { return sum(v[0], {0}); }, {leaf16({50, 7}, dt)});
+    compare("mean all", [](auto& v) { return mean(v[0]); }, {leaf16({100, 33}, dt)});
+    compare("var", [](auto& v) { return var(v[0], {1}); }, {leaf16({6, 300}, dt)});
+    compare("amax", [](auto& v) { return amax(v[0], {1}); }, {leaf16({5, 7}, dt)});
+    compare("max dim", [](auto& v) { return max(v[0], 1).values; }, {leaf16({5, 7}, dt)});
+    compare("min all ties", [](auto& v) { return min(v[0]); }, {tensor({1, -2, 3, -2}, {4}, dt).requires_grad_(true)});
+    compare("argmax", [](auto& v) { return v[0].argmax(1); }, {randn({8, 10}, dt)});
+    // Not 16-bit under CUDA autocast (its fp32 list), but the kernels take it.
+    compare("softmax last", [](auto& v) { return softmax(v[0], -1); }, {leaf16({4, 10}, dt)});
+    compare("log_softmax inner", [](auto& v) { return log_softmax(v[0], 1); }, {leaf16({2, 5, 3}, dt)});
+  }
+}
+
+TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, running statistics") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    for (const DType pdt : {kFloat32, dt}) {  // autocast's BatchNorm: float32 parameters and buffers
+      CAPTURE(pdt);
+      const Tensor rm = randn({3}, pdt), rv = positive({3}, pdt);
+      const std::vector<Tensor> cpu = {leaf16({6, 3, 4}, dt), leaf({3}, pdt), leaf({3}, pdt), rm.clone(), rv.clone()};
+      const std::vector<Tensor> gpu = compare("batch_norm train, running stats", [](auto& v) {
+        return batch_norm(v[0], v[3], v[4], v[1], v[2], true, 0.3);
+      }, cpu);
+      CHECK(close(gpu[3], cpu[3]));
+      CHECK(close(gpu[4], cpu[4]));
+      compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
+              {leaf16({5, 3, 2, 2}, dt), leaf({3}, pdt), leaf({3}, pdt), rm, rv});
+      // Bias without weight: only in the input's dtype (ops/norm_core.cpp gives
+      // grad_bias the input's dtype when there is no weight, which autograd
+      // refuses for a float32 bias on the CPU too; not a CUDA kernel matter).
+      if (pdt == dt)
+        compare("batch_norm bias only", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), Tensor(), v[1], true); },
+                {leaf16({4, 3, 5}, dt), leaf({3}, pdt)});
+    }
+    compare("layer_norm", [](auto& v) { return layer_norm(v[0], {8}, v[1], v[2]); },
+            {leaf16({4, 8}, dt), leaf16({8}, dt), leaf16({8}, dt)});
+    compare("group_norm", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf16({2, 4, 3, 3}, dt), leaf16({4}, dt), leaf16({4}, dt)});
+  }
+}
+
+TEST_CASE("float16/bfloat16 pooling: max, avg, adaptive (global) and their backward") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    compare("max_pool2d", [](auto& v) { return max_pool2d(v[0], {2, 2}); }, {leaf16({2, 3, 6, 6}, dt)});
+    compare("max_pool2d indices", [](auto& v) { return std::get<1>(max_pool2d_with_indices(v[0], {3, 3}, {2, 2})); },
+            {randn({2, 2, 7, 7}, dt)});
+    compare("avg_pool2d pad", [](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {leaf16({1, 2, 7, 7}, dt)});
+    compare("adaptive_avg_pool2d global", [](auto& v) { return adaptive_avg_pool2d(v[0], {1, 1}); },
+            {leaf16({2, 3, 5, 5}, dt)});
+    compare("adaptive_avg_pool2d uneven", [](auto& v) { return adaptive_avg_pool2d(v[0], {3, 4}); },
+            {leaf16({1, 2, 7, 5}, dt)});
+    compare("adaptive_max_pool2d global", [](auto& v) { return adaptive_max_pool2d(v[0], {1, 1}); },
+            {leaf16({2, 3, 5, 5}, dt)});
+    compare("max_pool3d", [](auto& v) { return max_pool3d(v[0], {2, 2, 2}); }, {leaf16({1, 2, 4, 4, 4}, dt)});
+  }
+}
+
+TEST_CASE("float16/bfloat16 pad, interpolate, index_select") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    compare("pad constant", [](auto& v) { return pad(v[0], {1, 2, 0, 3}, "constant", 1.5); }, {leaf16({2, 3, 4}, dt)});
+    compare("pad reflect", [](auto& v) { return pad(v[0], {2, 1, 1, 2}, "reflect"); }, {leaf16({2, 3, 4, 5}, dt)});
+    compare("interpolate bilinear", [](auto& v) {
+      return interpolate(v[0], {.size = {7, 9}, .mode = "bilinear", .align_corners = false});
+    }, {leaf16({1, 2, 4, 5}, dt)});
+    compare("interpolate nearest", [](auto& v) { return interpolate(v[0], {.size = {7, 9}, .mode = "nearest"}); },
+            {leaf16({1, 2, 4, 5}, dt)});
+    // The CPU index_select takes no 16-bit tensors: the CUDA result against the
+    // CPU's float32 one rounded (a gather is exact; its backward adds in float).
+    if (g_target.type != DeviceType::CUDA) continue;
+    const Tensor index = tensor(std::vector<int64_t>{2, 0, 2, 1}, {4});
+    const Tensor x = randn({3, 5}, dt), up = randn({4, 5}, dt);
+    const Tensor x32 = x.to(kFloat32).requires_grad_(true), xg = on_target(x).requires_grad_(true);
+    const Tensor y32 = index_select(x32, 0, index), yg = index_select(xg, 0, on_target(index));
+    CHECK(close(yg, y32.detach().to(dt)));
+    sum(mul(y32, up.to(kFloat32))).backward();
+    sum(mul(yg, on_target(up))).backward();
+    CHECK(close(xg.grad(), x32.grad().to(dt)));
+  }
+}
+
+TEST_CASE("float16/bfloat16 dropout: the same seed gives the same mask, backward") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    const Tensor x = ones({20000}, TensorOptions(dt).device(g_target)).requires_grad_(true);
+    manual_seed(5);
+    const Tensor y = dropout(x, 0.3);
+    manual_seed(5);
+    CHECK(to_cpu(y).to_vector<double>() == to_cpu(dropout(x.detach(), 0.3)).to_vector<double>());
+    const double scale = full({}, 1.0 / 0.7, dt).item<double>();  // 1 / (1 - p) rounded once
+    int64_t kept = 0, other = 0;
+    for (double v : to_cpu(y).to_vector<double>()) {
+      kept += v != 0.0;
+      other += v != 0.0 && v != scale;
+    }
+    CHECK(other == 0);
+    CHECK(std::abs(static_cast<double>(kept) - 14000.0) < 450.0);  // about 7 sd of Binomial(2e4, 0.7)
+    sum(y).backward();
+    CHECK(close(x.grad(), to_cpu(y.detach())));
+  }
+}
+
+// End to end: one forward and backward of SmallNet under autocast (conv and
+// linear in 16 bits, BatchNorm on 16-bit activations with float32 parameters,
+// ReLU, max pools, the loss in float32) on both backends from the same
+// weights. cuDNN's 16-bit convolutions and the CPU's differ by roundings and a
+// max pool may then pick another element, so the loss and the gradient norms
+// are compared loosely (5%), not elementwise.
+TEST_CASE("float16/bfloat16 SmallNet forward and backward under autocast") {
+  for (const DType dt : kHalfTypes) {
+    CAPTURE(dt);
+    const auto opts = models::ModelOptions().width(0.125);
+    manual_seed(3);
+    models::SmallNet cpu_net(opts);
+    manual_seed(3);
+    models::SmallNet gpu_net(opts);
+    gpu_net->to(g_target);
+    const Tensor x = randn({4, 3, 16, 16}), target = tensor(std::vector<int64_t>{1, 0, 7, 3}, {4});
+    auto run = [&](models::SmallNet& net, Device device) {
+      Tensor logits;
+      {
+        amp::autocast region(device.type, dt);
+        logits = net->forward(x.to(device));
+      }
+      CHECK(logits.dtype() == dt);
+      const Tensor loss = cross_entropy(logits.to(kFloat32), target.to(device));
+      loss.backward();
+      double sq = 0;
+      for (const Tensor& p : net->parameters()) {
+        REQUIRE(p.grad().defined());
+        CHECK(p.grad().dtype() == kFloat32);
+        sq += sum(pow(to_cpu(p.grad()).to(kFloat64), 2.0)).item<double>();
+      }
+      return std::vector<double>{loss.item<double>(), std::sqrt(sq)};
+    };
+    const std::vector<double> c = run(cpu_net, Device(kCPU)), g = run(gpu_net, g_target);
+    CHECK(std::isfinite(g[0]));
+    CHECK(std::isfinite(g[1]));
+    CHECK(g[0] == doctest::Approx(c[0]).epsilon(0.05));
+    CHECK(g[1] == doctest::Approx(c[1]).epsilon(0.05));
+  }
+}
+
+int main(int argc, char** argv) { return cross_backend_main(argc, argv); }
