@@ -39,8 +39,8 @@ prepare() {
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   # The tests that need a device; the CPU-only ones (*_math, registry,
   # caching allocator, strided index) ran here in make test and build-cuda.
-  local tests=(test_cuda_ops test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor test_cuda_nccl
-               test_cuda_grad_scaler)
+  local tests=(test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor
+               test_cuda_nccl test_cuda_grad_scaler)
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 bench_gpu
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
@@ -166,7 +166,14 @@ run() {
     step train_cifar10_cuda 150 "$unpacked/examples/train_cifar10" --data "$here/data" --model smallnet "${recipe[@]}" \
       --device cuda --workers 4 --log-dir "$(mktemp -d)"
     step train_torch_cuda 150 python3 "$here/../bench/train_torch.py" --data "$here/data" "${recipe[@]}" --device cuda
-    for t in train_cifar10_cuda train_torch_cuda; do
+    # Mixed precision on the GPU (the 16-bit CUDA kernels), 5 epochs each.
+    local amp
+    for amp in fp16 bf16; do
+      step "train_cifar10_cuda_amp_$amp" 90 "$unpacked/examples/train_cifar10" --data "$here/data" --model smallnet \
+        --width 0.5 --epochs 5 --batch-size 128 --lr 0.05 --warmup-epochs 1 --device cuda --amp "$amp" \
+        --log-dir "$(mktemp -d)"
+    done
+    for t in train_cifar10_cuda train_torch_cuda train_cifar10_cuda_amp_fp16 train_cifar10_cuda_amp_bf16; do
       tail -n 4 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
     done
   fi
@@ -176,8 +183,8 @@ run() {
     # The tests that launch kernels, the cross-backend suite first (the
     # budget may end the list); *_math and registry run on the CPU only.
     local name
-    for name in test_cuda_ops test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor test_cuda_grad_scaler \
-                test_cuda_nccl; do
+    for name in test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor \
+                test_cuda_grad_scaler test_cuda_nccl; do
       [ -x "$bin/$name" ] || continue
       step "memcheck_$name" 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
         "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 1 "$bin/$name"
