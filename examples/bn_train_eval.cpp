@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/batch_eval.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
@@ -41,8 +42,13 @@
 
 namespace fs = std::filesystem;
 using namespace minidl;
+using examples::BufferSnapshot;
 using examples::CsvLog;
+using examples::Eval;
+using examples::Images;
 using examples::Panel;
+using examples::run_batches;
+using examples::run_batches_train_mode;
 using examples::Series;
 
 namespace {
@@ -85,32 +91,6 @@ struct Checks {
   }
 };
 
-// A whole dataset as one float tensor (N, 3, 32, 32) after `transform`, with its labels.
-struct Images {
-  Tensor x;
-  Tensor y;  // int64 (N)
-  int64_t size() const { return x.size(0); }
-};
-
-Images load_all(std::shared_ptr<const data::Dataset> ds, data::TransformPtr transform) {
-  data::DataLoader loader(ds, {.batch_size = ds->size(), .transform = std::move(transform)});
-  for (data::Batch& b : loader) return {b.data.contiguous(), b.targets.contiguous()};
-  MINIDL_FAIL("bn_train_eval: empty dataset");
-}
-
-// Saves every buffer of a model and puts it back: train-mode forwards change
-// running_mean, running_var and num_batches_tracked.
-struct BufferSnapshot {
-  std::vector<std::pair<Tensor, Tensor>> saved;
-  explicit BufferSnapshot(nn::Module& m) {
-    for (auto& [name, buf] : m.named_buffers()) saved.emplace_back(buf, buf.clone());
-  }
-  void restore() {
-    NoGradGuard no_grad;
-    for (auto& [buf, copy] : saved) buf.copy_(copy);
-  }
-};
-
 // Calls fn(input) every time the BN layer runs (a forward pre-hook); removed
 // when the probe goes out of scope.
 struct Probe {
@@ -126,41 +106,6 @@ struct Probe {
 std::pair<Tensor, Tensor> channel_stats(const Tensor& x) {
   Tensor xd = x.detach().to(kFloat64);
   return {xd.mean({0, 2, 3}), xd.var({0, 2, 3}, /*unbiased=*/false)};
-}
-
-struct Eval {
-  int64_t correct = 0;
-  double loss_sum = 0;
-  Tensor logits;  // all of them, (N, 10)
-};
-
-// Forwards `images` in consecutive batches of `batch` (the last one may be
-// smaller) in the model's current mode, under no_grad.
-Eval run_batches(nn::Module& model, const Images& data, int64_t batch, bool keep_logits = false) {
-  NoGradGuard no_grad;
-  Eval e;
-  std::vector<Tensor> all;
-  for (int64_t s = 0; s < data.size(); s += batch) {
-    const int64_t n = std::min(batch, data.size() - s);
-    Tensor logits = model.forward(data.x.narrow(0, s, n));
-    Tensor target = data.y.narrow(0, s, n);
-    e.loss_sum += cross_entropy(logits, target, Reduction::Sum).item<double>();
-    e.correct += examples::count_correct(logits, target);
-    if (keep_logits) all.push_back(logits);
-  }
-  if (keep_logits) e.logits = cat(all, 0);
-  return e;
-}
-
-// The same in train mode, then the buffers put back: a train-mode pass
-// overwrites the running statistics that eval mode uses (see section 3).
-Eval run_batches_train_mode(nn::Module& model, const Images& data, int64_t batch, bool keep_logits = false) {
-  BufferSnapshot snapshot(model);
-  model.train();
-  Eval e = run_batches(model, data, batch, keep_logits);
-  model.eval();
-  snapshot.restore();
-  return e;
 }
 
 std::shared_ptr<nn::BatchNormImplBase> bn_layer(nn::Module& model, const std::string& name) {
@@ -588,7 +533,8 @@ int run(const Args& a) {
   auto augment = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
       std::make_shared<data::RandomCrop>(32, 4), std::make_shared<data::RandomHorizontalFlip>(), to_float, normalize});
   // Section 4 looks at training batches: augmented as in training (one fixed draw).
-  const Images test = load_all(test_set, plain), train_augmented = load_all(train_set, augment);
+  const Images test = examples::load_all(test_set, plain, "bn_train_eval"),
+               train_augmented = examples::load_all(train_set, augment, "bn_train_eval");
 
   auto model = models::create_model("smallnet", models::ModelOptions().width(a.width));
   int64_t n_params = 0;

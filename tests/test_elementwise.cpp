@@ -1,17 +1,21 @@
-// Elementwise binary and unary ops: forward values against references computed
-// here, broadcasting, strided views, finite-difference gradients, in-place
-// semantics and error paths.
+// Elementwise binary ops: forward values against references computed here
+// (broadcasting by index arithmetic), strided views, integer tensors,
+// sum_to_shape, finite-difference gradients, in-place semantics and error
+// paths; and the autograd engine through these ops (a diamond graph). The
+// unary ops: tests/test_elementwise_unary.cpp.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <numbers>
 
+#include "tests/elementwise_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::allclose;
 using minidl::testing::check_gradients;
+using minidl::testing::randn64;
+using minidl::testing::values_near;
 
 namespace {
 
@@ -38,27 +42,6 @@ std::vector<double> ref_broadcast(const Tensor& a, const Tensor& b, const Shape&
     out.push_back(f(av[index_of(a.shape(), idx)], bv[index_of(b.shape(), idx)]));
   }
   return out;
-}
-
-bool values_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-  const std::vector<double> v = t.to_vector<double>();
-  if (v.size() != expected.size()) return false;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const bool same = v[i] == expected[i] || (std::isnan(v[i]) && std::isnan(expected[i]));
-    if (!same && !(std::abs(v[i] - expected[i]) <= tol * (1 + std::abs(expected[i])))) return false;
-  }
-  return true;
-}
-
-Tensor randn64(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }
-
-// Values of `t` moved at least `margin` away from every kink (keeps finite differences off them).
-Tensor away_from(Tensor t, std::vector<double> kinks, double margin = 1e-2) {
-  std::vector<double> v = t.to_vector<double>();
-  for (double& x : v)
-    for (double k : kinks)
-      if (std::abs(x - k) < margin) x = k + (x < k ? -margin : margin) * 2;
-  return tensor(v, {t.numel()}, t.dtype()).reshape(t.shape());  // tensor() reads {} as 1-D
 }
 
 struct BinaryCase {
@@ -445,166 +428,6 @@ TEST_CASE("modifying a saved tensor in place is detected at backward") {
     y.add_(1.0);
   }
   CHECK_THROWS_CONTAINS(z.backward(ones({4}, kFloat64)), "modified by an inplace operation");
-}
-
-// ---- unary -------------------------------------------------------------------------------
-
-namespace {
-
-struct UnaryCase {
-  const char* name;
-  std::function<Tensor(const Tensor&)> op;
-  std::function<double(double)> ref;
-  std::vector<double> kinks;  // gradcheck inputs stay away from these
-  bool positive_domain = false;
-};
-
-double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh_ref(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-}
-
-std::vector<UnaryCase> unary_cases() {
-  return {
-      {"neg", [](const Tensor& x) { return neg(x); }, [](double v) { return -v; }, {}},
-      {"exp", [](const Tensor& x) { return exp(x); }, [](double v) { return std::exp(v); }, {}},
-      {"log", [](const Tensor& x) { return log(x); }, [](double v) { return std::log(v); }, {}, true},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double v) { return std::sqrt(v); }, {}, true},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); }, {}, true},
-      {"abs", [](const Tensor& x) { return abs(x); }, [](double v) { return std::abs(v); }, {0.0}},
-      {"pow 2", [](const Tensor& x) { return pow(x, 2.0); }, [](double v) { return v * v; }, {}},
-      {"pow 3", [](const Tensor& x) { return pow(x, 3.0); }, [](double v) { return v * v * v; }, {}},
-      {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double v) { return std::pow(v, -1.5); }, {}, true},
-      {"pow 0", [](const Tensor& x) { return pow(x, 0.0); }, [](double) { return 1.0; }, {}},
-      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.7); },
-       [](double v) { return std::min(std::max(v, -0.5), 0.7); }, {-0.5, 0.7}},
-      {"clamp min", [](const Tensor& x) { return clamp(x, -0.3, std::nullopt); },
-       [](double v) { return std::max(v, -0.3); }, {-0.3}},
-      {"clamp max", [](const Tensor& x) { return clamp(x, std::nullopt, 0.2); },
-       [](double v) { return std::min(v, 0.2); }, {0.2}},
-      {"relu", [](const Tensor& x) { return relu(x); }, [](double v) { return v > 0 ? v : 0.0; }, {0.0}},
-      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); },
-       [](double v) { return v > 0 ? v : 0.1 * v; }, {0.0}},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double v) { return 1 / (1 + std::exp(-v)); }, {}},
-      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, {}},
-      {"gelu", [](const Tensor& x) { return gelu(x); }, gelu_ref, {}},
-      {"gelu tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, {}},
-  };
-}
-
-Tensor unary_input(const UnaryCase& c, const Shape& shape, DType dtype) {
-  Tensor x = c.positive_domain ? rand(shape, dtype) * 2.0 + 0.2 : randn(shape, dtype) * 1.5;
-  return away_from(x, c.kinks);
-}
-
-std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>& f) {
-  std::vector<double> v = x.to_vector<double>();
-  for (double& e : v) e = f(e);
-  return v;
-}
-
-}  // namespace
-
-TEST_CASE("unary ops: forward values in float32 and float64, contiguous and strided") {
-  for (const UnaryCase& c : unary_cases()) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    for (DType dt : {kFloat32, kFloat64}) {
-      Tensor x = unary_input(c, {3, 7}, dt);
-      Tensor y = c.op(x);
-      CHECK(y.dtype() == dt);
-      CHECK(y.shape() == x.shape());
-      CHECK(values_near(y, map_ref(x, c.ref), dt == kFloat32 ? 2e-6 : 1e-13));
-      Tensor xt = x.t();  // [7, 3], strided
-      CHECK(values_near(c.op(xt), map_ref(xt, c.ref), dt == kFloat32 ? 2e-6 : 1e-13));
-    }
-    Tensor s = unary_input(c, {}, kFloat64);
-    CHECK(c.op(s).dim() == 0);
-    CHECK(values_near(c.op(s), map_ref(s, c.ref), 1e-13));
-    CHECK(c.op(empty({0, 3})).shape() == Shape{0, 3});
-  }
-  // Large enough for the parallel path.
-  Tensor big = randn({70001});
-  CHECK(values_near(sigmoid(big), map_ref(big, [](double v) { return 1 / (1 + std::exp(-v)); }), 2e-6));
-}
-
-TEST_CASE("unary ops: gradcheck on odd shapes") {
-  for (const UnaryCase& c : unary_cases()) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    Tensor x = unary_input(c, {3, 5}, kFloat64).requires_grad_();
-    auto op = c.op;
-    check_gradients([op](const std::vector<Tensor>& in) { return op(in[0]); }, {x});
-    Tensor s = unary_input(c, {}, kFloat64).requires_grad_();
-    // (reshaped: check_gradients builds its probe with tensor(), which reads shape {} as 1-D)
-    check_gradients([op](const std::vector<Tensor>& in) { return op(in[0]).reshape({1}); }, {s});
-  }
-  // Through a strided input (gradient flows back through the transpose).
-  check_gradients([](const std::vector<Tensor>& in) { return sigmoid(in[0].t()) * tanh(in[0]).t(); },
-                  {randn64({3, 4})});
-}
-
-TEST_CASE("unary ops: gradients at and beyond the kinks follow PyTorch") {
-  Tensor x = tensor({-1.0, -0.5, 0.0, 0.5, 0.7, 1.0}, {6}, kFloat64).requires_grad_();
-  Tensor g = ones({6}, kFloat64);
-  // As PyTorch 2.x with scalar bounds: 1 strictly inside, 0 on and beyond the bounds.
-  clamp(x, -0.5, 0.7).backward(g);
-  CHECK(values_near(x.grad(), {0.0, 0.0, 1.0, 1.0, 0.0, 0.0}));
-  x.set_grad(Tensor());
-  clamp(x, -0.5, std::nullopt).backward(g);
-  CHECK(values_near(x.grad(), {0.0, 0.0, 1.0, 1.0, 1.0, 1.0}));
-  x.set_grad(Tensor());
-  clamp(x, std::nullopt, 0.7).backward(g);
-  CHECK(values_near(x.grad(), {1.0, 1.0, 1.0, 1.0, 0.0, 0.0}));
-  x.set_grad(Tensor());
-  relu(x).backward(g);
-  CHECK(values_near(x.grad(), {0.0, 0.0, 0.0, 1.0, 1.0, 1.0}));  // 0 at x == 0
-  x.set_grad(Tensor());
-  abs(x).backward(g);
-  CHECK(values_near(x.grad(), {-1.0, -1.0, 0.0, 1.0, 1.0, 1.0}));
-  x.set_grad(Tensor());
-  leaky_relu(x, 0.2).backward(g);
-  CHECK(values_near(x.grad(), {0.2, 0.2, 0.2, 1.0, 1.0, 1.0}));
-  x.set_grad(Tensor());
-  pow(x, 0.0).backward(g);
-  CHECK(values_near(x.grad(), std::vector<double>(6, 0.0)));  // not NaN at 0
-}
-
-TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  Tensor s = tensor({nan, -inf, inf}, {3}, kFloat64);
-  CHECK(values_near(relu(s), {nan, 0.0, inf}));
-  CHECK(values_near(clamp(s, -1.0, 1.0), {nan, -1.0, 1.0}));
-  CHECK(values_near(sigmoid(s), {nan, 0.0, 1.0}));
-  CHECK(values_near(clamp(tensor({-2.0, 0.0, 2.0}), 1.0, -1.0), {-1.0, -1.0, -1.0}));  // min > max: all max
-
-  Tensor i = tensor(std::vector<int64_t>{-3, 0, 5}, {3});
-  CHECK(neg(i).to_vector<int64_t>() == std::vector<int64_t>{3, 0, -5});
-  CHECK(abs(i).to_vector<int64_t>() == std::vector<int64_t>{3, 0, 5});
-  CHECK(relu(i).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 5});
-  CHECK(clamp(i, -1.0, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 5});
-  CHECK(clamp(i, std::nullopt, 2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 2});
-  CHECK_THROWS_CONTAINS(clamp(i, 0.5, std::nullopt), "clamp: the scalar 0.5 cannot be represented exactly");
-  CHECK_THROWS_CONTAINS(sigmoid(i), "sigmoid: expected a float32 or float64 tensor on CPU, got int64");
-  CHECK_THROWS_CONTAINS(pow(i, 2.0), "pow: expected a float32 or float64 tensor");
-}
-
-TEST_CASE("unary ops: errors and method forms") {
-  Tensor x = rand({2, 3}) + 0.5;
-  CHECK_THROWS_CONTAINS(clamp(x, std::nullopt, std::nullopt), "At least one of 'min' or 'max' must not be None");
-  CHECK_THROWS_CONTAINS(gelu(x, "erf"), "approximate argument must be either none or tanh.");
-  CHECK_THROWS_CONTAINS(exp(Tensor()), "exp: expected a defined tensor, got an undefined one");
-  CHECK_THROWS_CONTAINS(relu(Tensor()), "relu: expected a defined tensor");
-  CHECK(allclose(x.exp(), exp(x), 0, 0));
-  CHECK(allclose(x.log(), log(x), 0, 0));
-  CHECK(allclose(x.sqrt(), sqrt(x), 0, 0));
-  CHECK(allclose(x.abs(), abs(x), 0, 0));
-  CHECK(allclose(x.relu(), relu(x), 0, 0));
-  CHECK(allclose(x.pow(1.5), pow(x, 1.5), 0, 0));
-  Tensor r = randn64({3});
-  CHECK(exp(r).grad_fn()->name() == "ExpBackward");
-  CHECK(relu(r).grad_fn()->name() == "ReluBackward");
-  CHECK(gelu(r, "tanh").grad_fn()->name() == "GeluTanhBackward");
 }
 
 // ---- the autograd engine through these ops ------------------------------------------------

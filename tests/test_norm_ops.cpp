@@ -1,8 +1,8 @@
 // Normalization ops: batch_norm, instance_norm, group_norm, layer_norm.
-// Forward and backward against an independent double-loop reference, float64
-// finite-difference gradient checks in train and eval mode, running-stat
-// updates against hand computation, a published PyTorch example, and every
-// error message.
+// Forward and backward against an independent double-loop reference
+// (tests/norm_reference.h), float64 finite-difference gradient checks in train
+// and eval mode, odd inputs, and every error message. Running-stat updates and
+// a published PyTorch example: tests/test_norm_ops_running_stats.cpp.
 #include <cmath>
 #include <vector>
 
@@ -10,132 +10,27 @@
 #include "minidl/ops/group_norm.h"
 #include "minidl/ops/instance_norm.h"
 #include "minidl/ops/layer_norm.h"
+#include "tests/norm_reference.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::allclose;
+using minidl::testing::bn_layout;
 using minidl::testing::check_gradients;
+using minidl::testing::close;
+using minidl::testing::gn_layout;
+using minidl::testing::in_layout;
+using minidl::testing::Layout;
+using minidl::testing::ln_layout;
 using minidl::testing::max_abs_diff;
+using minidl::testing::ref_backward;
+using minidl::testing::ref_forward;
+using minidl::testing::ref_stats;
+using minidl::testing::RefGrads;
+using minidl::testing::RefStats;
+using minidl::testing::values;
 
 namespace {
-
-// ---- the reference: every norm is "statistics per group, affine per channel" ----
-// group[i] and channel[i] name the statistic and the affine parameter of flat
-// element i; they are built below from (n, c, s) with plain index arithmetic.
-struct Layout {
-  std::vector<int64_t> group, channel;
-  int64_t groups = 0, channels = 0;
-};
-
-struct NCS {
-  int64_t N, C, S;
-};
-NCS ncs(const Shape& shape) {
-  int64_t S = 1;
-  for (size_t d = 2; d < shape.size(); ++d) S *= shape[d];
-  return {shape[0], shape[1], S};
-}
-
-Layout bn_layout(const Shape& shape) {
-  const auto [N, C, S] = ncs(shape);
-  Layout l{{}, {}, C, C};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < S; ++s) l.group.push_back(c), l.channel.push_back(c);
-  return l;
-}
-
-Layout in_layout(const Shape& shape) {
-  const auto [N, C, S] = ncs(shape);
-  Layout l{{}, {}, N * C, C};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < S; ++s) l.group.push_back(n * C + c), l.channel.push_back(c);
-  return l;
-}
-
-Layout gn_layout(const Shape& shape, int64_t G) {
-  const auto [N, C, S] = ncs(shape);
-  Layout l{{}, {}, N * G, C};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < S; ++s) l.group.push_back(n * G + c / (C / G)), l.channel.push_back(c);
-  return l;
-}
-
-Layout ln_layout(const Shape& shape, size_t trailing) {
-  int64_t D = 1, total = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    total *= shape[d];
-    if (d >= shape.size() - trailing) D *= shape[d];
-  }
-  Layout l{{}, {}, total / D, D};
-  for (int64_t i = 0; i < total; ++i) l.group.push_back(i / D), l.channel.push_back(i % D);
-  return l;
-}
-
-struct RefStats {
-  std::vector<double> mean, var, count;  // biased var
-};
-
-RefStats ref_stats(const std::vector<double>& x, const Layout& l) {
-  RefStats r{std::vector<double>(l.groups, 0.0), std::vector<double>(l.groups, 0.0),
-             std::vector<double>(l.groups, 0.0)};
-  for (size_t i = 0; i < x.size(); ++i) r.mean[l.group[i]] += x[i], r.count[l.group[i]] += 1;
-  for (int64_t g = 0; g < l.groups; ++g) r.mean[g] /= r.count[g];
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = x[i] - r.mean[l.group[i]];
-    r.var[l.group[i]] += d * d;
-  }
-  for (int64_t g = 0; g < l.groups; ++g) r.var[g] /= r.count[g];
-  return r;
-}
-
-double at(const std::vector<double>& v, int64_t i, double fallback) { return v.empty() ? fallback : v[i]; }
-
-// y = (x - mean_g) / sqrt(var_g + eps) * w_c + b_c with the given statistics.
-std::vector<double> ref_forward(const std::vector<double>& x, const Layout& l, const RefStats& st,
-                                const std::vector<double>& w, const std::vector<double>& b, double eps) {
-  std::vector<double> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const int64_t g = l.group[i], c = l.channel[i];
-    y[i] = (x[i] - st.mean[g]) / std::sqrt(st.var[g] + eps) * at(w, c, 1.0) + at(b, c, 0.0);
-  }
-  return y;
-}
-
-struct RefGrads {
-  std::vector<double> dx, dw, db;
-};
-
-// Backward of ref_forward. batch_stats: the statistics came from x itself.
-RefGrads ref_backward(const std::vector<double>& x, const std::vector<double>& dy, const Layout& l,
-                      const RefStats& st, const std::vector<double>& w, double eps, bool batch_stats) {
-  RefGrads r{std::vector<double>(x.size()), std::vector<double>(l.channels, 0.0),
-             std::vector<double>(l.channels, 0.0)};
-  std::vector<double> mean_g(l.groups, 0.0), mean_gx(l.groups, 0.0);
-  auto xhat = [&](size_t i) { return (x[i] - st.mean[l.group[i]]) / std::sqrt(st.var[l.group[i]] + eps); };
-  for (size_t i = 0; i < x.size(); ++i) {
-    const int64_t g = l.group[i], c = l.channel[i];
-    const double gi = dy[i] * at(w, c, 1.0);
-    mean_g[g] += gi / st.count[g];
-    mean_gx[g] += gi * xhat(i) / st.count[g];
-    r.dw[c] += dy[i] * xhat(i);
-    r.db[c] += dy[i];
-  }
-  for (size_t i = 0; i < x.size(); ++i) {
-    const int64_t g = l.group[i], c = l.channel[i];
-    const double gi = dy[i] * at(w, c, 1.0), invstd = 1.0 / std::sqrt(st.var[g] + eps);
-    r.dx[i] = batch_stats ? invstd * (gi - mean_g[g] - xhat(i) * mean_gx[g]) : invstd * gi;
-  }
-  return r;
-}
-
-std::vector<double> values(const Tensor& t) { return t.defined() ? t.to_vector<double>() : std::vector<double>{}; }
-
-bool close(const std::vector<double>& a, const Tensor& b, double rtol, double atol) {
-  return allclose(b, tensor(a, b.shape(), kFloat64), rtol, atol);
-}
 
 Tensor leaf(const Shape& shape, DType dtype = kFloat64, double scale = 1.0, double shift = 0.0) {
   Tensor t = (randn(shape, dtype) * scale + shift).detach();
@@ -389,114 +284,6 @@ TEST_CASE("only the gradients asked for are computed, and they match the full ba
   group_norm(x_leaf, 3, w, b).backward(dy);
   CHECK(x_leaf.grad().defined());
   CHECK(allclose(w_grad_alone, w.grad(), 0, 0));
-}
-
-// ---- running statistics -----------------------------------------------------------
-
-TEST_CASE("batch_norm updates running stats with momentum and the unbiased variance") {
-  manual_seed(10);
-  const Shape shape{3, 6, 5, 7};
-  const int64_t n = 3 * 5 * 7;
-  Tensor x = randn(shape, kFloat64) * 2.0 + 1.0;
-  Tensor rm = randn({6}, kFloat64), rv = rand({6}, kFloat64) + 0.5;
-  const std::vector<double> rm0 = values(rm), rv0 = values(rv);
-  const uint64_t v0 = rm.version();
-  (void)batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5);
-  CHECK(rm.version() > v0);
-  const RefStats st = ref_stats(values(x), bn_layout(shape));
-  std::vector<double> em(6), ev(6);
-  for (int c = 0; c < 6; ++c) {
-    em[c] = 0.9 * rm0[c] + 0.1 * st.mean[c];
-    ev[c] = 0.9 * rv0[c] + 0.1 * st.var[c] * n / (n - 1);
-  }
-  CHECK(close(em, rm, 1e-12, 1e-14));
-  CHECK(close(ev, rv, 1e-12, 1e-14));
-
-  // Eval reads the running stats and leaves them alone.
-  const Tensor rm_before = rm.clone(), rv_before = rv.clone();
-  (void)batch_norm(x, rm, rv, Tensor(), Tensor(), false, 0.1, 1e-5);
-  CHECK(max_abs_diff(rm, rm_before) == 0.0);
-  CHECK(max_abs_diff(rv, rv_before) == 0.0);
-
-  // float32 running stats with float32 input
-  Tensor rm32 = zeros({6}), rv32 = ones({6});
-  (void)batch_norm(x.to(kFloat32), rm32, rv32, Tensor(), Tensor(), true, 0.1, 1e-5);
-  for (int c = 0; c < 6; ++c) em[c] = 0.1 * st.mean[c], ev[c] = 0.9 + 0.1 * st.var[c] * n / (n - 1);
-  CHECK(close(em, rm32, 1e-5, 1e-6));
-  CHECK(close(ev, rv32, 1e-5, 1e-6));
-}
-
-TEST_CASE("batch_norm with the cumulative factor 1/k averages the batch statistics") {
-  // What BatchNorm(momentum=None) does: factor 1/num_batches_tracked.
-  manual_seed(11);
-  Tensor rm = full({4}, 7.0, kFloat64), rv = full({4}, 9.0, kFloat64);  // overwritten by batch 1 (factor 1)
-  std::vector<double> sum_mean(4, 0.0), sum_var(4, 0.0);
-  for (int k = 1; k <= 3; ++k) {
-    const Shape shape{2 + k, 4, 3};  // batches of different sizes
-    const int64_t n = (2 + k) * 3;
-    Tensor x = randn(shape, kFloat64) * static_cast<double>(k) + static_cast<double>(k);
-    (void)batch_norm(x, rm, rv, Tensor(), Tensor(), true, 1.0 / k, 1e-5);
-    const RefStats st = ref_stats(values(x), bn_layout(shape));
-    for (int c = 0; c < 4; ++c) sum_mean[c] += st.mean[c], sum_var[c] += st.var[c] * n / (n - 1);
-  }
-  std::vector<double> em(4), ev(4);
-  for (int c = 0; c < 4; ++c) em[c] = sum_mean[c] / 3, ev[c] = sum_var[c] / 3;
-  CHECK(close(em, rm, 1e-12, 1e-13));
-  CHECK(close(ev, rv, 1e-12, 1e-13));
-}
-
-TEST_CASE("instance_norm averages the per-instance running-stat updates over the batch") {
-  manual_seed(12);
-  const Shape shape{3, 4, 5, 2};
-  const int64_t S = 10;
-  Tensor x = randn(shape, kFloat64) * 1.5 + 0.5;
-  Tensor rm = randn({4}, kFloat64), rv = rand({4}, kFloat64) + 0.5;
-  const std::vector<double> rm0 = values(rm), rv0 = values(rv);
-  Tensor y = instance_norm(x, rm, rv, Tensor(), Tensor(), true, 0.2, 1e-5);
-  const RefStats st = ref_stats(values(x), in_layout(shape));
-  // PyTorch: repeat the running stats N times, update each copy with its
-  // instance (unbiased variance), then average the copies.
-  std::vector<double> em(4, 0.0), ev(4, 0.0);
-  for (int64_t n = 0; n < 3; ++n)
-    for (int64_t c = 0; c < 4; ++c) {
-      em[c] += (0.8 * rm0[c] + 0.2 * st.mean[n * 4 + c]) / 3;
-      ev[c] += (0.8 * rv0[c] + 0.2 * st.var[n * 4 + c] * S / (S - 1)) / 3;
-    }
-  CHECK(close(em, rm, 1e-12, 1e-14));
-  CHECK(close(ev, rv, 1e-12, 1e-14));
-  // Normalization itself used the instance statistics.
-  CHECK(allclose(y, instance_norm(x), 1e-12, 1e-12));
-
-  // use_input_stats=false normalizes every instance with the running stats.
-  RefStats running{values(rm), values(rv), {}};
-  running.mean.resize(0), running.var.resize(0);
-  for (int64_t n = 0; n < 3; ++n)
-    for (int64_t c = 0; c < 4; ++c) running.mean.push_back(values(rm)[c]), running.var.push_back(values(rv)[c]);
-  const Tensor rm_before = rm.clone();
-  CHECK(close(ref_forward(values(x), in_layout(shape), running, {}, {}, 1e-5),
-              instance_norm(x, rm, rv, Tensor(), Tensor(), false), 1e-10, 1e-12));
-  CHECK(max_abs_diff(rm, rm_before) == 0.0);
-}
-
-TEST_CASE("published example: BatchNorm2d(2) training step with running_mean 2, running_var 1") {
-  // torch.manual_seed(42); x = torch.randn(1, 2, 2, 2), shown to 4 decimals as
-  // [[[[0.3367, 0.1288], [0.2345, 0.2303]], [[-1.1229, -0.1863], [2.2082, -0.6380]]]];
-  // these are those float32 values exactly.
-  const std::vector<float> xv = {0.33669036626815796f,  0.12880940735340118f,  0.23446236550807953f,
-                                 0.23033303022384644f,  -1.1228563785552979f,  -0.18632829189300537f,
-                                 2.2082014083862305f,   -0.637997031211853f};
-  Tensor x = tensor(xv, {1, 2, 2, 2});
-  Tensor rm = tensor({2.0, 2.0}), rv = tensor({1.0, 1.0});
-  Tensor y = batch_norm(x, rm, rv, ones({2}), zeros({2}), true, 0.1, 1e-5);
-  const std::vector<double> expected = {1.4150, -1.4102, 0.0257, -0.0305, -0.9276, -0.1964, 1.6731, -0.5491};
-  const std::vector<double> got = values(y);
-  auto to_4_decimals = [](double got, double want) { return std::abs(got - want) <= 5e-5; };
-  for (size_t i = 0; i < expected.size(); ++i) CHECK_MESSAGE(to_4_decimals(got[i], expected[i]), got[i]);
-  const std::vector<double> mean = values(rm), var = values(rv);
-  CHECK_MESSAGE(to_4_decimals(mean[0], 1.8233), mean[0]);
-  CHECK_MESSAGE(to_4_decimals(mean[1], 1.8065), mean[1]);
-  CHECK_MESSAGE(to_4_decimals(var[0], 0.9007), var[0]);
-  CHECK_MESSAGE(to_4_decimals(var[1], 1.1187), var[1]);
 }
 
 // ---- odd inputs -------------------------------------------------------------------
