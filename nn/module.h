@@ -236,7 +236,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // A buffer that older checkpoints may lack: load_state_dict keeps its
   // current value instead of reporting the key missing (as PyTorch's
   // BatchNorm does for num_batches_tracked, added in PyTorch 0.4.1).
-  virtual bool is_optional_state(const std::string  virtual bool is_optional_state(const std::string& buffer_name) const { return false; } /*buffer_name*/) const { return false; }
+  virtual bool is_optional_state(const std::string& /*buffer_name*/) const { return false; }
 
  private:
   struct TensorEntry {
