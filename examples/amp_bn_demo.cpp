@@ -38,7 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/batch_eval.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/demo_checks.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
 #include "examples/common/svg_plot.h"
@@ -48,8 +50,11 @@
 
 namespace fs = std::filesystem;
 using namespace minidl;
+using examples::Checks;
 using examples::CsvLog;
+using examples::Images;
 using examples::Panel;
+using examples::seconds_since;
 using examples::Series;
 
 namespace {
@@ -68,30 +73,6 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-struct Checks {
-  int failed = 0;
-  void operator()(bool ok, const std::string& what) {
-    std::printf("  check: %s ... %s\n", what.c_str(), ok ? "ok" : "FAILED");
-    failed += !ok;
-  }
-};
-
-struct Images {
-  Tensor x, y;
-  int64_t size() const { return x.size(0); }
-  Images first(int64_t n) const { return {x.narrow(0, 0, std::min(n, size())), y.narrow(0, 0, std::min(n, size()))}; }
-};
-
-Images load_all(std::shared_ptr<const data::Dataset> ds, data::TransformPtr transform) {
-  data::DataLoader loader(ds, {.batch_size = ds->size(), .transform = std::move(transform)});
-  for (data::Batch& b : loader) return {b.data.contiguous(), b.targets.contiguous()};
-  MINIDL_FAIL("amp_bn_demo: empty dataset");
 }
 
 const char* kLevels[] = {"O0", "O1", "O2", "O3"};
@@ -542,7 +523,8 @@ int run(const Args& a) {
   data::TransformPtr plain = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{to_float, normalize});
   data::TransformPtr augment = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
       std::make_shared<data::RandomCrop>(32, 4), std::make_shared<data::RandomHorizontalFlip>(), to_float, normalize});
-  const Images train = load_all(train_set, plain), test = load_all(test_set, plain);
+  const Images train = examples::load_all(train_set, plain, "amp_bn_demo"),
+               test = examples::load_all(test_set, plain, "amp_bn_demo");
   std::printf("data: CIFAR-10 from %s: %lld training images, %lld test images; %d thread(s), seed %llu\n",
               a.data.c_str(), static_cast<long long>(train.size()), static_cast<long long>(test.size()),
               get_num_threads(), static_cast<unsigned long long>(a.seed));

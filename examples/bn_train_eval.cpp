@@ -35,6 +35,7 @@
 
 #include "examples/common/batch_eval.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/demo_checks.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
 #include "examples/common/svg_plot.h"
@@ -43,12 +44,14 @@
 namespace fs = std::filesystem;
 using namespace minidl;
 using examples::BufferSnapshot;
+using examples::Checks;
 using examples::CsvLog;
 using examples::Eval;
 using examples::Images;
 using examples::Panel;
 using examples::run_batches;
 using examples::run_batches_train_mode;
+using examples::seconds_since;
 using examples::Series;
 
 namespace {
@@ -77,19 +80,6 @@ std::string fmt(const char* f, double v) {
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>();
 }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Prints "  check: <what> ... ok" or FAILED and remembers failures.
-struct Checks {
-  int failed = 0;
-  void operator()(bool ok, const std::string& what) {
-    std::printf("  check: %s ... %s\n", what.c_str(), ok ? "ok" : "FAILED");
-    failed += !ok;
-  }
-};
 
 // Calls fn(input) every time the BN layer runs (a forward pre-hook); removed
 // when the probe goes out of scope.

@@ -24,6 +24,11 @@ struct Images {
   Tensor x;
   Tensor y;  // int64 (N)
   int64_t size() const { return x.size(0); }
+  // The first n images (all of them when there are fewer), as views.
+  Images first(int64_t n) const {
+    const int64_t k = n < size() ? n : size();
+    return {x.narrow(0, 0, k), y.narrow(0, 0, k)};
+  }
 };
 
 // `program` names the caller in the error for an empty dataset.
