@@ -98,7 +98,7 @@ bench-gpu:
 
 # The same comparison for CPUs without AVX-512: minidl built for x86-64-v3
 # (AVX2 + FMA, no -march=native) in build-avx2, PyTorch's kernels limited to
-# AVX2 (ATEN_CPU_CAPABILITY=avx2). Runs on any AVX2 machine.
+# AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2). Runs on any AVX2 machine.
 bench-avx2: deps
 	cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DMINIDL_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" \
 	  -DMINIDL_BUILD_TESTS=OFF $(CMAKE_FLAGS)

@@ -102,7 +102,11 @@ def main():
             sys.exit(f"{path} not found: build it first (cmake --build {args.build} --target {programs[suite]})")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     if args.isa == "avx2":
-        env["ATEN_CPU_CAPABILITY"] = "avx2"  # PyTorch's kernels stop at AVX2 (its oneDNN/MKL still probe the CPU)
+        # PyTorch's own kernels stop at AVX2; its convolutions (oneDNN) and BLAS
+        # (MKL) choose their ISA themselves, so they are capped too.
+        env["ATEN_CPU_CAPABILITY"] = "avx2"
+        env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        env["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
     common = ["--threads", str(args.threads), "--reps", str(args.reps)]
 
     raw = []
@@ -131,7 +135,8 @@ def main():
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; ISA: {cpu_isa()}; threads: {args.threads}")
     if args.isa == "avx2":
-        print("AVX2-only comparison: minidl built for x86-64-v3, PyTorch with ATEN_CPU_CAPABILITY=avx2")
+        print("AVX2-only comparison: minidl built for x86-64-v3, PyTorch with ATEN_CPU_CAPABILITY=avx2, "
+              "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2")
     print(f"minidl: {versions.get('minidl', '?')}; pytorch: {versions.get('pytorch', '?')}")
     print(f"best of {args.rounds} rounds, each the median of {args.reps} runs after 3 warm-ups")
 
