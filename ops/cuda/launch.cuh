@@ -15,58 +15,56 @@
 #include "minidl/ops/cuda/opmath.h"
 #include "minidl/ops/cuda/offset_calculator.h"
 
-// As MINIDL_DISPATCH_FLOATING / MINIDL_DISPATCH_ALL, saying "on CUDA".
-#define MINIDL_CUDA_DISPATCH_FLOATING(dtype, op, ...)                                     \
-  [&] {                                                                                   \
-    switch (dtype) {                                                                      \
-      MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)                                 \
-      default:                                                                            \
-        MINIDL_FAIL(op, ": expected a float32 or float64 tensor on CUDA, got ",           \
-                    ::minidl::dtype_name(dtype));                                         \
-    }                                                                                     \
-  }()
-#define MINIDL_CUDA_DISPATCH_ALL(dtype, op, ...)                                          \
-  [&] {                                                                                   \
-    switch (dtype) {                                                                      \
-      MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)                                 \
-      MINIDL_DISPATCH_CASE_(Int64, int64_t, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(UInt8, uint8_t, __VA_ARGS__)                                  \
-      default:                                                                            \
-        MINIDL_FAIL(op, ": dtype ", ::minidl::dtype_name(dtype), " is not supported on CUDA"); \
-    }                                                                                     \
-  }()
+// As MINIDL_DISPATCH_FLOATING / MINIDL_DISPATCH_ALL, saying "on CUDA"; the
+// _AND_HALF forms add float16 (minidl::Half) and bfloat16 (minidl::BFloat16)
+// for the kernels that compute in opmath_t<scalar_t> (ops/cuda/opmath.h). The
+// refusals keep the float32/float64 wording: the CPU ops that take the 16-bit
+// types through Float32Compute say the same.
+#define MINIDL_CUDA_CASES_FLOATING_(...)                       \
+  MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)           \
+  MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)
+#define MINIDL_CUDA_CASES_INTEGER_(...)                        \
+  MINIDL_DISPATCH_CASE_(Int64, int64_t, __VA_ARGS__)           \
+  MINIDL_DISPATCH_CASE_(UInt8, uint8_t, __VA_ARGS__)
+#define MINIDL_CUDA_CASES_HALF_(...)                           \
+  MINIDL_DISPATCH_CASE_(Float16, ::minidl::Half, __VA_ARGS__)  \
+  MINIDL_DISPATCH_CASE_(BFloat16, ::minidl::BFloat16, __VA_ARGS__)
+#define MINIDL_CUDA_FAIL_FLOATING_(dtype, op) \
+  MINIDL_FAIL(op, ": expected a float32 or float64 tensor on CUDA, got ", ::minidl::dtype_name(dtype))
+#define MINIDL_CUDA_FAIL_ALL_(dtype, op) \
+  MINIDL_FAIL(op, ": dtype ", ::minidl::dtype_name(dtype), " is not supported on CUDA")
 
-// MINIDL_CUDA_DISPATCH_FLOATING plus float16 (minidl::Half) and bfloat16
-// (minidl::BFloat16), for the kernels that compute in opmath_t<scalar_t>
-// (ops/cuda/opmath.h). The refusal keeps the float32/float64 wording: the
-// CPU ops that take the 16-bit types through Float32Compute say the same.
-#define MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dtype, op, ...)                            \
-  [&] {                                                                                   \
-    switch (dtype) {                                                                      \
-      MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)                                 \
-      MINIDL_DISPATCH_CASE_(Float16, ::minidl::Half, __VA_ARGS__)                         \
-      MINIDL_DISPATCH_CASE_(BFloat16, ::minidl::BFloat16, __VA_ARGS__)                    \
-      default:                                                                            \
-        MINIDL_FAIL(op, ": expected a float32 or float64 tensor on CUDA, got ",           \
-                    ::minidl::dtype_name(dtype));                                         \
-    }                                                                                     \
+#define MINIDL_CUDA_DISPATCH_FLOATING(dtype, op, ...) \
+  [&] {                                               \
+    switch (dtype) {                                  \
+      MINIDL_CUDA_CASES_FLOATING_(__VA_ARGS__)        \
+      default: MINIDL_CUDA_FAIL_FLOATING_(dtype, op); \
+    }                                                 \
   }()
-// MINIDL_CUDA_DISPATCH_ALL plus float16 and bfloat16.
-#define MINIDL_CUDA_DISPATCH_ALL_AND_HALF(dtype, op, ...)                                 \
-  [&] {                                                                                   \
-    switch (dtype) {                                                                      \
-      MINIDL_DISPATCH_CASE_(Float32, float, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(Float64, double, __VA_ARGS__)                                 \
-      MINIDL_DISPATCH_CASE_(Int64, int64_t, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(UInt8, uint8_t, __VA_ARGS__)                                  \
-      MINIDL_DISPATCH_CASE_(Float16, ::minidl::Half, __VA_ARGS__)                         \
-      MINIDL_DISPATCH_CASE_(BFloat16, ::minidl::BFloat16, __VA_ARGS__)                    \
-      default:                                                                            \
-        MINIDL_FAIL(op, ": dtype ", ::minidl::dtype_name(dtype), " is not supported on CUDA"); \
-    }                                                                                     \
+#define MINIDL_CUDA_DISPATCH_ALL(dtype, op, ...) \
+  [&] {                                          \
+    switch (dtype) {                             \
+      MINIDL_CUDA_CASES_FLOATING_(__VA_ARGS__)   \
+      MINIDL_CUDA_CASES_INTEGER_(__VA_ARGS__)    \
+      default: MINIDL_CUDA_FAIL_ALL_(dtype, op); \
+    }                                            \
+  }()
+#define MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dtype, op, ...) \
+  [&] {                                                        \
+    switch (dtype) {                                           \
+      MINIDL_CUDA_CASES_FLOATING_(__VA_ARGS__)                 \
+      MINIDL_CUDA_CASES_HALF_(__VA_ARGS__)                     \
+      default: MINIDL_CUDA_FAIL_FLOATING_(dtype, op);          \
+    }                                                          \
+  }()
+#define MINIDL_CUDA_DISPATCH_ALL_AND_HALF(dtype, op, ...) \
+  [&] {                                                   \
+    switch (dtype) {                                      \
+      MINIDL_CUDA_CASES_FLOATING_(__VA_ARGS__)            \
+      MINIDL_CUDA_CASES_INTEGER_(__VA_ARGS__)             \
+      MINIDL_CUDA_CASES_HALF_(__VA_ARGS__)                \
+      default: MINIDL_CUDA_FAIL_ALL_(dtype, op);          \
+    }                                                     \
   }()
 
 namespace minidl::cuda_kernels {

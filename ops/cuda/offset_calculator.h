@@ -52,12 +52,13 @@ struct OffsetCalculator {
         for (int k = 0; k < N; ++k) out.v[k] += i * strides[k][d];
       }
       linear = rest;
-    }
-    for (int d = 0; !fast && d + 1 < ndim; ++d) {
-      const int64_t size = sizes[d];
-      const int64_t i = linear % size;
-      linear /= size;
-      for (int k = 0; k < N; ++k) out.v[k] += i * strides[k][d];
+    } else {
+      for (int d = 0; d + 1 < ndim; ++d) {
+        const int64_t size = sizes[d];
+        const int64_t i = linear % size;
+        linear /= size;
+        for (int k = 0; k < N; ++k) out.v[k] += i * strides[k][d];
+      }
     }
     if (ndim > 0)
       for (int k = 0; k < N; ++k) out.v[k] += linear * strides[k][ndim - 1];
