@@ -76,7 +76,7 @@ GroupStats moments(const Tensor& x, const NormGeometry& geo, double eps) {
 
 Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
                const Tensor& weight, const Tensor& mean, const Tensor& invstd, bool batch_stats,
-               bool need_input, bool need_weight, bool need_bias) {
+               bool need_input, bool need_weight, bool need_bias, std::optional<DType> bias_dtype) {
   Grads grads;
   if (!need_input && !need_weight && !need_bias) return grads;
   const TensorOptions opts = x.options();
@@ -89,10 +89,13 @@ Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
   args.invstd = invstd;
   args.batch_stats = batch_stats;
   if (need_input) args.grad_input = grads.input = empty(x.shape(), opts);
-  // Parameter gradients in the parameters' dtype (float32 next to a bfloat16 input).
+  // Parameter gradients in the parameters' dtype (float32 next to a bfloat16
+  // input); without a weight, the bias's own dtype (the kernels read it there).
   const TensorOptions param_opts = weight.defined() ? weight.options() : opts;
   if (need_weight) args.grad_weight = grads.weight = empty({geo.channels()}, param_opts);
-  if (need_bias) args.grad_bias = grads.bias = empty({geo.channels()}, param_opts);
+  if (need_bias)
+    args.grad_bias = grads.bias =
+        empty({geo.channels()}, weight.defined() ? param_opts : opts.dtype(bias_dtype.value_or(x.dtype())));
   norm_backward_stub(x.device())(args);
   return grads;
 }
@@ -106,7 +109,10 @@ Tensor autograd_forward(AutogradContext* ctx, const Tensor& input, const Tensor&
   ctx->saved_data["geometry"] = to_list(geo);
   ctx->saved_data["batch_stats"] = use_input_stats;
   if (weight.defined()) ctx->saved_data["weight_shape"] = weight.shape();
-  if (bias.defined()) ctx->saved_data["bias_shape"] = bias.shape();
+  if (bias.defined()) {
+    ctx->saved_data["bias_shape"] = bias.shape();
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.dtype());
+  }
   return y;
 }
 
@@ -114,7 +120,9 @@ variable_list autograd_backward(AutogradContext* ctx, const variable_list& grads
   const variable_list saved = ctx->get_saved_variables();
   Grads g = backward(grads[0], saved[0], from_list(ctx->saved_data["geometry"].to_int_list()),
                      saved[1], saved[2], saved[3], ctx->saved_data["batch_stats"].to_bool(),
-                     ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2));
+                     ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2),
+                     ctx->needs_input_grad(2) ? std::optional(static_cast<DType>(ctx->saved_data["bias_dtype"].to_int()))
+                                              : std::nullopt);
   if (g.weight.defined()) g.weight = g.weight.view(ctx->saved_data["weight_shape"].to_int_list());
   if (g.bias.defined()) g.bias = g.bias.view(ctx->saved_data["bias_shape"].to_int_list());
   return {g.input, g.weight, g.bias, Tensor(), Tensor(), Tensor(), Tensor()};

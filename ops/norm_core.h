@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "minidl/core/autograd/function.h"
@@ -147,9 +148,12 @@ struct Grads {
   Tensor input, weight, bias;
 };
 // Backward of forward(); mean/invstd are the float64 (G) stats forward used.
+// bias_dtype: the bias's dtype, which grad_bias takes when there is no weight
+// (default: the input's).
 Grads backward(const Tensor& grad_out, const Tensor& x, const NormGeometry& geo,
                const Tensor& weight, const Tensor& mean, const Tensor& invstd, bool batch_stats,
-               bool need_input, bool need_weight, bool need_bias);
+               bool need_input, bool need_weight, bool need_bias,
+               std::optional<DType> bias_dtype = std::nullopt);
 
 // The bodies of every normalization's autograd Function, whose forward
 // arguments are (input, weight, bias, geometry, eps, use_input_stats,

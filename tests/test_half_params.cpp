@@ -83,3 +83,23 @@ TEST_CASE("half params: BatchNorm with bfloat16 running statistics equals float3
   }
   CHECK(allclose(bn16(x).to(kFloat32), bn32(x.to(kFloat32)).to(kBFloat16).to(kFloat32), 0, 0));
 }
+
+TEST_CASE("half input, float32 bias, no weight: the bias gradient comes back in float32") {
+  // Autocast hands a norm a 16-bit input next to float32 parameters; without a
+  // weight, the bias gradient once took the input's dtype, which autograd
+  // refused as a dtype mismatch.
+  manual_seed(3);
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    const Tensor x = randn({4, 6, 3}).to(dtype).requires_grad_();
+    const Tensor bias = randn({6}).requires_grad_();
+    const Tensor y = group_norm(x, 2, Tensor(), bias);
+    CHECK(y.dtype() == dtype);
+    (y.to(kFloat32) * arange(72).reshape({4, 6, 3}).to(kFloat32)).sum().backward();
+    REQUIRE(bias.grad().defined());
+    CHECK(bias.grad().dtype() == kFloat32);
+    CHECK(x.grad().dtype() == dtype);
+    // d/dbias_c of sum(y * w) is the sum of w over channel c's positions.
+    const Tensor expected = arange(72).reshape({4, 6, 3}).to(kFloat32).sum({0, 2});
+    CHECK(allclose(bias.grad(), expected, 0, 0));
+  }
+}
