@@ -382,3 +382,14 @@ TEST_CASE("_foreach_norm and the multi clip refuse mismatched lists") {
       clip_grad_scale_multi_stub(kCPU)(ClipGradScaleMultiArgs{{zeros({2}), zeros({2}, kFloat64)}, zeros({}, kFloat64), 1.0}),
       doctest::Contains("same dtype and device"), Error);
 }
+
+TEST_CASE("norm_combine: the inf-norm's max keeps NaN in either position, as torch.linalg.vector_norm") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(std::isnan(norm_combine(nan, 3.0, true)));
+  CHECK(std::isnan(norm_combine(3.0, nan, true)));
+  CHECK(norm_combine(2.0, 3.0, true) == 3.0);
+  CHECK(norm_combine(3.0, 2.0, true) == 3.0);
+  CHECK(norm_combine(2.0, 3.0, false) == 5.0);
+  CHECK(std::isnan(finish_from_partials(std::vector<double>{1.0, nan, 0.5}.data(), 3,
+                                        std::numeric_limits<double>::infinity())));
+}

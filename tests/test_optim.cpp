@@ -519,6 +519,13 @@ TEST_CASE("clip_grad_norm_") {
     CHECK(ps[0].grad().to_vector<double>() == std::vector<double>{3.0, -4.0});  // refused before scaling
     CHECK(std::isnan(clip_grad_norm_(ps, 1.0)));
     CHECK(std::isnan(ps[0].grad().to_vector<double>()[0]));
+    // The inf-norm keeps a NaN wherever it sits (a plain max drops one that comes after a larger value).
+    auto pn = params();
+    pn[2].grad().fill_(NAN);
+    CHECK(std::isnan(clip_grad_norm_(pn, 1e9, INFINITY)));
+    auto pl = params();
+    pl[0].grad().fill_(NAN);
+    CHECK(std::isnan(clip_grad_norm_(pl, 1e9, INFINITY)));
     CHECK_THROWS_CONTAINS(clip_grad_norm_(ps, 1.0, -1.0), "expected norm_type > 0");
   }
 }

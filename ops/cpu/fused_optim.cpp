@@ -108,7 +108,11 @@ template <class T>
 double abs_pow_sum(const T* x, int64_t n, double p) {
   double acc = 0.0;
   if (std::isinf(p)) {
-    for (int64_t i = 0; i < n; ++i) acc = std::max(acc, std::abs(static_cast<double>(x[i])));
+    for (int64_t i = 0; i < n; ++i) {  // max that keeps a NaN, as PyTorch (std::max would drop it)
+      const double a = std::abs(static_cast<double>(x[i]));
+      if (std::isnan(a) || a > acc) acc = a;
+      if (std::isnan(acc)) break;
+    }
   } else if (p == 2.0) {
     for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   } else if (p == 1.0) {

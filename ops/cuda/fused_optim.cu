@@ -6,6 +6,7 @@
 // Math in ops/cuda/optim_math.h, shared with the CPU tests. Compiled, not run
 // on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/multi_tensor_math.h"
 #include "minidl/ops/cuda/optim_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/fused_optim.h"
@@ -88,11 +89,6 @@ struct NormLoader {
   __device__ double operator()(Row, int64_t i) const { return cuda_math::norm_term(static_cast<double>(x[i]), p); }
 };
 
-struct NormCombine {  // sum, or max for p = inf
-  bool is_max;
-  __device__ double operator()(double a, double b) const { return is_max ? (a < b ? b : a) : a + b; }
-};
-
 struct NormStore {
   double* out;
   double p;
@@ -103,7 +99,7 @@ void vector_norm_cuda(const Tensor& out, const Tensor& x, double norm_type) {
   MINIDL_CUDA_DISPATCH_FLOATING(x.dtype(), "vector_norm", [&] {
     const LaunchContext ctx(x.device());
     cuda_kernels::launch_row_reduce(ctx, 1, x.numel(), 0.0, NormLoader<scalar_t>{x.data_ptr<scalar_t>(), norm_type},
-                                    NormCombine{std::isinf(norm_type)}, NormStore{out.data_ptr<double>(), norm_type},
+                                    cuda_math::NormCombine{std::isinf(norm_type)}, NormStore{out.data_ptr<double>(), norm_type},
                                     "vector_norm");
   });
 }

@@ -180,7 +180,7 @@ inline std::vector<int64_t> partial_offsets(const std::vector<int64_t>& numels, 
 // The accumulator of norm_term's values: a sum, or a max for p = inf.
 struct NormCombine {
   bool is_max;
-  MINIDL_HOST_DEVICE double operator()(double a, double b) const { return is_max ? (a < b ? b : a) : a + b; }
+  MINIDL_HOST_DEVICE double operator()(double a, double b) const { return norm_combine(a, b, is_max); }
 };
 
 // One tensor's norm from its partials, in chunk order.

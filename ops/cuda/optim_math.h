@@ -62,6 +62,15 @@ MINIDL_HOST_DEVICE inline double norm_term(double x, double p) {
   return std::pow(a, p);
 }
 
+// Two accumulators of norm_term's values: a sum, or for p = inf a max that
+// propagates NaN (torch.linalg.vector_norm(x, inf) of a NaN is NaN; a plain
+// a < b ? b : a drops a NaN that comes second).
+MINIDL_HOST_DEVICE inline double norm_combine(double a, double b, bool is_max) {
+  if (!is_max) return a + b;
+  if (a != a || b != b) return a + b;  // NaN
+  return a < b ? b : a;
+}
+
 MINIDL_HOST_DEVICE inline double norm_finish(double acc, double p) {
   return std::isinf(p) ? acc : std::pow(acc, 1.0 / p);
 }
