@@ -176,12 +176,13 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Args& a, optim::Optimiz
 }
 
 // Summed loss, correct predictions and sample count; under DDP each rank sums
-// its share and total() adds the ranks' sums.
+// its share and total() adds the ranks' sums, on the model's device (NCCL
+// takes only tensors of its GPU; Gloo takes any).
 struct Totals {
   double loss_sum = 0, correct = 0, seen = 0;
-  Totals total(bool distributed) const {
+  Totals total(bool distributed, Device device) const {
     if (!distributed) return *this;
-    Tensor t = tensor({loss_sum, correct, seen}, {3}, kFloat64);
+    Tensor t = tensor({loss_sum, correct, seen}, {3}, kFloat64).to(device);
     dist::all_reduce(t, dist::ReduceOp::SUM);
     auto v = t.to_vector<double>();
     return {v[0], v[1], v[2]};
@@ -209,7 +210,7 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
     t.correct += static_cast<double>(examples::count_correct(logits, b.targets));
     t.seen += n;
   }
-  return t.total(distributed);
+  return t.total(distributed, device);
 }
 
 // Test accuracy with batch statistics (train mode), the number that shows the
@@ -434,7 +435,7 @@ int run(Args a) {
     metrics.read();
     check_and_show();
     const Totals train = Totals{metrics.loss_sum(), static_cast<double>(metrics.correct()),
-                                static_cast<double>(metrics.seen())}.total(distributed);
+                                static_cast<double>(metrics.seen())}.total(distributed, device);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochMetrics m;
     m.epoch = epoch + 1;

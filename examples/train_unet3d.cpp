@@ -108,9 +108,9 @@ EpochMetrics metrics_from_json(const json& j) {
 // template's reduce_tensor, which averages the loss across ranks).
 struct Sums {
   double loss = 0, dice = 0, iou = 0, count = 0;
-  Sums total(bool distributed) const {
+  Sums total(bool distributed, Device device) const {  // on the model's device: NCCL takes only its GPU's tensors
     if (!distributed) return *this;
-    Tensor t = tensor({loss, dice, iou, count}, {4}, kFloat64);
+    Tensor t = tensor({loss, dice, iou, count}, {4}, kFloat64).to(device);
     dist::all_reduce(t, dist::ReduceOp::SUM);
     const auto v = t.to_vector<double>();
     return {v[0], v[1], v[2], v[3]};
@@ -166,7 +166,7 @@ Validation validate(nn::Module& model, nn::BCEDiceLossImpl& criterion, const dat
     }
   }
   model.train();
-  v.sums = v.sums.total(distributed);
+  v.sums = v.sums.total(distributed, device);
   return v;
 }
 
@@ -321,7 +321,7 @@ int run(const Args& a) {
       if (bar) bar->update(static_cast<int64_t>(end), "loss " + fmt("%.4f", train.mean(train.loss)));
     }
     sched.step();
-    const Sums train_all = train.total(distributed);
+    const Sums train_all = train.total(distributed, device);
     const Validation v = validate(*model, *criterion, *d.val, val_sampler, distributed, device, a.tb_slice, amp);
     EpochMetrics m;
     m.epoch = epoch + 1;

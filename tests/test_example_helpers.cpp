@@ -83,7 +83,13 @@ TEST_CASE("choose_backend: auto, gloo and nccl on posed machines") {
   CHECK(choose_backend("auto", true, kCPU, "auto", cpu_build).name == "gloo");
   CHECK(choose_backend("auto", true, kCPU, "auto", cpu_build).note == " (auto: cpu tensors)");
   CHECK(choose_backend("auto", true, kCPU, "cpu", two_gpus).name == "gloo");
-  CHECK(choose_backend("auto", true, gpu1, "cuda", two_gpus).name == "nccl");
+  const BackendFacts rank1{.nccl_built = true, .cuda_devices = 2, .local_world_size = 2, .local_rank = 1};
+  CHECK(choose_backend("auto", true, gpu1, "cuda", rank1).name == "nccl");
+  CHECK(choose_backend("auto", true, gpu1, "cuda", rank1).note ==
+        " (auto: a distributed run on CUDA devices, one GPU per process)");
+  const BackendFacts alone{.nccl_built = true, .cuda_devices = 2, .local_world_size = 1, .local_rank = 0};
+  CHECK(choose_backend("auto", true, gpu0, "cuda:0", alone).name == "nccl");
+  CHECK(choose_backend("auto", true, gpu1, "cuda:1", alone).name == "gloo");  // NCCL would drive cuda:0
   CHECK(choose_backend("auto", true, gpu0, "cuda", BackendFacts{.nccl_built = false, .cuda_devices = 2,
                                                                 .local_world_size = 2})
             .note.find("this build has no NCCL") != std::string::npos);
@@ -109,7 +115,10 @@ TEST_CASE("choose_backend: auto, gloo and nccl on posed machines") {
                         "one GPU ('Duplicate GPU detected'); use --backend gloo");
   CHECK_THROWS_CONTAINS(choose_backend("nccl", true, gpu0, "cuda:0", two_gpus),
                         "2 processes on this node all use cuda:0 (--device cuda:0)");
-  CHECK(choose_backend("nccl", true, gpu1, "cuda", two_gpus).name == "nccl");
+  CHECK(choose_backend("nccl", true, gpu1, "cuda", rank1).name == "nccl");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, gpu1, "cuda:1", alone),
+                        "--backend nccl: NCCL drives cuda:0 in this process (LOCAL_RANK 0), but --device cuda:1 puts "
+                        "the model on cuda:1; use --device cuda");
   CHECK(choose_backend("nccl", false, gpu0, "cuda:0", two_gpus).note == " (unused: one process, no process group)");
   CHECK_THROWS_CONTAINS(choose_backend("mpi", true, kCPU, "auto", cpu_build),
                         "--backend: expected auto, gloo or nccl, got 'mpi'");

@@ -43,6 +43,7 @@ BackendFacts backend_facts() {
   f.nccl_built = cuda::is_built();
   f.cuda_devices = cuda::is_available() ? cuda::device_count() : 0;
   f.local_world_size = env_int("LOCAL_WORLD_SIZE", env_int("WORLD_SIZE", 1));
+  f.local_rank = env_int("LOCAL_RANK", 0);
   return f;
 }
 
@@ -62,6 +63,9 @@ ChosenBackend choose_backend(const std::string& spec, bool distributed, Device d
                  ", and NCCL refuses two ranks on one GPU ('Duplicate GPU detected'); use --backend gloo, which "
                  "stages CUDA tensors through host memory so ranks can share a GPU, or start one process per GPU "
                  "(minidl-launch --nproc-per-node ", facts.cuda_devices, " with --device cuda)");
+    MINIDL_CHECK(!distributed || device.index == facts.local_rank, "--backend nccl: NCCL drives cuda:",
+                 facts.local_rank, " in this process (LOCAL_RANK ", facts.local_rank, "), but --device ", device_spec,
+                 " puts the model on ", device.str(), "; use --device cuda (cuda:LOCAL_RANK), or --backend gloo");
     return {"nccl", note("", one_process)};
   }
   // auto
@@ -71,6 +75,9 @@ ChosenBackend choose_backend(const std::string& spec, bool distributed, Device d
   if (ranks_share_a_gpu(device_spec, facts))
     return {"gloo", " (auto: " + sharing(device, device_spec, facts) +
                         ", which NCCL refuses; CUDA tensors staged through host memory)"};
+  if (device.index != facts.local_rank)
+    return {"gloo", " (auto: NCCL would drive cuda:" + std::to_string(facts.local_rank) + " (LOCAL_RANK), not " +
+                        device.str() + "; CUDA tensors staged through host memory)"};
   return {"nccl", " (auto: a distributed run on CUDA devices, one GPU per process)"};
 }
 

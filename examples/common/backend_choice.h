@@ -8,7 +8,8 @@
 //   nccl: CUDA tensors only, one GPU per rank. Refused with the reason and the
 //     fix when the build has no NCCL, the run's device is not CUDA, or two
 //     ranks of this node would share a GPU (NCCL itself refuses that with
-//     "Duplicate GPU detected").
+//     "Duplicate GPU detected"), or --device cuda:N is not the GPU NCCL
+//     drives in this process (cuda:LOCAL_RANK).
 // A one-process run joins no group: the backend is checked, then unused.
 #pragma once
 
@@ -23,6 +24,7 @@ struct BackendFacts {
   bool nccl_built = false;   // a CUDA build (NCCL is linked with it)
   int cuda_devices = 0;      // visible CUDA devices
   int local_world_size = 1;  // processes on this node (LOCAL_WORLD_SIZE, else WORLD_SIZE)
+  int local_rank = 0;        // LOCAL_RANK: the GPU ProcessGroupNCCL drives (dist/nccl_host/nccl_checks.h)
 };
 // This build and machine.
 BackendFacts backend_facts();
