@@ -51,6 +51,10 @@
 // that needs them, with the default generator's state saved and restored
 // around make_replica, so the user's random stream does not move.
 //
+// Replicas are separate module objects: forward pre-hooks registered on the
+// module's layers run in replica 0 only. A replica keeps its parameter copies
+// (and the graph of the last forward) until the next forward re-points them.
+//
 // Random ops in replicas (Dropout) draw from the one default generator from
 // several threads; minidl's generator has no lock, so DataParallel runs the
 // replicas one after another (still on their own devices) while the module is
