@@ -45,9 +45,11 @@
 // Building replicas: minidl modules have no generic clone (PyTorch C++ uses
 // Cloneable::clone). Replicas come from `make_replica`, which must build a
 // module of the same architecture (same parameter and buffer names and
-// shapes, checked); the ModuleHolder constructor derives it for modules whose
-// Impl is default-constructible or constructible from its `options` member
-// (Linear, Conv2d, ...). The replicas are built once, on the first forward
+// shapes, checked); given a module handle (nn::Linear, a MINIDL_MODULE model)
+// DataParallel derives it when the Impl is constructible from its `options`
+// member (Linear, Conv2d, ...) or by default. A derived factory that builds
+// another architecture (a model whose constructor arguments choose layers) is
+// refused by that check on the first forward: pass make_replica. The replicas are built once, on the first forward
 // that needs them, with the default generator's state saved and restored
 // around make_replica, so the user's random stream does not move.
 //
