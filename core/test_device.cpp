@@ -16,8 +16,8 @@ namespace {
 class TestDeviceAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes, Device device) override {
-    MINIDL_CHECK(device.is_test() && device.index == 0, "test device allocator: there is only test:0, got ",
-                 device.str());
+    MINIDL_CHECK(device.is_test() && device.index >= 0 && device.index < kNumTestDevices,
+                 "test device allocator: there are test:0 to test:", kNumTestDevices - 1, ", got ", device.str());
     constexpr size_t kAlignment = 64;
     const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);

@@ -9,6 +9,11 @@
 // storage_count (tests assert none appear), the second as an error from the
 // kernel's dispatch check.
 //
+// Indices test:0 to test:7 exist (kNumTestDevices), all host memory with the
+// same kernels, so multi-device code (nn::DataParallel) runs in CI: a kernel
+// handed tensors from test:0 and test:1 fails its dispatch check as it would
+// on two GPUs. The memory counters below add up all indices.
+//
 // What it cannot catch: host code that reads device memory directly through
 // data_ptr (the memory is host memory), missing stream ordering or
 // synchronization, and anything about real device memory (alignment, size).
@@ -19,6 +24,8 @@
 #include "minidl/core/device.h"
 
 namespace minidl {
+
+inline constexpr int kNumTestDevices = 8;
 
 // Mirrors every registered CPU kernel into the Test slot and installs the test
 // allocator. Called by ensure_kernels_registered after the CPU kernels.

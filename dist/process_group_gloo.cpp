@@ -12,14 +12,14 @@
 // a collective fails.
 //
 // Tensors on any device: Gloo reads and writes host memory, so a non-CPU
-// tensor is staged as PyTorch's Gloo backend stages CUDA tensors. Its value
-// is copied to a host tensor on the caller's thread when the collective is
-// issued (the value a stream-ordered backend would see), the collective runs
-// on the host copy, and the worker copies the result back into the device
-// tensor before completing the Work, so wait() covers the copy back. CPU
-// tensors are used in place, as before.
-// TODO(cuda): pinned host buffers and copies on the current stream (PyTorch's
-// ProcessGroupGloo with CUDA tensors), instead of synchronous copies.
+// tensor is staged (dist/gloo_staging.h) as PyTorch's Gloo backend stages
+// CUDA tensors. Its value is captured when the collective is issued (the
+// value a stream-ordered backend would see), the collective runs on the host
+// buffer once that copy is done, and the worker copies the result back into
+// the device tensor before completing the Work, so wait() covers the copy
+// back. CPU tensors are used in place. CUDA tensors go through pinned buffers
+// and copies ordered on the caller's stream (compiled, not run on a GPU); the
+// test device through synchronous copies.
 #include "minidl/dist/process_group_gloo.h"
 
 #include <gloo/allgather.h>
@@ -36,9 +36,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/check.h"
 #include "minidl/core/dtype.h"
+#include "minidl/dist/gloo_staging.h"
 
 namespace minidl::dist {
 
@@ -79,18 +79,16 @@ void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") 
                what, ", got ", dtype_name(d));
 }
 
-// The host memory Gloo works on for `t`: t itself on the CPU, else a host
-// copy of its value (an input, or an in-place tensor) or a fresh host tensor
-// (an output only).
-Tensor host_value(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(kCPU); }  // no autograd record
-Tensor host_output(const Tensor& t) { return t.device().is_cpu() ? t : empty(t.shape(), t.dtype()); }
-
-// Copies a staged result back into its device tensor (worker thread; no
-// autograd: a parameter being broadcast may require grad).
-void copy_back(const Tensor& target, const Tensor& host) {
-  if (target.is_same(host)) return;
-  NoGradGuard no_grad;
-  Tensor(target).copy_(host);
+// The host memory Gloo works on for `t` (dist/gloo_staging.h): its value (an
+// input, or an in-place tensor) or a buffer to fill (an output only).
+using Staged = std::shared_ptr<StagedTensor>;
+Staged host_value(const Tensor& t) { return stage_for_gloo(t, /*value=*/true); }
+Staged host_output(const Tensor& t) { return stage_for_gloo(t, /*value=*/false); }
+// T* of a staged tensor's host memory, once its copy in has finished (worker thread).
+template <class T>
+T* ready_ptr(const Staged& s) {
+  s->wait_ready();
+  return s->host().data_ptr<T>();
 }
 
 template <class T>
@@ -153,6 +151,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   MINIDL_CHECK(size >= 1, "ProcessGroupGloo: world_size must be >= 1, got ", size);
   MINIDL_CHECK(rank >= 0 && rank < size, "ProcessGroupGloo: rank must be in [0, ", size - 1, "], got ", rank);
   MINIDL_CHECK(timeout.count() > 0, "ProcessGroupGloo: the timeout must be positive, got ", timeout.count(), " ms");
+#ifdef MINIDL_WITH_CUDA
+  register_gloo_cuda_staging();  // CUDA tensors through pinned buffers on the caller's stream (idempotent)
+#endif
   auto device = make_device(host);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
@@ -231,29 +232,30 @@ WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor);
   MINIDL_CHECK(op != ReduceOp::AVG || tensor.dtype() != kInt64,
                "all_reduce: ReduceOp.AVG needs a floating-point tensor, got int64");
-  Tensor t = tensor, host = host_value(tensor);
-  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, t, host, op](uint32_t tag) {
-    GLOO_DISPATCH(host.dtype(), [&] {
-      gloo_all_reduce(context_, host.data_ptr<scalar_t>(), static_cast<size_t>(host.numel()), op, tag, timeout_);
+  Staged host = host_value(tensor);
+  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, host, op](uint32_t tag) {
+    GLOO_DISPATCH(host->host().dtype(), [&] {
+      gloo_all_reduce(context_, ready_ptr<scalar_t>(host), static_cast<size_t>(host->host().numel()), op, tag,
+                      timeout_);
     });
-    copy_back(t, host);
+    host->copy_back();
   });
 }
 
 WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_tensor("broadcast", tensor);
   MINIDL_CHECK(root >= 0 && root < size(), "broadcast: root must be in [0, ", size() - 1, "], got ", root);
-  Tensor t = tensor, host = rank() == root ? host_value(tensor) : host_output(tensor);
-  return enqueue("broadcast", [this, t, host, root](uint32_t tag) {
-    GLOO_DISPATCH(host.dtype(), [&] {
+  Staged host = rank() == root ? host_value(tensor) : host_output(tensor);
+  return enqueue("broadcast", [this, host, root](uint32_t tag) {
+    GLOO_DISPATCH(host->host().dtype(), [&] {
       gloo::BroadcastOptions opts(context_);
-      opts.setOutput(host.data_ptr<scalar_t>(), static_cast<size_t>(host.numel()));
+      opts.setOutput(ready_ptr<scalar_t>(host), static_cast<size_t>(host->host().numel()));
       opts.setRoot(root);
       opts.setTag(tag);
       opts.setTimeout(timeout_);
       gloo::broadcast(opts);
     });
-    if (rank() != root) copy_back(t, host);
+    if (rank() != root) host->copy_back();
   });
 }
 
@@ -270,28 +272,28 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
   }
   MINIDL_CHECK(counts[rank()] == static_cast<size_t>(input.numel()), "all_gather: output ", rank(),
                " (this rank's) has ", counts[rank()], " elements but the input has ", input.numel());
-  Tensor in = host_value(input);
-  std::vector<Tensor> outs = outputs, host_outs;
+  Staged in = host_value(input);
+  std::vector<Staged> host_outs;
   for (const Tensor& o : outputs) host_outs.push_back(host_output(o));
-  return enqueue("all_gather", [this, in, outs, host_outs, counts](uint32_t tag) {
-    GLOO_DISPATCH(in.dtype(), [&] {
+  return enqueue("all_gather", [this, in, host_outs, counts](uint32_t tag) {
+    GLOO_DISPATCH(in->host().dtype(), [&] {
       size_t total = 0;
       for (size_t c : counts) total += c;
       std::vector<scalar_t> flat(total);
       gloo::AllgathervOptions opts(context_);
-      opts.setInput(in.data_ptr<scalar_t>(), static_cast<size_t>(in.numel()));
+      opts.setInput(ready_ptr<scalar_t>(in), static_cast<size_t>(in->host().numel()));
       opts.setOutput(flat.data(), counts);
       opts.setTag(tag);
       opts.setTimeout(timeout_);
       gloo::allgatherv(opts);
       size_t offset = 0;
-      for (size_t r = 0; r < outs.size(); ++r) {
+      for (size_t r = 0; r < host_outs.size(); ++r) {
         if (counts[r])
-          std::memcpy(host_outs[r].data_ptr<scalar_t>(), flat.data() + offset, counts[r] * sizeof(scalar_t));
+          std::memcpy(host_outs[r]->host().data_ptr<scalar_t>(), flat.data() + offset, counts[r] * sizeof(scalar_t));
         offset += counts[r];
       }
     });
-    for (size_t r = 0; r < outs.size(); ++r) copy_back(outs[r], host_outs[r]);
+    for (const Staged& o : host_outs) o->copy_back();
   });
 }
 
@@ -303,18 +305,18 @@ WorkPtr ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& i
   MINIDL_CHECK(output.numel() == input.numel() * size(), "all_gather_into_tensor: output tensor size must be equal to ",
                "world_size times input tensor size: expected ", input.numel() * size(), " elements, got ",
                output.numel());
-  Tensor in = host_value(input), out = output, host_out = host_output(output);
-  return enqueue("all_gather_into_tensor", [this, in, out, host_out](uint32_t tag) {
-    if (in.numel() == 0) return;
-    GLOO_DISPATCH(in.dtype(), [&] {
+  Staged in = host_value(input), host_out = host_output(output);
+  return enqueue("all_gather_into_tensor", [this, in, host_out](uint32_t tag) {
+    if (in->host().numel() == 0) return;
+    GLOO_DISPATCH(in->host().dtype(), [&] {
       gloo::AllgatherOptions opts(context_);
-      opts.setInput(in.data_ptr<scalar_t>(), static_cast<size_t>(in.numel()));
-      opts.setOutput(host_out.data_ptr<scalar_t>(), static_cast<size_t>(host_out.numel()));
+      opts.setInput(ready_ptr<scalar_t>(in), static_cast<size_t>(in->host().numel()));
+      opts.setOutput(host_out->host().data_ptr<scalar_t>(), static_cast<size_t>(host_out->host().numel()));
       opts.setTag(tag);
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
     });
-    copy_back(out, host_out);
+    host_out->copy_back();
   });
 }
 
@@ -331,24 +333,25 @@ WorkPtr ProcessGroupGloo::reduce_scatter(Tensor& output, const std::vector<Tenso
                " elements but input ", rank(), " (this rank's share) has ", inputs[rank()].numel());
   MINIDL_CHECK(op != ReduceOp::AVG || output.dtype() != kInt64,
                "reduce_scatter: ReduceOp.AVG needs a floating-point tensor, got int64");
-  Tensor out = output, host_out = host_output(output);
-  std::vector<Tensor> ins;
+  Staged host_out = host_output(output);
+  std::vector<Staged> ins;
   for (const Tensor& i : inputs) ins.push_back(host_value(i));
   return enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")",
-                 [this, out, host_out, ins, op](uint32_t tag) {
+                 [this, host_out, ins, op](uint32_t tag) {
+    const Tensor& out = host_out->host();
     GLOO_DISPATCH(out.dtype(), [&] {
       std::vector<scalar_t> flat;
       size_t offset = 0;
       for (int r = 0; r < size(); ++r) {
-        const scalar_t* p = ins[r].data_ptr<scalar_t>();
+        const scalar_t* p = ready_ptr<scalar_t>(ins[r]);
         if (r == rank()) offset = flat.size();
-        flat.insert(flat.end(), p, p + ins[r].numel());
+        flat.insert(flat.end(), p, p + ins[r]->host().numel());
       }
       gloo_all_reduce(context_, flat.data(), flat.size(), op, tag, timeout_);
       if (out.numel())
-        std::memcpy(host_out.data_ptr<scalar_t>(), flat.data() + offset, out.numel() * sizeof(scalar_t));
+        std::memcpy(out.data_ptr<scalar_t>(), flat.data() + offset, out.numel() * sizeof(scalar_t));
     });
-    copy_back(out, host_out);
+    host_out->copy_back();
   });
 }
 

@@ -43,6 +43,7 @@
 #include "examples/common/checkpoint.h"
 #include "examples/common/classifier_metrics.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/backend_choice.h"
 #include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
@@ -76,7 +77,7 @@ struct Args {
   int workers = 2, threads = 0, eval_every = 1;
   int64_t log_every = 10;
   bool deterministic = false;
-  std::string device = "auto", amp = "off";
+  std::string device = "auto", amp = "off", backend = "auto";
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
@@ -175,12 +176,13 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Args& a, optim::Optimiz
 }
 
 // Summed loss, correct predictions and sample count; under DDP each rank sums
-// its share and total() adds the ranks' sums.
+// its share and total() adds the ranks' sums, on the model's device (NCCL
+// takes only tensors of its GPU; Gloo takes any).
 struct Totals {
   double loss_sum = 0, correct = 0, seen = 0;
-  Totals total(bool distributed) const {
+  Totals total(bool distributed, Device device) const {
     if (!distributed) return *this;
-    Tensor t = tensor({loss_sum, correct, seen}, {3}, kFloat64);
+    Tensor t = tensor({loss_sum, correct, seen}, {3}, kFloat64).to(device);
     dist::all_reduce(t, dist::ReduceOp::SUM);
     auto v = t.to_vector<double>();
     return {v[0], v[1], v[2]};
@@ -208,7 +210,7 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
     t.correct += static_cast<double>(examples::count_correct(logits, b.targets));
     t.seen += n;
   }
-  return t.total(distributed);
+  return t.total(distributed, device);
 }
 
 // Test accuracy with batch statistics (train mode), the number that shows the
@@ -303,8 +305,12 @@ Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a,
 int run(Args a) {
   if (a.threads > 0) set_num_threads(a.threads);
   manual_seed(a.seed);
-  const examples::DistributedRun ddp_run;
-  const bool distributed = ddp_run.on;
+  // The device, then the process group's backend (NCCL needs the device known).
+  const bool distributed = examples::DistributedRun::launched();
+  const auto [device, device_note] = examples::choose_device(a.device, distributed);
+  const examples::ChosenBackend backend =
+      examples::choose_backend(a.backend, distributed, device, a.device, examples::backend_facts());
+  const examples::DistributedRun ddp_run(backend.name);
   // --lr is for --scale-lr-ref-batch images per step; scale it to the global batch.
   const examples::ScaledLr scaled_lr =
       examples::scale_lr(a.lr, a.scale_lr, a.batch_size * ddp_run.world, a.scale_lr_ref_batch);
@@ -341,7 +347,6 @@ int run(Args a) {
   if (!a.norm.empty()) model_options.norm(sync_bn ? "batchnorm" : a.norm);
   auto model = models::create_model(a.model, model_options);
   if (sync_bn) model = nn::convert_sync_batch_norm(model);
-  const auto [device, device_note] = examples::choose_device(a.device, distributed);
   const std::string backend_note = examples::configure_backends(device, a.deterministic);
   examples::MixedPrecision amp(a.amp, device);  // refuses fp16 off CUDA
   model->to(device);  // before DDP and the optimizer, which keep the model's tensors
@@ -373,7 +378,7 @@ int run(Args a) {
             << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n"
             << "device: " << device.str() << device_note << backend_note << "\n";
   if (distributed)
-    out << "ddp:   " << ddp_run.world << " processes (gloo), batch " << a.batch_size << " per process = "
+    out << "ddp:   " << ddp_run.world << " processes, backend " << backend.name << backend.note << ", batch " << a.batch_size << " per process = "
         << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
 
   const fs::path log_dir = a.log_dir;
@@ -430,7 +435,7 @@ int run(Args a) {
     metrics.read();
     check_and_show();
     const Totals train = Totals{metrics.loss_sum(), static_cast<double>(metrics.correct()),
-                                static_cast<double>(metrics.seen())}.total(distributed);
+                                static_cast<double>(metrics.seen())}.total(distributed, device);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochMetrics m;
     m.epoch = epoch + 1;
@@ -549,6 +554,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", a.device,
                  "where the model trains: auto (cuda when a GPU is usable, else cpu), cpu, cuda[:N] (a CUDA "
                  "build) or test (the test device of CI, core/test_device.h)")
+      ->capture_default_str();
+  app.add_option("--backend", a.backend,
+                 "process group of a distributed run (minidl-launch): auto (nccl on CUDA devices in a build with "
+                 "NCCL, one GPU per process; else gloo), gloo or nccl")
       ->capture_default_str();
   app.add_flag("--deterministic", a.deterministic,
                "bit-identical runs on a GPU: deterministic cuDNN algorithms, no cuDNN benchmark search "

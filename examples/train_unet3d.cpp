@@ -47,6 +47,7 @@
 
 #include "examples/common/checkpoint.h"
 #include "examples/common/csv_log.h"
+#include "examples/common/backend_choice.h"
 #include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
@@ -76,7 +77,7 @@ struct Args {
   double lr = 2e-4, weight_decay = 1e-4, gamma = 0.2;
   std::vector<int64_t> milestones{25, 50, 75};
   int64_t base_width = 16, levels = 4, tb_slice = 0;
-  std::string norm = "batchnorm", upsample = "transpose", amp = "off", device = "auto";
+  std::string norm = "batchnorm", upsample = "transpose", amp = "off", device = "auto", backend = "auto";
   bool sync_bn = false, smoke = false;
   int threads = 0;
   uint64_t seed = 0;
@@ -107,9 +108,9 @@ EpochMetrics metrics_from_json(const json& j) {
 // template's reduce_tensor, which averages the loss across ranks).
 struct Sums {
   double loss = 0, dice = 0, iou = 0, count = 0;
-  Sums total(bool distributed) const {
+  Sums total(bool distributed, Device device) const {  // on the model's device: NCCL takes only its GPU's tensors
     if (!distributed) return *this;
-    Tensor t = tensor({loss, dice, iou, count}, {4}, kFloat64);
+    Tensor t = tensor({loss, dice, iou, count}, {4}, kFloat64).to(device);
     dist::all_reduce(t, dist::ReduceOp::SUM);
     const auto v = t.to_vector<double>();
     return {v[0], v[1], v[2], v[3]};
@@ -165,7 +166,7 @@ Validation validate(nn::Module& model, nn::BCEDiceLossImpl& criterion, const dat
     }
   }
   model.train();
-  v.sums = v.sums.total(distributed);
+  v.sums = v.sums.total(distributed, device);
   return v;
 }
 
@@ -195,8 +196,12 @@ json run_config(const Args& a) {
 int run(const Args& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   manual_seed(a.seed);
-  const examples::DistributedRun ddp_run;
-  const bool distributed = ddp_run.on;
+  // The device, then the process group's backend (NCCL needs the device known).
+  const bool distributed = examples::DistributedRun::launched();
+  const auto [device, device_note] = examples::choose_device(a.device, distributed);
+  const examples::ChosenBackend backend =
+      examples::choose_backend(a.backend, distributed, device, a.device, examples::backend_facts());
+  const examples::DistributedRun ddp_run(backend.name);
   std::ostringstream quiet;  // only rank 0 prints, logs and saves
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
   MINIDL_CHECK(!a.sync_bn || a.norm == "batchnorm", "train_unet3d: --sync-bn converts BatchNorm layers; it needs --norm "
@@ -228,7 +233,6 @@ int run(const Args& a) {
                        .ptr();
   std::shared_ptr<nn::Module> model = model_ptr;
   if (a.sync_bn) model = nn::convert_sync_batch_norm(model);  // the template's convert_syncbn_model
-  const auto [device, device_note] = examples::choose_device(a.device, distributed);
   const std::string backend_note = examples::configure_backends(device, /*deterministic=*/false);
   examples::MixedPrecision amp(a.amp, device);  // throws for fp16 off CUDA
   model->to(device);
@@ -268,7 +272,7 @@ int run(const Args& a) {
       << "run:   " << a.epochs << " epochs of " << steps << " steps of " << a.batch_size << " patches of " << a.patch
       << "^3 per process, " << get_num_threads() << " threads, seed " << a.seed << ", device " << device.str() << device_note << backend_note << "\n";
   if (distributed)
-    out << "ddp:   " << ddp_run.world << " processes (gloo), " << a.batch_size * ddp_run.world
+    out << "ddp:   " << ddp_run.world << " processes, backend " << backend.name << backend.note << ", " << a.batch_size * ddp_run.world
         << " patches per step in all" << (a.sync_bn ? "; BatchNorm statistics synchronized (SyncBatchNorm)" : "")
         << "\n";
 
@@ -317,7 +321,7 @@ int run(const Args& a) {
       if (bar) bar->update(static_cast<int64_t>(end), "loss " + fmt("%.4f", train.mean(train.loss)));
     }
     sched.step();
-    const Sums train_all = train.total(distributed);
+    const Sums train_all = train.total(distributed, device);
     const Validation v = validate(*model, *criterion, *d.val, val_sampler, distributed, device, a.tb_slice, amp);
     EpochMetrics m;
     m.epoch = epoch + 1;
@@ -418,6 +422,10 @@ int main(int argc, char** argv) {
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, CUDA only)")
       ->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_option("--device", a.device, "auto (cuda when a GPU is usable, else cpu), cpu, cuda[:N] (a CUDA build) or test")
+      ->capture_default_str();
+  app.add_option("--backend", a.backend,
+                 "process group of a distributed run (minidl-launch): auto (nccl on CUDA devices in a build with "
+                 "NCCL, one GPU per process; else gloo), gloo or nccl")
       ->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)");
   app.add_option("--seed", a.seed)->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include "minidl/nn/functional.h"
 #include "minidl/nn/init.h"
+#include "minidl/nn/data_parallel.h"
 #include "minidl/nn/metrics.h"
 #include "minidl/nn/module.h"
 #include "minidl/nn/modules/activation.h"

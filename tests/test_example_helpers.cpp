@@ -1,11 +1,12 @@
 // Tests for the example programs' training helpers (examples/common): the
-// learning-rate scaling rule and the per-epoch checkpoint files.
+// learning-rate scaling rule, the per-epoch checkpoint files and --backend.
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "examples/common/backend_choice.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/lr_scaling.h"
 #include "minidl/minidl.h"
@@ -68,4 +69,57 @@ TEST_CASE("save_epoch_checkpoint commits with checkpoint.json and drops the prev
   CHECK_THROWS_WITH_AS(examples::read_checkpoint((dir / "nothing").string(), "prog"),
                        doctest::Contains("prog: no checkpoint at"), minidl::Error);
   fs::remove_all(dir);
+}
+
+TEST_CASE("choose_backend: auto, gloo and nccl on posed machines") {
+  using examples::BackendFacts;
+  using examples::choose_backend;
+  const Device gpu0(kCUDA, 0), gpu1(kCUDA, 1);
+  const BackendFacts cpu_build{.nccl_built = false, .cuda_devices = 0, .local_world_size = 2};
+  const BackendFacts two_gpus{.nccl_built = true, .cuda_devices = 2, .local_world_size = 2};
+  const BackendFacts one_gpu{.nccl_built = true, .cuda_devices = 1, .local_world_size = 2};
+
+  // auto: nccl only for a distributed run on CUDA devices, with NCCL, one GPU per process.
+  CHECK(choose_backend("auto", true, kCPU, "auto", cpu_build).name == "gloo");
+  CHECK(choose_backend("auto", true, kCPU, "auto", cpu_build).note == " (auto: cpu tensors)");
+  CHECK(choose_backend("auto", true, kCPU, "cpu", two_gpus).name == "gloo");
+  const BackendFacts rank1{.nccl_built = true, .cuda_devices = 2, .local_world_size = 2, .local_rank = 1};
+  CHECK(choose_backend("auto", true, gpu1, "cuda", rank1).name == "nccl");
+  CHECK(choose_backend("auto", true, gpu1, "cuda", rank1).note ==
+        " (auto: a distributed run on CUDA devices, one GPU per process)");
+  const BackendFacts alone{.nccl_built = true, .cuda_devices = 2, .local_world_size = 1, .local_rank = 0};
+  CHECK(choose_backend("auto", true, gpu0, "cuda:0", alone).name == "nccl");
+  CHECK(choose_backend("auto", true, gpu1, "cuda:1", alone).name == "gloo");  // NCCL would drive cuda:0
+  CHECK(choose_backend("auto", true, gpu0, "cuda", BackendFacts{.nccl_built = false, .cuda_devices = 2,
+                                                                .local_world_size = 2})
+            .note.find("this build has no NCCL") != std::string::npos);
+  const auto shared = choose_backend("auto", true, gpu0, "cuda", one_gpu);
+  CHECK(shared.name == "gloo");
+  CHECK(shared.note == " (auto: 2 processes on this node share 1 CUDA device, which NCCL refuses; CUDA tensors "
+                       "staged through host memory)");
+  CHECK(choose_backend("auto", true, gpu0, "cuda:0", two_gpus).name == "gloo");  // every rank on cuda:0
+  CHECK(choose_backend("auto", false, kCPU, "auto", cpu_build).note == " (auto: unused: one process, no process group)");
+
+  // gloo: always possible.
+  CHECK(choose_backend("gloo", true, gpu0, "cuda", one_gpu).note == " (CUDA tensors staged through host memory)");
+  CHECK(choose_backend("gloo", true, kCPU, "cpu", cpu_build).note.empty());
+
+  // nccl: refused with the reason and the way out.
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, kCPU, "auto", cpu_build),
+                        "--backend nccl: this build of minidl has no NCCL: configure with -DMINIDL_CUDA=ON");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", false, kCPU, "auto", cpu_build), "use --backend gloo");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, kCPU, "cpu", two_gpus),
+                        "NCCL communicates CUDA tensors only, and this run trains on cpu; use --device cuda");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, gpu0, "cuda", one_gpu),
+                        "--backend nccl: 2 processes on this node share 1 CUDA device, and NCCL refuses two ranks on "
+                        "one GPU ('Duplicate GPU detected'); use --backend gloo");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, gpu0, "cuda:0", two_gpus),
+                        "2 processes on this node all use cuda:0 (--device cuda:0)");
+  CHECK(choose_backend("nccl", true, gpu1, "cuda", rank1).name == "nccl");
+  CHECK_THROWS_CONTAINS(choose_backend("nccl", true, gpu1, "cuda:1", alone),
+                        "--backend nccl: NCCL drives cuda:0 in this process (LOCAL_RANK 0), but --device cuda:1 puts "
+                        "the model on cuda:1; use --device cuda");
+  CHECK(choose_backend("nccl", false, gpu0, "cuda:0", two_gpus).note == " (unused: one process, no process group)");
+  CHECK_THROWS_CONTAINS(choose_backend("mpi", true, kCPU, "auto", cpu_build),
+                        "--backend: expected auto, gloo or nccl, got 'mpi'");
 }

@@ -11,8 +11,8 @@ namespace minidl::examples {
 
 ChosenDevice choose_device(const std::string& spec, bool distributed) {
   if (spec == "auto") {
-    if (distributed) return {Device(DeviceType::CPU), " (auto: distributed runs use Gloo on the CPU; --device cuda "
-                                                      "stages through host memory)"};
+    if (distributed) return {Device(DeviceType::CPU), " (auto: distributed runs stay on the CPU; --device cuda "
+                                                      "to train on GPUs)"};
     if (cuda::is_available()) return {Device(DeviceType::CUDA, 0), " (auto: a CUDA device is usable)"};
     return {Device(DeviceType::CPU), " (auto: no CUDA: " + cuda::unavailable_reason() + ")"};
   }
@@ -24,7 +24,7 @@ ChosenDevice choose_device(const std::string& spec, bool distributed) {
     const char* local = std::getenv("LOCAL_RANK");
     d.index = (local != nullptr ? std::atoi(local) : 0) % cuda::device_count();
   }
-  return {d, " (Gloo: collectives staged through host memory)"};
+  return {d, ""};  // the backend's line says how collectives travel
 }
 
 std::string configure_backends(Device device, bool deterministic) {

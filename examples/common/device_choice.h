@@ -2,9 +2,9 @@
 //   --device auto (the default): cuda when a CUDA device is usable, else cpu,
 //   with the reason in the note the example prints in its first lines. A
 //   distributed run (minidl-launch) stays on the CPU unless --device cuda is
-//   given: DDP runs over Gloo, which stages CUDA tensors through host memory
-//   (dist/process_group_gloo.cpp), so several ranks can share one GPU, but
-//   every collective waits for a copy; NCCL is not wired into the examples yet.
+//   given; then --backend auto (examples/common/backend_choice.h) picks NCCL
+//   when each local rank has its own GPU, else Gloo, which stages CUDA
+//   tensors through host memory so several ranks can share one GPU.
 //   `cuda` without an index in a distributed run is cuda:(LOCAL_RANK mod the
 //   device count).
 #pragma once

@@ -1,8 +1,10 @@
 // The process group of an example program's run. Under minidl-launch (RANK
-// and WORLD_SIZE set) the process joins the gloo group for the whole run and
-// leaves it at the end; otherwise it is one process, rank 0 of 1.
+// and WORLD_SIZE set) the process joins a group of `backend` ("gloo" or
+// "nccl", examples/common/backend_choice.h picks it from --backend) for the
+// whole run and leaves it at the end; otherwise it is one process, rank 0 of 1.
 //
-//   const examples::DistributedRun run;
+//   const bool distributed = examples::DistributedRun::launched();   // before any group exists
+//   const examples::DistributedRun run(backend.name);
 //   if (run.main()) std::cout << ...;   // rank 0 prints, logs and saves
 #pragma once
 
@@ -15,11 +17,12 @@
 namespace minidl::examples {
 
 struct DistributedRun {
-  bool on = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
+  static bool launched() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+  bool on = launched();
   int rank = 0, world = 1;
-  DistributedRun() {
+  explicit DistributedRun(const std::string& backend = "gloo") {
     if (!on) return;
-    dist::init_process_group("gloo", "env://");
+    dist::init_process_group(backend, "env://");
     rank = dist::get_rank();
     world = dist::get_world_size();
   }
