@@ -24,6 +24,11 @@
 #       summary (gpu-check-summary.json) and gpu-check-logs.tar.gz (one log
 #       per step) under $OUT: three files, as the tool returns at most 8.
 #       Steps stop being started after GPU_CHECK_BUDGET_S (480) seconds.
+#       CUDA graphs (issue 14, written without a GPU): test_cuda_graph, a
+#       short train_cifar10 run eager and with --cuda-graph whose final
+#       losses must agree, and bench_gpu --suite graph (batch-32 step time,
+#       eager against replay) in the summary. test_cuda_graph is not run
+#       under memcheck: PYTORCH_NO_CUDA_MEMORY_CACHING=1 has no private pools.
 #
 # Why binaries built here rather than a build there: the GPU machine has none
 # of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
