@@ -14,13 +14,12 @@ GraphCapture::GraphCapture(CUDAGraph& graph, uint64_t pool, CaptureErrorMode mod
   graph_.capture_begin(pool, mode);  // on the capture stream, made current by stream_
 }
 
+// Still capturing: end() was not reached (an exception in the region) or
+// refused to end (another current stream): abandon the capture.
 GraphCapture::~GraphCapture() {
-  if (!ended_) graph_.reset();  // an exception in the region: abandon the capture
+  if (graph_.is_capturing()) graph_.reset();
 }
 
-void GraphCapture::end() {
-  ended_ = true;  // capture_end leaves no capture open, even when it throws
-  graph_.capture_end();
-}
+void GraphCapture::end() { graph_.capture_end(); }
 
 }  // namespace minidl::cuda

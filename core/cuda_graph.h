@@ -115,7 +115,6 @@ class GraphCapture {
  private:
   CUDAGraph& graph_;
   CaptureStreamGuard stream_;
-  bool ended_ = false;
 };
 
 }  // namespace minidl::cuda
