@@ -4,7 +4,7 @@
 // steps run eagerly, with the lr changing between steps (the replays read it
 // from device memory); and the misuse errors: replay before capture, capture
 // on the default stream, nested capture, a host read inside the capture,
-// lazy optimizer state inside the capture. The host logic of the private
+// lazy optimizer state or dropout inside the capture. The host logic of the private
 // pools is tested on the CPU (tests/test_caching_allocator.cpp).
 //
 // Written without a GPU: compiled, not yet run (scripts/gpu-check.sh runs it
@@ -243,4 +243,12 @@ TEST_CASE("a graph's private pool holds its memory until the graph and its tenso
   CHECK(cuda::memory_reserved() > before);
   y = Tensor();  // the last block: its segment goes back to the device
   CHECK(cuda::memory_reserved() == before);
+}
+
+TEST_CASE("dropout refuses to be captured (its seed would be baked into the graph)") {
+  Tensor x = ones({16}, TensorOptions(kFloat32).device(kGpu));
+  cuda::CUDAGraph g;
+  cuda::GraphCapture capture(g);
+  CHECK_THROWS_WITH_AS(dropout(x, 0.5, /*training=*/true), doctest::Contains("dropout cannot be captured"), Error);
+  CHECK(dropout(x, 0.5, /*training=*/false).is_same(x));  // eval: nothing random, nothing refused
 }
