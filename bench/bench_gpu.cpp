@@ -3,7 +3,7 @@
 // bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
 // shape names; bench/gpu_report.py joins the two into a table of ratios.
 //
-//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train]
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train|graph]
 //
 // Timing: each round synchronizes the device, runs the work `iters` times,
 // synchronizes again and divides the host time by iters (a round of many
@@ -15,6 +15,10 @@
 // parameters, gradients and optimizer state included. train_step_host_*: the
 // host time to enqueue one step on an idle device (launch-bound when it is
 // close to the step's time).
+//
+// --suite graph (not part of all: PyTorch's twin has no such entry): a
+// training step eager and replayed from a CUDA graph at batch 32
+// (train_cifar10 --cuda-graph's case; written without a GPU, not yet run).
 //
 // Without a usable CUDA device it prints the reason and exits 77 (skipped).
 // --device cpu (or test) runs the same code on that device, slowly: a dry
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "examples/common/main_guard.h"
+#include "minidl/core/cuda_graph.h"
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -186,6 +191,51 @@ void train_step(const Options& o, const std::string& name, int64_t batch) {
   print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, step), 0);
 }
 
+// The same step (capturable SGD) eager and as a CUDA graph replay, on the
+// same model, batch and device: the launch cost the graph removes. Also
+// prints {"op":"cuda_graph_speedup_<model>","speedup":eager/graph}.
+void graph_step(const Options& o, const std::string& name, int64_t batch) {
+  MINIDL_CHECK(o.device.is_cuda(), "bench_gpu --suite graph: CUDA graphs need a CUDA device, got ", o.device.str());
+  manual_seed(0);
+  auto model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
+  model->to(o.device);
+  model->train();
+  optim::SGDOptions so(0.1);
+  so.momentum = 0.9;
+  so.weight_decay = 5e-4;
+  so.capturable = true;
+  optim::SGD sgd(std::vector<optim::ParamGroup>{model->parameters()}, so);
+  const Tensor x = randn({batch, 3, 32, 32}).to(o.device);
+  const Tensor y = randint(0, 10, {batch}).to(o.device);
+  auto step = [&] {
+    Tensor loss = cross_entropy(model->forward(x), y);
+    sgd.zero_grad();
+    loss.backward();
+    sgd.step();
+  };
+  {
+    cuda::CaptureStreamGuard side;  // warm-up where the capture will run
+    for (int i = 0; i < 3; ++i) step();
+  }
+  const double eager = median_ms(o, 20, step);
+  cuda::CUDAGraph graph;
+  {
+    cuda::GraphCapture capture(graph);
+    step();
+    capture.end();
+  }
+  const double replay = median_ms(o, 20, [&] {
+    sgd.write_device_lr();
+    graph.replay();
+  });
+  const std::string shape = "batch " + std::to_string(batch);
+  print("train_step_eager_" + name, shape, eager, 0, 0, 1000.0 * batch / eager);
+  print("train_step_graph_" + name, shape, replay, 0, 0, 1000.0 * batch / replay);
+  std::printf("{\"impl\":\"minidl\",\"op\":\"cuda_graph_speedup_%s\",\"shape\":\"%s\",\"speedup\":%.2f}\n",
+              name.c_str(), shape.c_str(), eager / replay);
+  std::fflush(stdout);
+}
+
 int program(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
@@ -195,19 +245,24 @@ int program(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--suite") == 0) o.suite = argv[i + 1];
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
-  if (o.suite != "all" && o.suite != "ops" && o.suite != "train")
-    throw examples::UsageError("--suite must be all, ops or train, got " + o.suite);
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "train" && o.suite != "graph")
+    throw examples::UsageError("--suite must be all, ops, train or graph, got " + o.suite);
   if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
     std::printf("bench_gpu: skipped: %s\n", cuda::unavailable_reason().c_str());
     return 77;
   }
   backends::cudnn::set_benchmark(true);
+  if (o.suite == "graph") {
+    graph_step(o, "smallnet", 32);
+    graph_step(o, "resnet18", 32);
+    return 0;
+  }
   if (o.suite != "train") {
     conv_suite(o);
     norm_suite(o);
     matmul_suite(o);
   }
-  if (o.suite != "ops") {
+  if (o.suite == "all" || o.suite == "train") {
     train_step(o, "resnet18", 128);
     train_step(o, "resnet18", 512);
     train_step(o, "smallnet", 128);
@@ -218,6 +273,6 @@ int program(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train]",
+  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train|graph]",
                                        [&] { return program(argc, argv); });
 }

@@ -1,6 +1,8 @@
 // PyTorch's caching-allocator policy; see core/caching_allocator.h.
 #include "minidl/core/caching_allocator.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,6 +32,11 @@ void* to_ptr(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
 
 }  // namespace
 
+MempoolId new_mempool_id() {
+  static std::atomic<MempoolId> next{1};  // 0 means "no pool"
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool DeviceCachingAllocator::BlockComparator::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->size != b->size) return a->size < b->size;
@@ -48,6 +55,10 @@ DeviceCachingAllocator::~DeviceCachingAllocator() {
   std::set<Block*> all;
   for (auto* pool : {&small_blocks_, &large_blocks_})
     for (Block* b : pool->blocks) all.insert(b);
+  for (auto& [id, priv] : graph_pools_)
+    for (auto* pool : {&priv->small, &priv->large})
+      for (Block* b : pool->blocks) all.insert(b);
+  for (Block* b : deferred_event_blocks_) all.insert(b);
   for (auto& [addr, b] : active_blocks_) all.insert(b);
   for (auto& [event, b] : outstanding_events_) {
     provider_->event_destroy(event);
@@ -92,19 +103,24 @@ void* DeviceCachingAllocator::malloc(size_t nbytes, StreamId stream) {
     return p;
   }
 
-  // Blocks whose record_stream events completed become reusable first.
-  process_events();
+  // Blocks whose record_stream events completed become reusable first
+  // (not during a capture: cudaEventQuery is forbidden then).
+  const bool capturing = !captures_underway_.empty();
+  if (!capturing) process_events();
   const size_t size = round_size(nbytes);
-  BlockPool& pool = size <= kSmallSize ? small_blocks_ : large_blocks_;
+  PrivatePool* priv = capture_pool_for(stream);
+  BlockPool& pool = priv != nullptr ? (size <= kSmallSize ? priv->small : priv->large)
+                                    : (size <= kSmallSize ? small_blocks_ : large_blocks_);
   Block* block = get_free_block(size, stream, pool);
   if (block == nullptr) {
     // PyTorch's order: a new segment; then free one cached unsplit block big
     // enough and retry; then free every cached segment and retry; then OOM.
+    // Freeing (cudaFree) synchronizes the device: never during a capture.
     const size_t alloc_size = get_allocation_size(size);
     block = alloc_block(alloc_size, stream, pool);
-    if (block == nullptr && release_available_cached_blocks(alloc_size, pool))
+    if (block == nullptr && !capturing && release_available_cached_blocks(alloc_size, pool))
       block = alloc_block(alloc_size, stream, pool);
-    if (block == nullptr) {
+    if (block == nullptr && !capturing) {
       release_cached_blocks();
       block = alloc_block(alloc_size, stream, pool);
     }
@@ -146,7 +162,14 @@ DeviceCachingAllocator::Block* DeviceCachingAllocator::alloc_block(size_t alloc_
   void* p = provider_->raw_alloc(alloc_size);
   if (p == nullptr) return nullptr;
   add_reserved(alloc_size);
+  if (pool.owner != nullptr) pool.owner->reserved += alloc_size;
   return new Block{stream, alloc_size, reinterpret_cast<uintptr_t>(p), &pool};
+}
+
+DeviceCachingAllocator::PrivatePool* DeviceCachingAllocator::capture_pool_for(StreamId stream) const {
+  for (const auto& [id, s] : captures_underway_)
+    if (s == stream) return graph_pools_.at(id).get();
+  return nullptr;
 }
 
 bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const {
@@ -175,7 +198,12 @@ void DeviceCachingAllocator::free(void* ptr) {
   block->allocated = false;
   allocated_ -= block->size;
   if (!block->stream_uses.empty()) {
-    insert_events(block);  // cached once the other streams' work is done
+    // Cached once the other streams' work is done; during a capture the
+    // events wait (recording one would join the event to the capture).
+    if (captures_underway_.empty())
+      insert_events(block);
+    else
+      deferred_event_blocks_.push_back(block);
   } else {
     free_block(block);
   }
@@ -223,6 +251,41 @@ void DeviceCachingAllocator::free_block(Block* block) {
   try_merge_blocks(block, block->prev, pool);
   try_merge_blocks(block, block->next, pool);
   pool.blocks.insert(block);
+  release_private_segment_if_free(block);
+}
+
+// A released graph pool gives each segment back as soon as it is whole and
+// free (not during a capture: cudaFree; the capture's end sweeps), and
+// disappears with its last segment.
+void DeviceCachingAllocator::release_private_segment_if_free(Block* block) {
+  PrivatePool* priv = block->pool->owner;
+  if (priv == nullptr || priv->use_count > 0 || block->prev != nullptr || block->next != nullptr) return;
+  if (!captures_underway_.empty()) return;
+  priv->reserved -= block->size;
+  release_block(block);
+  if (priv->reserved == 0) graph_pools_.erase(priv->id);
+}
+
+// Every whole free segment of the released pools, then the empty pools.
+void DeviceCachingAllocator::release_free_private_segments() {
+  if (!captures_underway_.empty()) return;
+  for (auto it = graph_pools_.begin(); it != graph_pools_.end();) {
+    PrivatePool* priv = it->second.get();
+    if (priv->use_count == 0) {
+      std::vector<Block*> whole;
+      for (auto* pool : {&priv->small, &priv->large})
+        for (Block* b : pool->blocks)
+          if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
+      for (Block* b : whole) {
+        priv->reserved -= b->size;
+        release_block(b);
+      }
+    }
+    if (priv->use_count == 0 && priv->reserved == 0)
+      it = graph_pools_.erase(it);
+    else
+      ++it;
+  }
 }
 
 void DeviceCachingAllocator::try_merge_blocks(Block* dst, Block* src, BlockPool& pool) {
@@ -273,8 +336,11 @@ void DeviceCachingAllocator::release_block(Block* block) {
 
 void DeviceCachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  MINIDL_CHECK(captures_underway_.empty(),
+               "empty_cache: not allowed while a CUDA graph is being captured (cudaFree synchronizes the device)");
   process_events();
   release_cached_blocks();
+  release_free_private_segments();
 }
 
 // PyTorch's message (c10/cuda/CUDACachingAllocator.cpp, malloc's OOM path),
@@ -286,6 +352,60 @@ void DeviceCachingAllocator::throw_oom(size_t nbytes) {
               " is allocated by minidl, and ", format_size(reserved_ - allocated_),
               " is reserved by minidl but unallocated. If reserved but unallocated memory is "
               "large, the cache is fragmented: empty_cache() returns it to the device.");
+}
+
+void DeviceCachingAllocator::begin_allocate_to_pool(MempoolId id, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MINIDL_CHECK(!options_.no_caching,
+               "CUDA graphs need the caching allocator's private pools: unset PYTORCH_NO_CUDA_MEMORY_CACHING");
+  MINIDL_CHECK(id != 0, "begin_allocate_to_pool: 0 is not a pool id (use new_mempool_id())");
+  for (const auto& [other, s] : captures_underway_)
+    MINIDL_CHECK(s != stream && other != id,
+                 "begin_allocate_to_pool: ", s == stream ? "this stream" : "this pool",
+                 " is already capturing into a pool (a capture cannot nest)");
+  auto it = graph_pools_.find(id);
+  if (it == graph_pools_.end()) {
+    graph_pools_.emplace(id, std::make_unique<PrivatePool>(id));
+  } else {
+    // A shared pool (graph_pool_handle): held once more. One already
+    // released by all its graphs cannot be revived (its segments are going).
+    MINIDL_CHECK(it->second->use_count > 0, "begin_allocate_to_pool: pool ", id, " was already released");
+    ++it->second->use_count;
+  }
+  captures_underway_.emplace_back(id, stream);
+}
+
+void DeviceCachingAllocator::end_allocate_to_pool(MempoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find_if(captures_underway_.begin(), captures_underway_.end(),
+                         [&](const auto& c) { return c.first == id; });
+  MINIDL_CHECK(it != captures_underway_.end(), "end_allocate_to_pool: pool ", id, " has no capture underway");
+  captures_underway_.erase(it);
+  if (captures_underway_.empty()) {
+    for (Block* b : deferred_event_blocks_) insert_events(b);
+    deferred_event_blocks_.clear();
+    release_free_private_segments();
+  }
+}
+
+void DeviceCachingAllocator::release_pool(MempoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = graph_pools_.find(id);
+  MINIDL_CHECK(it != graph_pools_.end() && it->second->use_count > 0, "release_pool: no live pool ", id);
+  // Whole free segments go now (or when the captures underway end); the
+  // others when their last block is freed.
+  if (--it->second->use_count == 0) release_free_private_segments();
+}
+
+size_t DeviceCachingAllocator::pool_reserved(MempoolId id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = graph_pools_.find(id);
+  return it == graph_pools_.end() ? 0 : it->second->reserved;
+}
+
+bool DeviceCachingAllocator::capture_underway() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !captures_underway_.empty();
 }
 
 size_t DeviceCachingAllocator::memory_allocated() const {

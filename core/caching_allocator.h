@@ -9,16 +9,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace minidl {
 
 // Opaque ids: a cudaStream_t / cudaEvent_t for the CUDA provider.
 using StreamId = uintptr_t;
 using EventId = uintptr_t;
+// A CUDA graph's private memory pool (PyTorch's MempoolId_t, one number
+// here): 0 is "no pool"; new_mempool_id() hands out fresh ones
+// (torch.cuda.graph_pool_handle()).
+using MempoolId = uint64_t;
+MempoolId new_mempool_id();
 
 // Where device memory and events come from (one device).
 class DeviceMemoryProvider {
@@ -81,6 +88,28 @@ class DeviceCachingAllocator {
 
   bool no_caching() const { return options_.no_caching; }
 
+  // ---- CUDA graph private pools (PyTorch's beginAllocateToPool,
+  // endAllocateToPool, releasePool) ----
+  // A captured graph replays its kernels on the addresses they had at
+  // capture, so that memory must stay the graph's for as long as the graph
+  // lives, and nothing else may get it. Between begin and end, every malloc
+  // on `stream` (the capturing stream) comes from the pool `id`'s own
+  // segments; a block freed during capture goes back to that pool only, to be
+  // reused later in the same capture (as the graph's replay reuses it) and by
+  // nobody else. A pool is held by every capture that began in it (graphs may
+  // share one pool: pass the same id) until release_pool; then its segments
+  // go back to the provider as soon as no block in them is live (a graph's
+  // output tensor may outlive the graph).
+  // While a capture is underway the policy never calls what a capture forbids:
+  // no event queries (record_stream's blocks wait until the capture ends), no
+  // raw_free (no cache release on OOM; empty_cache refuses).
+  void begin_allocate_to_pool(MempoolId id, StreamId stream);
+  void end_allocate_to_pool(MempoolId id);
+  void release_pool(MempoolId id);
+  // Bytes of provider segments a pool owns (0 for an unknown or freed pool).
+  size_t pool_reserved(MempoolId id) const;
+  bool capture_underway() const;
+
   static size_t round_size(size_t nbytes);
   static size_t get_allocation_size(size_t size);
 
@@ -106,13 +135,27 @@ class DeviceCachingAllocator {
   struct BlockComparator {
     bool operator()(const Block* a, const Block* b) const;
   };
+  struct PrivatePool;
   struct BlockPool {
     std::set<Block*, BlockComparator> blocks;
     bool is_small;
+    PrivatePool* owner = nullptr;  // a graph's pool, or nullptr: the general cache
+  };
+  // A graph's pool: its own small and large blocks, never shared with the
+  // general cache. use_count: captures/graphs holding it.
+  struct PrivatePool {
+    explicit PrivatePool(MempoolId id) : id(id), small{{}, true, this}, large{{}, false, this} {}
+    MempoolId id;
+    BlockPool small, large;
+    int use_count = 1;
+    size_t reserved = 0;  // bytes of its provider segments
   };
 
   Block* get_free_block(size_t size, StreamId stream, BlockPool& pool);
   Block* alloc_block(size_t alloc_size, StreamId stream, BlockPool& pool);
+  PrivatePool* capture_pool_for(StreamId stream) const;
+  void release_private_segment_if_free(Block* block);
+  void release_free_private_segments();
   bool should_split(const Block* block, size_t size) const;
   void free_block(Block* block);
   void try_merge_blocks(Block* dst, Block* src, BlockPool& pool);
@@ -135,6 +178,12 @@ class DeviceCachingAllocator {
   std::deque<std::pair<EventId, Block*>> outstanding_events_;
   // no_caching mode: the size of each provider allocation, for the stats.
   std::unordered_map<uintptr_t, size_t> uncached_sizes_;
+  // Graph pools by id, and the captures underway: (pool, capturing stream).
+  std::unordered_map<MempoolId, std::unique_ptr<PrivatePool>> graph_pools_;
+  std::vector<std::pair<MempoolId, StreamId>> captures_underway_;
+  // Blocks with record_stream uses freed during a capture: their events are
+  // recorded when no capture is underway any more.
+  std::vector<Block*> deferred_event_blocks_;
   size_t allocated_ = 0, max_allocated_ = 0;
   size_t reserved_ = 0, max_reserved_ = 0;
 };

@@ -4,6 +4,7 @@
 // to get one.
 #include "minidl/core/check.h"
 #include "minidl/core/cuda.h"
+#include "minidl/core/cuda_graph.h"
 
 namespace minidl::cuda {
 
@@ -25,5 +26,27 @@ size_t memory_reserved(int) { return 0; }
 size_t max_memory_reserved(int) { return 0; }
 void reset_peak_memory_stats(int) {}
 void empty_cache() {}
+
+// core/cuda_graph.h: a graph can be made and reset, never captured or replayed.
+bool is_current_stream_capturing() { return false; }
+
+struct CUDAGraph::Impl {};
+CUDAGraph::CUDAGraph() : impl_(std::make_unique<Impl>()) {}
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture_begin(uint64_t, CaptureErrorMode) {
+  MINIDL_FAIL("CUDAGraph::capture_begin: CUDA is not available: ", kReason);
+}
+void CUDAGraph::capture_end() { MINIDL_FAIL("CUDAGraph::capture_end: called without capture_begin"); }
+void CUDAGraph::replay() {
+  MINIDL_FAIL("CUDAGraph::replay: called without a preceding successful capture (capture_begin, then capture_end)");
+}
+void CUDAGraph::reset() noexcept {}
+bool CUDAGraph::has_graph() const { return false; }
+bool CUDAGraph::is_capturing() const { return false; }
+uint64_t CUDAGraph::pool() const { return 0; }
+
+struct CaptureStreamGuard::Impl {};
+CaptureStreamGuard::CaptureStreamGuard(int) { MINIDL_FAIL("CaptureStreamGuard: CUDA is not available: ", kReason); }
+CaptureStreamGuard::~CaptureStreamGuard() = default;
 
 }  // namespace minidl::cuda

@@ -22,6 +22,8 @@
 // --amp bf16: forward passes under autocast in bfloat16 (the loss in float32;
 // BatchNorm keeps float32 statistics); --amp fp16: float16 with a GradScaler
 // whose state is checkpointed and whose scale is logged (CUDA only).
+// --cuda-graph: one step captured into a CUDA graph and replayed for every
+// full batch (examples/common/cuda_graph_step.h; compiled, not run on a GPU).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -41,9 +43,11 @@
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/classifier_data.h"
 #include "examples/common/classifier_metrics.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/backend_choice.h"
+#include "examples/common/cuda_graph_step.h"
 #include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
@@ -81,80 +85,20 @@ struct Args {
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
-  bool no_augment = false;
+  bool no_augment = false, cuda_graph = false;
 };
 
-struct Datasets {
-  std::shared_ptr<const data::Dataset> train, test;
-  std::string description;
-  int64_t channels = 3, size = 32;
-};
-
-Datasets load_datasets(const Args& a) {
-  Datasets d;
-  if (a.dataset == "fashion-mnist") {
-    d.train = std::make_shared<data::FashionMNIST>(a.data, true);
-    d.test = std::make_shared<data::FashionMNIST>(a.data, false);
-    d.channels = 1;
-    d.size = 28;
-    d.description = "Fashion-MNIST from " + a.data;
-  } else {
-    auto in_dir = [&](const std::string& f) { return fs::path(f).is_absolute() || fs::exists(f) ? f : a.data + "/" + f; };
-    std::vector<std::string> train_files, test_files;
-    for (const auto& f : a.train_files) train_files.push_back(in_dir(f));
-    for (const auto& f : a.test_files) test_files.push_back(in_dir(f));
-    if (train_files.empty() && test_files.empty() && fs::exists(a.data + "/test_batch.bin")) {
-      for (int i = 1; i <= 5; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
-      test_files.push_back(a.data + "/test_batch.bin");
-    } else {
-      // No official test batch (the shared subset): hold out batch 5.
-      if (train_files.empty())
-        for (int i = 1; i <= 4; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
-      if (test_files.empty()) test_files.push_back(a.data + "/data_batch_5.bin");
-    }
-    d.train = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(train_files));
-    d.test = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(test_files));
-    auto names = [](const std::vector<std::string>& fs_) {
-      std::string s;
-      for (const auto& f : fs_) s += (s.empty() ? "" : ",") + fs::path(f).filename().string();
-      return s;
-    };
-    d.description = "CIFAR-10 from " + a.data + " (train " + names(train_files) + ", test " + names(test_files) + ")";
-  }
-  if (a.limit_train > 0) d.train = std::make_shared<data::Subset>(data::Subset::first(d.train, a.limit_train));
-  if (a.limit_test > 0) d.test = std::make_shared<data::Subset>(data::Subset::first(d.test, a.limit_test));
-  return d;
-}
-
-// Standard augmentation (random crop with padding, horizontal flip) and
-// per-channel normalization with the dataset's mean/std.
-std::pair<data::TransformPtr, data::TransformPtr> make_transforms(const Args& a, const Datasets& d) {
-  std::vector<double> mean, std;
-  if (d.channels == 3) {
-    mean = {0.4914, 0.4822, 0.4465};
-    std = {0.2470, 0.2435, 0.2616};
-  } else {
-    mean = {0.2860};
-    std = {0.3530};
-  }
-  auto normalize = std::make_shared<data::Normalize>(mean, std);
-  auto to_float = std::make_shared<data::ToFloat>();
-  std::vector<data::TransformPtr> train;
-  if (!a.no_augment) {
-    train.push_back(std::make_shared<data::RandomCrop>(d.size, d.channels == 3 ? 4 : 2));
-    train.push_back(std::make_shared<data::RandomHorizontalFlip>());  // clothes are left-right symmetric too
-  }
-  train.push_back(to_float);
-  train.push_back(normalize);
-  auto test = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{to_float, normalize});
-  return {std::make_shared<data::Compose>(train), test};
-}
-
+// --cuda-graph: capturable (the lr, and Adam's steps, in device memory).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Args& a, nn::Module& model) {
-  if (a.optimizer == "sgd") return std::make_unique<optim::SGD>(model.parameters(), a.lr, a.momentum, 0.0, a.weight_decay);
-  if (a.optimizer == "adam")
-    return std::make_unique<optim::Adam>(model.parameters(), a.lr, std::make_pair(0.9, 0.999), 1e-8, a.weight_decay);
-  return std::make_unique<optim::AdamW>(model.parameters(), a.lr, std::make_pair(0.9, 0.999), 1e-8, a.weight_decay);
+  const std::vector<optim::ParamGroup> groups{model.parameters()};
+  optim::SGDOptions sgd(a.lr);
+  optim::AdamOptions adam(a.lr);  // betas (0.9, 0.999), eps 1e-8
+  sgd.momentum = a.momentum;
+  sgd.weight_decay = adam.weight_decay = a.weight_decay;
+  sgd.capturable = adam.capturable = a.cuda_graph;
+  if (a.optimizer == "sgd") return std::make_unique<optim::SGD>(groups, sgd);
+  if (a.optimizer == "adam") return std::make_unique<optim::Adam>(groups, adam);
+  return std::make_unique<optim::AdamW>(groups, adam);
 }
 
 // All schedules count iterations (scheduler.step() after every optimizer step).
@@ -199,12 +143,10 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
   for (data::Batch& b : loader) {
     b.data = b.data.to(device, /*non_blocking=*/true);
     b.targets = b.targets.to(device, /*non_blocking=*/true);
-    Tensor logits;
-    {
+    const Tensor logits = [&] {
       auto region = amp.autocast();
-      logits = model.forward(b.data);
-    }
-    logits = logits.to(kFloat32);
+      return model.forward(b.data);
+    }().to(kFloat32);
     const double n = static_cast<double>(b.targets.numel());
     t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
     t.correct += static_cast<double>(examples::count_correct(logits, b.targets));
@@ -319,8 +261,9 @@ int run(Args a) {
   std::ostringstream quiet;
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
 
-  Datasets d = load_datasets(a);
-  auto [train_tf, test_tf] = make_transforms(a, d);
+  const examples::ClassifierData d =
+      examples::load_classifier_data({a.dataset, a.data, a.train_files, a.test_files, a.limit_train, a.limit_test});
+  auto [train_tf, test_tf] = examples::classifier_transforms(d, !a.no_augment);
   // Data-parallel: each rank takes its strided share of a common (seed, epoch)
   // permutation; the test set is split without padding so every image counts
   // once, and the train-mode evaluation uses the padded split so all ranks run
@@ -356,6 +299,7 @@ int run(Args a) {
   int64_t n_params = 0;
   for (const Tensor& p : model->parameters()) n_params += p.numel();
   auto opt = make_optimizer(a, *model);
+  if (a.cuda_graph) examples::check_cuda_graph_supported(device, a.amp, distributed, *model, *opt);
   const int64_t steps_per_epoch = train_loader.size();
   auto sched = make_scheduler(a, *opt, steps_per_epoch);
 
@@ -398,6 +342,21 @@ int run(Args a) {
 
   const std::string title = a.model + " on " + (a.dataset == "fashion-mnist" ? "Fashion-MNIST" : "CIFAR-10");
   const int64_t end_epoch = a.stop_after > 0 ? std::min(a.stop_after, a.epochs) : a.epochs;
+  examples::RunningMetrics metrics(a.log_every);  // reset each epoch; a graph adds into its device sums
+  // One step on device tensors, eager or captured (sched and count outside).
+  auto train_step = [&](const Tensor& x, const Tensor& y) {
+    const Tensor logits = [&] {  // the forward under autocast, the loss outside it
+      auto region = amp.autocast();
+      return ddp ? ddp->forward(x) : model->forward(x);
+    }();
+    Tensor loss = cross_entropy(logits.to(kFloat32), y);
+    opt->zero_grad();
+    amp.backward(loss);
+    amp.step(*opt);
+    metrics.accumulate(loss, logits, y);
+  };
+  std::optional<examples::GraphedStep> graphed;
+  if (a.cuda_graph) graphed.emplace(train_step, *opt, device);
   for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     model->train();
     train_loader.set_epoch(epoch);
@@ -406,7 +365,7 @@ int run(Args a) {
       bar.emplace(distributed ? train_sampler->size() : d.train->size(),
                   "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(a.epochs));
     const auto t0 = std::chrono::steady_clock::now();
-    examples::RunningMetrics metrics(a.log_every);
+    metrics.reset();
     // The loss is checked when it comes back to the host (every --log-every steps).
     auto check_and_show = [&] {
       MINIDL_CHECK(std::isfinite(metrics.loss_sum()), "train_cifar10: the loss is ", metrics.loss_sum() / metrics.seen(),
@@ -417,19 +376,13 @@ int run(Args a) {
     };
     const double lr = opt->param_groups()[0].lr();
     for (data::Batch& b : train_loader) {
-      b.data = b.data.to(device, /*non_blocking=*/true);
-      b.targets = b.targets.to(device, /*non_blocking=*/true);
-      Tensor logits;
-      {
-        auto region = amp.autocast();
-        logits = ddp ? ddp->forward(b.data) : model->forward(b.data);
+      if (graphed && b.data.size(0) == a.batch_size) {
+        graphed->run(b.data, b.targets);  // the lr goes to the device before the replay
+      } else {
+        train_step(b.data.to(device, /*non_blocking=*/true), b.targets.to(device, /*non_blocking=*/true));
       }
-      Tensor loss = cross_entropy(logits.to(kFloat32), b.targets);
-      opt->zero_grad();
-      amp.backward(loss);
-      amp.step(*opt);
       sched->step();
-      metrics.add(loss, logits, b.targets);
+      metrics.count(b.targets.numel());
       if (metrics.fresh()) check_and_show();
     }
     metrics.read();
@@ -460,6 +413,7 @@ int run(Args a) {
               << fmt("%.2f%%", 100 * m.test_acc) << " (train mode " << fmt("%.2f%%", 100 * m.test_acc_train_mode)
               << ") | lr " << fmt("%.4g", lr) << " | " << fmt("%.1f", seconds) << " s, "
               << fmt("%.1f", m.images_per_s) << " images/s" << std::endl;
+    if (graphed) out << "cuda graph: " << graphed->replays() << " replays so far\n";
 
     if (!ddp_run.main()) continue;
     csv->row({static_cast<double>(m.epoch), m.lr, m.train_loss, m.train_acc, m.test_loss, m.test_acc,
@@ -570,6 +524,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, "
                  "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
+  app.add_flag("--cuda-graph", a.cuda_graph, "replay one captured CUDA graph per full batch after 3 warm-up "
+               "steps (partial batches run eagerly); CUDA only, not with --amp fp16 or distributed");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

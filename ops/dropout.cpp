@@ -12,6 +12,7 @@
 #include "minidl/ops/dropout.h"
 
 #include "minidl/core/autograd/function.h"
+#include "minidl/core/cuda_graph.h"
 #include "minidl/core/generator.h"
 
 namespace minidl {
@@ -51,6 +52,11 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   MINIDL_CHECK(x.defined(), "dropout: expected a defined tensor");
   if (!training || p == 0.0) return x;
   MINIDL_CHECK(is_floating(x.dtype()), "dropout: expected a floating point tensor, got ", dtype_name(x.dtype()));
+  // The seed is drawn on the host at each call and baked into the kernel's
+  // arguments: a CUDA graph would replay the capture's mask forever.
+  MINIDL_CHECK(!x.is_cuda() || !cuda::is_current_stream_capturing(),
+               "dropout cannot be captured in a CUDA graph: its seed is drawn on the host at each call, so every "
+               "replay would repeat the capture's mask (graph-safe Philox offsets are not implemented)");
   return DropoutFunction::apply(x, p);
 }
 

@@ -18,6 +18,18 @@ DispatchStub<ClipGradScaleMultiFn> clip_grad_scale_multi_stub("_foreach_clip_gra
 
 namespace {
 
+// The capturable scalars of ops/fused_optim.h: checked apart from the state.
+bool is_scalar_slot(const SgdStepArgs& a, const Tensor& t) { return t.is_same(a.lr_tensor); }
+bool is_scalar_slot(const AdamStepArgs& a, const Tensor& t) {
+  return t.is_same(a.lr_tensor) || t.is_same(a.step_tensor);
+}
+
+void check_scalar_tensor(const Tensor& t, DType dtype, const Tensor& param, const char* what, const char* op) {
+  MINIDL_CHECK(t.numel() == 1 && t.dtype() == dtype && t.device() == param.device(), op, ": expected ", what,
+               " to be a one-element ", dtype_name(dtype), " tensor on ", param.device().str(), ", got ",
+               shape_str(t.shape()), " of ", dtype_name(t.dtype()), " on ", t.device().str());
+}
+
 // Every defined tensor of `a` has param's dtype, device and size and is contiguous.
 template <class Args>
 void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
@@ -26,7 +38,7 @@ void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
                ": expected all parameters to have the same dtype and device, got ", dtype_name(first.dtype()), " on ",
                first.device().str(), " and ", dtype_name(a.param.dtype()), " on ", a.param.device().str());
   a.for_each_tensor([&](const Tensor& t) {
-    if (!t.defined()) return;
+    if (!t.defined() || is_scalar_slot(a, t)) return;
     MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && t.numel() == a.param.numel() &&
                      t.is_contiguous(),
                  op, ": expected the gradient and state of a parameter to be contiguous and match it in dtype, ",
@@ -43,8 +55,10 @@ void check_multi_step(const MultiStepArgs<SgdStepArgs>& args, const char* op) {
     check_tensors_match(a, h.param, op);
     MINIDL_CHECK(a.lr == h.lr && a.momentum == h.momentum && a.dampening == h.dampening &&
                      a.weight_decay == h.weight_decay && a.nesterov == h.nesterov &&
-                     a.momentum_buffer.defined() == h.momentum_buffer.defined(),
+                     a.momentum_buffer.defined() == h.momentum_buffer.defined() &&
+                     a.lr_tensor.is_same(h.lr_tensor),
                  op, ": expected all parameters of one call to share the hyperparameters");
+    if (a.lr_tensor.defined()) check_scalar_tensor(a.lr_tensor, kFloat64, a.param, "lr_tensor", op);
   }
 }
 
@@ -56,8 +70,15 @@ void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op) {
     MINIDL_CHECK(a.exp_avg.defined() && a.exp_avg_sq.defined(), op, ": expected exp_avg and exp_avg_sq");
     MINIDL_CHECK(a.lr == h.lr && a.beta1 == h.beta1 && a.beta2 == h.beta2 && a.eps == h.eps &&
                      a.weight_decay == h.weight_decay && a.decoupled_weight_decay == h.decoupled_weight_decay &&
-                     a.max_exp_avg_sq.defined() == h.max_exp_avg_sq.defined(),
+                     a.max_exp_avg_sq.defined() == h.max_exp_avg_sq.defined() &&
+                     a.lr_tensor.is_same(h.lr_tensor),
                  op, ": expected all parameters of one call to share the hyperparameters");
+    MINIDL_CHECK(a.lr_tensor.defined() == a.step_tensor.defined(), op,
+                 ": expected lr_tensor and step_tensor together (capturable) or neither");
+    if (a.lr_tensor.defined()) {
+      check_scalar_tensor(a.lr_tensor, kFloat64, a.param, "lr_tensor", op);
+      check_scalar_tensor(a.step_tensor, kFloat32, a.param, "step_tensor", op);
+    }
   }
 }
 

@@ -10,6 +10,14 @@
 // computed by the caller on the host from the optimizer's CPU step counter
 // and passed in, and clip_grad_norm_'s total norm stays a device tensor that
 // the scaling kernel reads on the device.
+//
+// Capturable (PyTorch's capturable=True, for CUDA graphs, whose replays reuse
+// the kernel arguments of the capture): the multi-tensor kernels then read
+// the lr from lr_tensor and Adam's step from step_tensor, both in device
+// memory, and increment the step themselves, so a replayed step follows the
+// schedule. Same arithmetic as the host path (double, rounded to the
+// parameter's dtype); on the CUDA side pow() is the device's, so the bias
+// corrections may differ from the host's in the last bit.
 #pragma once
 
 #include <algorithm>
@@ -35,9 +43,12 @@ struct SgdStepArgs {
   double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false;
   bool first_step = false;
+  // Capturable (multi-tensor path only): a 0-d float64 tensor on param's
+  // device holding the lr, which then replaces `lr`.
+  Tensor lr_tensor;
 
   void for_each_tensor(auto&& f) const {
-    for (const Tensor* t : {&param, &grad, &momentum_buffer}) f(*t);
+    for (const Tensor* t : {&param, &grad, &momentum_buffer, &lr_tensor}) f(*t);
   }
 };
 
@@ -56,9 +67,15 @@ struct AdamStepArgs {
   bool decoupled_weight_decay = false;
   double step_size = 0.0;
   double bias_correction2_sqrt = 1.0;
+  // Capturable (multi-tensor path only, both or neither): lr_tensor a 0-d
+  // float64 tensor holding the lr, step_tensor this parameter's 0-d float32
+  // step, both on param's device. The kernel adds 1 to the step, then computes
+  // step_size, bias_correction2_sqrt and (decoupled) 1 - lr * weight_decay
+  // from them; `lr`, `step_size` and `bias_correction2_sqrt` are ignored.
+  Tensor lr_tensor, step_tensor;
 
   void for_each_tensor(auto&& f) const {
-    for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}) f(*t);
+    for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq, &lr_tensor, &step_tensor}) f(*t);
   }
 };
 

@@ -8,7 +8,10 @@
 //   p = p - lr / (1 - beta1^t) * m / denom
 // State: "step" (0-d float32), "exp_avg", "exp_avg_sq", "max_exp_avg_sq"
 // (amsgrad); the moments on p's device, "step" on the CPU, where the bias
-// corrections are computed. One adam_multi_step_stub call per (device, dtype)
+// corrections are computed, except with capturable: then "step" lives on p's
+// device and the kernel counts it and computes the bias corrections there
+// (and reads the lr from the optimizer's device lr tensor), PyTorch's
+// capturable=True. One adam_multi_step_stub call per (device, dtype)
 // of a group's parameters (ops/fused_optim.h: a few launches on CUDA);
 // overwrites p in place.
 #include "minidl/optim/adam.h"
@@ -90,12 +93,29 @@ void Adam::step_group(ParamGroup& group) {
     args.param = p;
     args.grad = checked_grad(p);
     ParamState& s = state(p);
+    const bool needs_state = !s.count("exp_avg") || (o.amsgrad && !s.count("max_exp_avg_sq"));
+    if (needs_state && o.capturable) check_not_capturing("the state (exp_avg, exp_avg_sq)");
     if (!s.count("exp_avg")) {
       s["exp_avg"] = zeros_like(p);
       s["exp_avg_sq"] = zeros_like(p);
     }
     if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(p);
-    const double t = increment_step(s);  // host counter: no device read
+    double t = 0.0;
+    if (o.capturable) {
+      // The step on p's device, counted by the kernel (moved there from the
+      // CPU after load_state_dict or a switch to capturable).
+      Tensor& step = s["step"];
+      if (!step.defined() || step.device() != p.device()) {
+        check_not_capturing("the device \"step\"");
+        step = step.defined() ? step.to(p.device()) : zeros({}, TensorOptions(kFloat32).device(p.device()));
+      }
+      args.step_tensor = step;
+      args.lr_tensor = device_lr(group, p.device());
+    } else {
+      Tensor& step = s["step"];
+      if (step.defined() && !step.device().is_cpu()) step = step.to(kCPU);  // capturable before: one read
+      t = increment_step(s);  // host counter: no device read
+    }
     args.exp_avg = s.at("exp_avg");
     args.exp_avg_sq = s.at("exp_avg_sq");
     if (o.amsgrad) args.max_exp_avg_sq = s.at("max_exp_avg_sq");
@@ -110,8 +130,10 @@ void Adam::step_group(ParamGroup& group) {
     args.eps = o.eps;
     args.weight_decay = o.weight_decay;
     args.decoupled_weight_decay = decoupled_weight_decay_;
-    args.step_size = o.lr / (1.0 - std::pow(o.beta1, t));
-    args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+    if (!o.capturable) {  // else the kernel computes them from the device step
+      args.step_size = o.lr / (1.0 - std::pow(o.beta1, t));
+      args.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+    }
     all.push_back(std::move(args));
   }
   for (const MultiStepArgs<AdamStepArgs>& kind : group_by_device_and_dtype(std::move(all))) {

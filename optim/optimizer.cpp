@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "minidl/core/autograd/grad_mode.h"
+#include "minidl/core/cuda_graph.h"
 #include "minidl/core/safetensors.h"
 
 namespace minidl::optim {
@@ -18,12 +19,14 @@ void OptimizerOptions::to_json(json& j) const {
   j["lr"] = lr;
   j["weight_decay"] = weight_decay;
   if (initial_lr) j["initial_lr"] = *initial_lr;
+  if (capturable) j["capturable"] = true;
 }
 
 void OptimizerOptions::from_json(const json& j) {
   if (j.contains("lr")) lr = j.at("lr").get<double>();
   if (j.contains("weight_decay")) weight_decay = j.at("weight_decay").get<double>();
   if (j.contains("initial_lr")) initial_lr = j.at("initial_lr").get<double>();
+  if (j.contains("capturable")) capturable = j.at("capturable").get<bool>();
 }
 
 Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups,
@@ -60,7 +63,32 @@ void Optimizer::add_param_group(ParamGroup group) {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  // Outside a capture the device lr follows the group's; inside, the graph
+  // reads whatever write_device_lr() put there before the replay.
+  if (!device_lr_.empty() && !cuda::is_current_stream_capturing()) write_device_lr();
   for (ParamGroup& g : groups_) step_group(g);
+}
+
+void Optimizer::write_device_lr() {
+  NoGradGuard no_grad;
+  for (auto& [index, lr] : device_lr_) lr.fill_(groups_[index].lr());
+}
+
+Tensor Optimizer::device_lr(const ParamGroup& group, Device device) {
+  const auto index = static_cast<size_t>(&group - groups_.data());
+  MINIDL_ASSERT(index < groups_.size(), "device_lr: not a group of this optimizer");
+  for (auto& [i, lr] : device_lr_)
+    if (i == index && lr.device() == device) return lr;
+  check_not_capturing("the device lr");
+  Tensor lr = full({}, group.lr(), TensorOptions(kFloat64).device(device));
+  device_lr_.emplace_back(index, lr);
+  return lr;
+}
+
+void Optimizer::check_not_capturing(const char* what) const {
+  MINIDL_CHECK(!cuda::is_current_stream_capturing(), name_, "(capturable=True): ", what,
+               " is made at a parameter's first step, which cannot be captured in a CUDA graph (it would be made "
+               "again at every replay): run a warm-up step before capturing");
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

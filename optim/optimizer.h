@@ -12,6 +12,13 @@
 //     kernel call per device and dtype of a group through ops/fused_optim.h
 //     (a few launches on CUDA, PyTorch's fused/foreach path);
 //   - step() runs under no_grad and skips parameters without a gradient;
+//   - capturable (PyTorch's option of that name, here for SGD too): the
+//     update reads the lr, and Adam its step counts, from device memory, so a
+//     step captured into a CUDA graph (core/cuda_graph.h) follows the lr
+//     schedule when replayed. Call write_device_lr() before each replay;
+//     step() does it itself outside a capture. The state ("step", momentum
+//     buffers, moments) and the device lr are made by a first step, which
+//     must not be inside the capture: step() refuses;
 //   - state_dict() names parameters by their index over all groups in order,
 //     as PyTorch does: tensors "state.<index>.<name>" and a JSON
 //     "param_groups" entry [{"lr": ..., "params": [0, 1]}, ...], so a checkpoint
@@ -51,6 +58,8 @@ struct OptimizerOptions {
   // PyTorch's group["initial_lr"]: set by the first LR scheduler attached to
   // the optimizer; schedulers count from it.
   std::optional<double> initial_lr;
+  // See the file comment. In state_dict's param_groups only when true.
+  bool capturable = false;
 
   virtual ~OptimizerOptions() = default;
   virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
@@ -141,6 +150,11 @@ class Optimizer {
     return *o;
   }
 
+  // Capturable groups: writes each group's current lr into its device lr
+  // tensors (a fill kernel, the value as its argument: no host sync). Before
+  // every replay of a captured step; a no-op for groups not capturable.
+  void write_device_lr();
+
   // The state of one parameter (empty until its first step).
   ParamState& state(const Tensor& param);
   bool has_state(const Tensor& param) const;
@@ -164,11 +178,23 @@ class Optimizer {
   // the gradient (made contiguous).
   Tensor checked_grad(const Tensor& param) const;
 
+  // For capturable groups: the group's lr as a 0-d float64 tensor on
+  // `device`, made (and filled) at its first use, which must not be inside a
+  // CUDA graph capture.
+  Tensor device_lr(const ParamGroup& group, Device device);
+  // Throws (naming the optimizer and `what`) when the current CUDA stream is
+  // capturing: lazily made state must come from a warm-up step.
+  void check_not_capturing(const char* what) const;
+
  private:
   std::string name_;
   std::unique_ptr<OptimizerOptions> defaults_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<const TensorImpl*, ParamState> state_;
+  // Capturable groups' device lr tensors, by group index (groups are only
+  // ever added) and device. Kept for the optimizer's life: a captured graph
+  // reads their addresses.
+  std::vector<std::pair<size_t, Tensor>> device_lr_;
 };
 
 // Reads and bumps the "step" entry of a parameter's state (a 0-d float32

@@ -4,6 +4,7 @@
 //   b = momentum * b + (1 - dampening) * g         (later steps)
 //   g = nesterov ? g + momentum * b : b            (if momentum != 0)
 //   p = p - lr * g
+// capturable: lr read from the optimizer's device lr tensor (ops/fused_optim.h).
 // State: "momentum_buffer" (only when momentum != 0), on p's device. One
 // sgd_multi_step_stub call per (device, dtype) of a group's parameters
 // (ops/fused_optim.h: a few launches on CUDA); overwrites p in place.
@@ -69,6 +70,8 @@ void SGD::step_group(ParamGroup& group) {
     if (o.momentum != 0.0) {
       Tensor& slot = state(p)["momentum_buffer"];
       args.first_step = !slot.defined();
+      // A graph would replay the first step's b = g forever.
+      if (args.first_step && o.capturable) check_not_capturing("the momentum buffer");
       if (args.first_step) slot = empty_like(p);  // the kernel writes b = g
       args.momentum_buffer = slot;
     }
@@ -77,6 +80,7 @@ void SGD::step_group(ParamGroup& group) {
     args.dampening = o.dampening;
     args.weight_decay = o.weight_decay;
     args.nesterov = o.nesterov;
+    if (o.capturable) args.lr_tensor = device_lr(group, p.device());
     all.push_back(std::move(args));
   }
   for (const MultiStepArgs<SgdStepArgs>& kind : group_by_device_and_dtype(std::move(all))) {

@@ -24,6 +24,11 @@
 #       summary (gpu-check-summary.json) and gpu-check-logs.tar.gz (one log
 #       per step) under $OUT: three files, as the tool returns at most 8.
 #       Steps stop being started after GPU_CHECK_BUDGET_S (480) seconds.
+#       CUDA graphs (issue 14, written without a GPU): test_cuda_graph, a
+#       short train_cifar10 run eager and with --cuda-graph whose final
+#       losses must agree, and bench_gpu --suite graph (batch-32 step time,
+#       eager against replay) in the summary. test_cuda_graph is not run
+#       under memcheck: PYTORCH_NO_CUDA_MEMORY_CACHING=1 has no private pools.
 #
 # Why binaries built here rather than a build there: the GPU machine has none
 # of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
@@ -40,7 +45,7 @@ prepare() {
   # The tests that need a device; the CPU-only ones (*_math, registry,
   # caching allocator, strided index) ran here in make test and build-cuda.
   local tests=(test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor
-               test_cuda_nccl test_cuda_grad_scaler)
+               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph)
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 bench_gpu
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
@@ -159,6 +164,28 @@ run() {
   for t in test_cuda_ops test_cuda_blas_dnn; do
     step "graph_api_$t" 90 env MINIDL_CUDNN_GRAPH=1 "$bin/$t"
   done
+  # CUDA graphs (train_cifar10 --cuda-graph, written without a GPU): the same
+  # short run eager and graphed (deterministic cuDNN, same seed and data
+  # order), their final train losses compared; then the batch-32 step time,
+  # eager against graph replay (bench_gpu --suite graph), into the summary.
+  if [ -d "$here/data" ]; then
+    local graph_run=(--data "$here/data" --model smallnet --width 0.5 --epochs 2 --batch-size 32 --lr 0.05
+                     --schedule cosine --deterministic --device cuda --workers 4 --seed 3)
+    step train_cifar10_eager_b32 90 "$unpacked/examples/train_cifar10" "${graph_run[@]}" --log-dir "$(mktemp -d)"
+    step train_cifar10_cuda_graph 90 "$unpacked/examples/train_cifar10" "${graph_run[@]}" --cuda-graph \
+      --log-dir "$(mktemp -d)"
+    step cuda_graph_loss_matches_eager 10 python3 -c '
+import re, sys
+loss = [float(re.findall(r"^epoch \d+/\d+: train loss ([0-9.]+)", open(f).read(), re.M)[-1]) for f in sys.argv[1:]]
+print("final train loss eager %.6f graph %.6f" % tuple(loss))
+sys.exit(0 if abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
+      "$logs/train_cifar10_eager_b32.log" "$logs/train_cifar10_cuda_graph.log"
+    for t in train_cifar10_eager_b32 train_cifar10_cuda_graph cuda_graph_loss_matches_eager; do
+      tail -n 2 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
+    done
+  fi
+  step bench_cuda_graph 120 "$unpacked/bench/bench_gpu" --suite graph --rounds 5
+  grep '"op"' "$logs/bench_cuda_graph.log" 2>/dev/null | sed 's/^/   bench_cuda_graph: /' | tee -a "$summary"
   # make train's recipe on the GPU, then PyTorch's twin of it (bench/train_torch.py)
   # on the same device: accuracy and epoch time side by side.
   local recipe=(--width 0.5 --epochs 25 --batch-size 128 --lr 0.05 --warmup-epochs 1 --schedule cosine)

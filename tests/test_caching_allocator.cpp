@@ -316,3 +316,133 @@ TEST_CASE("caching allocator: concurrent malloc/free from several threads") {
   alloc.empty_cache();
   CHECK(fake.live_segments() == 0);
 }
+
+// ---- CUDA graph private pools (core/caching_allocator.h) --------------------
+
+TEST_CASE("caching allocator: a capture allocates from its own pool, and frees during it stay there") {
+  FakeProvider fake;
+  DeviceCachingAllocator alloc(&fake);
+  void* cached = alloc.malloc(1000, kS1);
+  alloc.free(cached);  // a cached general block on kS1
+  REQUIRE(fake.live_segments() == 1);
+
+  const MempoolId pool = new_mempool_id();
+  alloc.begin_allocate_to_pool(pool, kS1);
+  CHECK(alloc.capture_underway());
+  void* a = alloc.malloc(1000, kS1);
+  CHECK(a != cached);  // never the general cache's block: eager code may reuse that one
+  CHECK(fake.live_segments() == 2);
+  CHECK(alloc.pool_reserved(pool) == 2 * kMiB);
+  alloc.free(a);  // freed during capture: back to the pool ...
+  void* b = alloc.malloc(1000, kS1);
+  CHECK(b == a);  // ... and reused by the same capture, as the replay will
+  void* other_stream = alloc.malloc(1000, kS2);  // not the capturing stream: the general cache
+  CHECK(alloc.pool_reserved(pool) == 2 * kMiB);
+  alloc.end_allocate_to_pool(pool);
+  CHECK_FALSE(alloc.capture_underway());
+
+  alloc.free(b);  // after the capture (a graph's output dropped): still the pool's
+  void* eager = alloc.malloc(1000, kS1);
+  CHECK(eager == cached);  // the general block, not the pool's
+  CHECK(alloc.pool_reserved(pool) == 2 * kMiB);
+  alloc.free(eager);
+  alloc.free(other_stream);
+  alloc.release_pool(pool);
+}
+
+TEST_CASE("caching allocator: each capture gets its own pool unless it shares an id") {
+  FakeProvider fake;
+  DeviceCachingAllocator alloc(&fake);
+  const MempoolId p1 = new_mempool_id(), p2 = new_mempool_id();
+  CHECK(p1 != p2);
+  CHECK(p1 != 0);
+  alloc.begin_allocate_to_pool(p1, kS1);
+  void* a = alloc.malloc(1000, kS1);
+  alloc.free(a);
+  alloc.end_allocate_to_pool(p1);
+
+  alloc.begin_allocate_to_pool(p2, kS1);
+  void* b = alloc.malloc(1000, kS1);
+  CHECK(b != a);  // p1's free block is p1's graph's memory
+  alloc.free(b);
+  alloc.end_allocate_to_pool(p2);
+  CHECK(alloc.pool_reserved(p1) == 2 * kMiB);
+  CHECK(alloc.pool_reserved(p2) == 2 * kMiB);
+
+  // A second graph in p1 (graph_pool_handle shared): p1's blocks serve it.
+  alloc.begin_allocate_to_pool(p1, kS1);
+  void* c = alloc.malloc(1000, kS1);
+  CHECK(c == a);
+  alloc.free(c);
+  alloc.end_allocate_to_pool(p1);
+  CHECK(fake.live_segments() == 2);
+  alloc.release_pool(p1);
+  CHECK(alloc.pool_reserved(p1) == 2 * kMiB);  // the second graph still holds it
+  alloc.release_pool(p1);
+  CHECK(alloc.pool_reserved(p1) == 0);
+  alloc.release_pool(p2);
+  CHECK(fake.live_segments() == 0);
+  CHECK(alloc.memory_reserved() == 0);
+}
+
+TEST_CASE("caching allocator: releasing a pool returns its segments once their blocks are free") {
+  FakeProvider fake;
+  DeviceCachingAllocator alloc(&fake);
+  const MempoolId pool = new_mempool_id();
+  alloc.begin_allocate_to_pool(pool, kS1);
+  void* small = alloc.malloc(1000, kS1);
+  void* large = alloc.malloc(3 * kMiB, kS1);  // a 20 MiB segment
+  alloc.end_allocate_to_pool(pool);
+  alloc.free(small);
+  CHECK(fake.live_segments() == 2);
+  CHECK(alloc.memory_reserved() == 22 * kMiB);
+
+  alloc.release_pool(pool);  // the graph died; `large` is an output still alive
+  CHECK(fake.live_segments() == 1);
+  CHECK(alloc.pool_reserved(pool) == 20 * kMiB);
+  alloc.free(large);  // its segment goes back at once
+  CHECK(fake.live_segments() == 0);
+  CHECK(alloc.pool_reserved(pool) == 0);
+  CHECK(alloc.memory_reserved() == 0);
+  CHECK(alloc.memory_allocated() == 0);
+  CHECK_THROWS_WITH_AS(alloc.release_pool(pool), doctest::Contains("no live pool"), Error);
+}
+
+TEST_CASE("caching allocator: during a capture no event is queried or recorded and nothing is freed") {
+  FakeProvider fake(30 * kMiB);
+  DeviceCachingAllocator alloc(&fake);
+  void* used_elsewhere = alloc.malloc(1000, kS1);
+  alloc.record_stream(used_elsewhere, kS2);
+  void* big = alloc.malloc(15 * kMiB, kS1);
+  alloc.free(big);  // cached: an OOM outside a capture would free it
+  const MempoolId pool = new_mempool_id();
+  alloc.begin_allocate_to_pool(pool, kS1);
+  alloc.free(used_elsewhere);  // its event waits for the capture's end
+  CHECK(fake.recorded_on.empty());
+  const int frees_before = fake.frees;
+  CHECK_THROWS_WITH_AS(alloc.malloc(13 * kMiB, kS1), doctest::Contains("CUDA out of memory"), Error);
+  CHECK(fake.frees == frees_before);  // no cudaFree during capture
+  CHECK_THROWS_WITH_AS(alloc.empty_cache(), doctest::Contains("being captured"), Error);
+  alloc.end_allocate_to_pool(pool);
+  CHECK(fake.recorded_on == std::vector<StreamId>{kS2});  // recorded now
+  fake.complete_events();
+  alloc.release_pool(pool);
+  alloc.empty_cache();
+  CHECK(fake.live_segments() == 0);
+}
+
+TEST_CASE("caching allocator: pool misuse is a clear error") {
+  FakeProvider fake;
+  DeviceCachingAllocator alloc(&fake);
+  CHECK_THROWS_WITH_AS(alloc.begin_allocate_to_pool(0, kS1), doctest::Contains("0 is not a pool id"), Error);
+  const MempoolId pool = new_mempool_id();
+  alloc.begin_allocate_to_pool(pool, kS1);
+  CHECK_THROWS_WITH_AS(alloc.begin_allocate_to_pool(new_mempool_id(), kS1), doctest::Contains("cannot nest"), Error);
+  CHECK_THROWS_WITH_AS(alloc.end_allocate_to_pool(new_mempool_id()), doctest::Contains("no capture underway"), Error);
+  alloc.end_allocate_to_pool(pool);
+  alloc.release_pool(pool);
+
+  DeviceCachingAllocator uncached(&fake, DeviceCachingAllocatorOptions{.no_caching = true});
+  CHECK_THROWS_WITH_AS(uncached.begin_allocate_to_pool(new_mempool_id(), kS1),
+                       doctest::Contains("PYTORCH_NO_CUDA_MEMORY_CACHING"), Error);
+}

@@ -187,6 +187,69 @@ TEST_CASE_TEMPLATE("the Adam multi-tensor functor under the plan gives the CPU k
     }
 }
 
+// Capturable (CUDA graphs): the functors read the lr and each step from
+// memory; on the host their double math is the CPU path's, so the bits match.
+TEST_CASE_TEMPLATE("the capturable SGD and Adam functors under the plan give the plain kernels' bits", T, float,
+                   double) {
+  const DType dt = dtype_v<T>;
+  const Tensor lr = full({}, 0.037, kFloat64);
+  MultiStepArgs<SgdStepArgs> sgd_mine, sgd_cpu;
+  MultiStepArgs<AdamStepArgs> adam_mine, adam_cpu;
+  int k = 0;
+  for (int64_t n : sizes()) {
+    SgdStepArgs s;
+    s.param = randn({n}, dt);
+    s.grad = randn({n}, dt);
+    s.momentum_buffer = randn({n}, dt);
+    s.lr = 0.037;
+    s.momentum = 0.9;
+    s.weight_decay = 1e-2;
+    SgdStepArgs sc = s;
+    sc.param = s.param.clone();
+    sc.momentum_buffer = s.momentum_buffer.clone();
+    sc.lr = -1.0;  // must not be read
+    sc.lr_tensor = lr;
+    sgd_cpu.tensors.push_back(s);
+    sgd_mine.tensors.push_back(sc);
+
+    AdamStepArgs a;
+    a.param = randn({n}, dt);
+    a.grad = randn({n}, dt);
+    a.exp_avg = randn({n}, dt);
+    a.exp_avg_sq = rand({n}, dt);
+    a.lr = 0.037;
+    a.beta1 = 0.9;
+    a.beta2 = 0.999;
+    a.eps = 1e-8;
+    a.weight_decay = 0.05;
+    a.decoupled_weight_decay = true;
+    const double t = 1 + k++ % 5;  // counters at different steps before the call
+    a.step_size = a.lr / (1.0 - std::pow(a.beta1, t + 1));
+    a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, t + 1));
+    AdamStepArgs ac = a;
+    ac.param = a.param.clone();
+    ac.exp_avg = a.exp_avg.clone();
+    ac.exp_avg_sq = a.exp_avg_sq.clone();
+    ac.lr_tensor = lr;
+    ac.step_tensor = full({}, t, kFloat32);
+    adam_cpu.tensors.push_back(a);
+    adam_mine.tensors.push_back(ac);
+  }
+  sgd_multi_step_stub(kCPU)(sgd_cpu);
+  run_like_the_kernel(make_sgd_capturable_op<T>(sgd_mine.tensors.front()), sgd_capturable_lists<T>(sgd_mine));
+  adam_multi_step_stub(kCPU)(adam_cpu);
+  run_like_the_kernel(StepIncrementOp{}, step_increment_lists(adam_mine));  // the kernel's first launch
+  run_like_the_kernel(make_adam_capturable_op<T>(adam_mine.tensors.front()), adam_capturable_lists<T>(adam_mine));
+  for (size_t i = 0; i < sgd_mine.tensors.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(sgd_mine.tensors[i].param, sgd_cpu.tensors[i].param));
+    CHECK(same_bits(sgd_mine.tensors[i].momentum_buffer, sgd_cpu.tensors[i].momentum_buffer));
+    CHECK(same_bits(adam_mine.tensors[i].param, adam_cpu.tensors[i].param));
+    CHECK(same_bits(adam_mine.tensors[i].exp_avg_sq, adam_cpu.tensors[i].exp_avg_sq));
+    CHECK(adam_mine.tensors[i].step_tensor.item<float>() == static_cast<float>(1 + i % 5 + 1));
+  }
+}
+
 TEST_CASE("optimizers on mixed dtypes: the multi-tensor path equals one single-tensor kernel per parameter") {
   auto make_params = [] {
     std::vector<Tensor> ps;

@@ -9,6 +9,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "minidl/ops/fused_optim.h"
 #include "tests/device_test_util.h"
 #include "tests/test_util.h"
 
@@ -240,4 +241,152 @@ TEST_CASE("get_total_norm over tensors on two devices sends the norms to the fir
   CHECK(total.item<double>() == 13.0);
   CHECK(get_total_norm({y, x}).device() == kCPU);
   CHECK(get_total_norm({}).item<double>() == 0.0);
+}
+
+// ---- capturable (lr and Adam's steps in device memory, for CUDA graphs) ----
+
+namespace {
+
+// Four steps with a changing lr: the capturable optimizer on the test device
+// equals the plain one on the CPU bit for bit; its "step" lives on the device.
+void check_capturable_steps(const MakeOptimizer& plain, const MakeOptimizer& capturable, DType dtype) {
+  manual_seed(12);
+  Twin t = twin_params(dtype);
+  auto host_opt = plain(t.host), dev_opt = capturable(t.device);
+  const double lrs[] = {0.05, 0.02, 0.035, 0.01};
+  for (int step = 0; step < 4; ++step) {
+    CAPTURE(step);
+    set_twin_grads(t);
+    host_opt->param_groups()[0].set_lr(lrs[step]);
+    dev_opt->param_groups()[0].set_lr(lrs[step]);  // step() writes it to the device lr
+    host_opt->step();
+    const int64_t before = cpu_storages();
+    dev_opt->step();
+    if (step > 0) CHECK(cpu_storages() == before);  // the lr goes by a fill kernel, the step is counted there
+    for (size_t i = 0; i < t.host.size(); ++i) {
+      CAPTURE(i);
+      CHECK(same_values(t.host[i], t.device[i]));
+      for (const auto& [name, value] : dev_opt->state(t.device[i])) {
+        CAPTURE(name);
+        CHECK(value.device() == kTestDevice);
+        CHECK(same_values(host_opt->state(t.host[i]).at(name), value));
+      }
+    }
+  }
+}
+
+template <class Options>
+Options capturable_options(Options o) {
+  o.capturable = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("capturable SGD, Adam and AdamW read lr and step on the device and equal the plain ones") {
+  for (DType dtype : {kFloat64, kFloat32}) {
+    CAPTURE(dtype_name(dtype));
+    SGDOptions sgd(0.05);
+    sgd.momentum = 0.9;
+    sgd.weight_decay = 5e-4;
+    check_capturable_steps([&](std::vector<Tensor> ps) { return std::make_unique<SGD>(std::vector<ParamGroup>{ps}, sgd); },
+                           [&](std::vector<Tensor> ps) {
+                             return std::make_unique<SGD>(std::vector<ParamGroup>{ps}, capturable_options(sgd));
+                           },
+                           dtype);
+    for (bool amsgrad : {false, true}) {
+      CAPTURE(amsgrad);
+      AdamOptions adam(0.01);
+      adam.beta2 = 0.99;
+      adam.weight_decay = 1e-2;
+      adam.amsgrad = amsgrad;
+      check_capturable_steps(
+          [&](std::vector<Tensor> ps) { return std::make_unique<Adam>(std::vector<ParamGroup>{ps}, adam); },
+          [&](std::vector<Tensor> ps) {
+            return std::make_unique<Adam>(std::vector<ParamGroup>{ps}, capturable_options(adam));
+          },
+          dtype);
+      check_capturable_steps(
+          [&](std::vector<Tensor> ps) { return std::make_unique<AdamW>(std::vector<ParamGroup>{ps}, adam); },
+          [&](std::vector<Tensor> ps) {
+            return std::make_unique<AdamW>(std::vector<ParamGroup>{ps}, capturable_options(adam));
+          },
+          dtype);
+    }
+  }
+}
+
+TEST_CASE("capturable multi-tensor kernels take the lr and step from their tensors, not the host fields") {
+  manual_seed(13);
+  const Tensor p0 = randn({7}, kFloat32), g = randn({7}, kFloat32), m0 = randn({7}, kFloat32);
+  const Tensor v0 = randn({7}, kFloat32).abs();
+  SUBCASE("SGD") {
+    SgdStepArgs plain;
+    plain.param = p0.clone();
+    plain.grad = g;
+    plain.momentum_buffer = m0.clone();
+    plain.lr = 0.03;
+    plain.momentum = 0.9;
+    SgdStepArgs cap = plain;
+    cap.param = p0.to(kTestDevice);
+    cap.grad = g.to(kTestDevice);
+    cap.momentum_buffer = m0.to(kTestDevice);
+    cap.lr = 123.0;  // ignored: lr_tensor holds the lr
+    cap.lr_tensor = full({}, 0.03, TensorOptions(kFloat64).device(kTestDevice));
+    sgd_multi_step_stub(kCPU)(MultiStepArgs<SgdStepArgs>{{plain}});
+    sgd_multi_step_stub(kTestDevice)(MultiStepArgs<SgdStepArgs>{{cap}});
+    CHECK(same_values(plain.param, cap.param));
+    CHECK(same_values(plain.momentum_buffer, cap.momentum_buffer));
+  }
+  SUBCASE("AdamW at step 3") {
+    AdamStepArgs plain;
+    plain.param = p0.clone();
+    plain.grad = g;
+    plain.exp_avg = m0.clone();
+    plain.exp_avg_sq = v0.clone();
+    plain.lr = 0.01;
+    plain.beta1 = 0.9;
+    plain.beta2 = 0.999;
+    plain.eps = 1e-8;
+    plain.weight_decay = 0.1;
+    plain.decoupled_weight_decay = true;
+    plain.step_size = 0.01 / (1.0 - std::pow(0.9, 3.0));
+    plain.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(0.999, 3.0));
+    AdamStepArgs cap = plain;
+    cap.param = p0.to(kTestDevice);
+    cap.grad = g.to(kTestDevice);
+    cap.exp_avg = m0.to(kTestDevice);
+    cap.exp_avg_sq = v0.to(kTestDevice);
+    cap.lr = cap.step_size = cap.bias_correction2_sqrt = 123.0;  // ignored
+    cap.lr_tensor = full({}, 0.01, TensorOptions(kFloat64).device(kTestDevice));
+    cap.step_tensor = full({}, 2.0, TensorOptions(kFloat32).device(kTestDevice));  // the kernel counts it to 3
+    adam_multi_step_stub(kCPU)(MultiStepArgs<AdamStepArgs>{{plain}});
+    adam_multi_step_stub(kTestDevice)(MultiStepArgs<AdamStepArgs>{{cap}});
+    CHECK(cap.step_tensor.to(kCPU).item<float>() == 3.0f);
+    CHECK(same_values(plain.param, cap.param));
+    CHECK(same_values(plain.exp_avg_sq, cap.exp_avg_sq));
+    // Only one of the pair is a contract violation.
+    cap.step_tensor = Tensor();
+    CHECK_THROWS_WITH_AS(adam_multi_step_stub(kTestDevice)(MultiStepArgs<AdamStepArgs>{{cap}}),
+                         doctest::Contains("lr_tensor and step_tensor together"), Error);
+  }
+}
+
+TEST_CASE("capturable: state_dict records it; a loaded CPU \"step\" moves to the device at the next step") {
+  manual_seed(14);
+  Twin t = twin_params(kFloat32);
+  AdamOptions o(0.01);
+  o.capturable = true;
+  Adam a(std::vector<ParamGroup>{t.device}, o);
+  set_twin_grads(t);
+  a.step();
+  const OptimizerStateDict sd = a.state_dict();
+  CHECK(sd.metadata.at("param_groups").find("\"capturable\":true") != std::string::npos);
+  Adam b(std::vector<ParamGroup>{t.device}, AdamOptions(0.5));
+  b.load_state_dict(sd);
+  CHECK(b.param_groups()[0].options->capturable);
+  CHECK(b.state(t.device[0]).at("step").device() == kCPU);  // as loaded: "step" on the host
+  b.step();
+  CHECK(b.state(t.device[0]).at("step").device() == kTestDevice);
+  CHECK(b.state(t.device[0]).at("step").to(kCPU).item<float>() == 2.0f);
 }

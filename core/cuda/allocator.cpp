@@ -15,6 +15,7 @@
 
 #include "minidl/core/allocator.h"
 #include "minidl/core/caching_allocator.h"
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/cuda/runtime.h"
 #include "minidl/core/tensor.h"
 #include "minidl/core/tensor_impl.h"
@@ -29,7 +30,15 @@ class CudaMemoryProvider final : public DeviceMemoryProvider {
  public:
   void* raw_alloc(size_t nbytes) override {
     void* p = nullptr;
+    // A new segment for a graph's private pool is allocated during the
+    // capture: cudaMalloc is fine then (the graph gets new addresses; replays
+    // do not allocate again, as PyTorch's cudaMallocMaybeCapturing says) but
+    // counts as "potentially unsafe" in the Global and ThreadLocal capture
+    // modes, so this thread is relaxed for the call.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    MINIDL_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t err = cudaMalloc(&p, nbytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);  // restores the thread's mode
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: clear it; the policy frees its cache and retries
       return nullptr;
@@ -264,6 +273,19 @@ void record_stream(const Tensor& t, cudaStream_t stream) {
   if (index < 0) return;  // an empty tensor (no block), or memory from elsewhere
   DeviceGuard guard(index);
   caching_allocator(index).record_stream(ptr, reinterpret_cast<StreamId>(stream));
+}
+
+void begin_allocate_to_pool(int index, MempoolId id, cudaStream_t stream) {
+  DeviceGuard guard(index);
+  caching_allocator(index).begin_allocate_to_pool(id, reinterpret_cast<StreamId>(stream));
+}
+void end_allocate_to_pool(int index, MempoolId id) {
+  DeviceGuard guard(index);
+  caching_allocator(index).end_allocate_to_pool(id);
+}
+void release_pool(int index, MempoolId id) {
+  DeviceGuard guard(index);
+  caching_allocator(index).release_pool(id);
 }
 
 size_t memory_allocated(int index) {

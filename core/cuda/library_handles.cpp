@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "minidl/core/allocator.h"
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/cuda/handles.h"
 
 namespace minidl::cuda {
@@ -85,6 +86,10 @@ void* workspace_for(cublasHandle_t handle, cudaStream_t stream, int index) {
   auto [it, inserted] = workspaces->try_emplace({handle, stream}, nullptr);
   if (inserted) {
     try {
+      // Made during a capture, it would live in the graph's private pool and
+      // outlive it in this map.
+      check_not_capturing(stream, "creating the cuBLAS workspace of a stream",
+                          "run a warm-up step on the capture stream first (cuda::CaptureStreamGuard)");
       // allocate() puts the block on current_stream(index), which is `stream`.
       it->second = allocator_for(DeviceType::CUDA)->allocate(cublas_workspace_size(), Device(DeviceType::CUDA, index));
     } catch (...) {

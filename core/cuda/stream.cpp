@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/cuda/runtime.h"
 
 namespace minidl::cuda {
@@ -58,6 +59,10 @@ std::vector<cudaStream_t>& thread_current() {
 }
 
 }  // namespace
+
+cudaStream_t device_default_stream(int index) {
+  return default_stream(checked_index(index, "device_default_stream"));
+}
 
 cudaStream_t current_stream(int index) {
   index = checked_index(index, "current_stream");

@@ -12,16 +12,28 @@ RunningMetrics::RunningMetrics(int64_t every) : every_(every) {
 }
 
 void RunningMetrics::add(const Tensor& loss, const Tensor& logits, const Tensor& targets) {
+  accumulate(loss, logits, targets);
+  count(targets.numel());
+}
+
+void RunningMetrics::accumulate(const Tensor& loss, const Tensor& logits, const Tensor& targets) {
   NoGradGuard no_grad;
   const int64_t n = targets.numel();
   const Tensor pred = logits.argmax(1);
   MINIDL_CHECK(pred.numel() == n, "RunningMetrics: ", pred.numel(), " predictions but ", n, " targets");
   // float32 loss -> float64, times n, summed in float64: the same arithmetic
-  // as summing loss.item() * n on the host, in the same order.
+  // as summing loss.item() * n on the host, in the same order (0 + x is x).
   const Tensor l = loss.detach().to(kFloat64) * static_cast<double>(n);
   const Tensor c = eq(pred, targets.reshape(pred.shape())).sum();
-  device_loss_sum_ = device_loss_sum_.defined() ? device_loss_sum_ + l : l;
-  device_correct_ = device_correct_.defined() ? device_correct_ + c : c;
+  if (!device_loss_sum_.defined()) {
+    device_loss_sum_ = zeros_like(l);
+    device_correct_ = zeros_like(c);
+  }
+  device_loss_sum_.add_(l);
+  device_correct_.add_(c);
+}
+
+void RunningMetrics::count(int64_t n) {
   seen_on_device_ += n;
   fresh_ = ++pending_ >= every_;
   if (fresh_) read();
@@ -34,6 +46,17 @@ void RunningMetrics::read() {
   }
   seen_ = seen_on_device_;
   pending_ = 0;
+}
+
+void RunningMetrics::reset() {
+  if (device_loss_sum_.defined()) {
+    NoGradGuard no_grad;
+    device_loss_sum_.zero_();
+    device_correct_.zero_();
+  }
+  pending_ = seen_ = seen_on_device_ = correct_ = 0;
+  loss_sum_ = 0;
+  fresh_ = false;
 }
 
 }  // namespace minidl::examples

@@ -54,6 +54,7 @@ void widened_step(const Args& a, std::initializer_list<Tensor Args::*> tensors,
 }
 
 void sgd_step_cpu(const SgdStepArgs& args) {
+  MINIDL_CHECK(!args.lr_tensor.defined(), "sgd_step: lr_tensor (capturable) is for the multi-tensor path only");
   widened_step(args, {&SgdStepArgs::param, &SgdStepArgs::grad, &SgdStepArgs::momentum_buffer},
                {&SgdStepArgs::param, &SgdStepArgs::momentum_buffer}, [](const SgdStepArgs& a) {
                  MINIDL_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] { sgd_step_typed<scalar_t>(a); });
@@ -95,6 +96,8 @@ void adam_step_typed(const AdamStepArgs& a) {
 }
 
 void adam_step_cpu(const AdamStepArgs& args) {
+  MINIDL_CHECK(!args.lr_tensor.defined() && !args.step_tensor.defined(),
+               "adam_step: lr_tensor and step_tensor (capturable) are for the multi-tensor path only");
   using A = AdamStepArgs;
   widened_step(args, {&A::param, &A::grad, &A::exp_avg, &A::exp_avg_sq, &A::max_exp_avg_sq},
                {&A::param, &A::exp_avg, &A::exp_avg_sq, &A::max_exp_avg_sq}, [](const A& a) {
@@ -146,14 +149,41 @@ void clip_grad_scale_cpu(const Tensor& grad, const Tensor& total_norm, double ma
 
 // The multi-tensor path on the CPU: the single-tensor kernel per entry (a
 // launch costs nothing here), so both paths give the same bits.
+// Capturable entries (host memory here: the CPU or the test device) are
+// turned into plain ones with the host path's arithmetic, so both give the
+// same bits.
 void sgd_multi_step_cpu(const MultiStepArgs<SgdStepArgs>& args) {
   check_multi_step(args, "_fused_sgd_");
-  for (const SgdStepArgs& a : args.tensors) sgd_step_cpu(a);
+  for (const SgdStepArgs& a : args.tensors) {
+    if (!a.lr_tensor.defined()) {
+      sgd_step_cpu(a);
+      continue;
+    }
+    SgdStepArgs plain = a;
+    plain.lr = *a.lr_tensor.data_ptr<double>();
+    plain.lr_tensor = Tensor();
+    sgd_step_cpu(plain);
+  }
 }
 
 void adam_multi_step_cpu(const MultiStepArgs<AdamStepArgs>& args) {
   check_multi_step(args, "_fused_adam_");
-  for (const AdamStepArgs& a : args.tensors) adam_step_cpu(a);
+  for (const AdamStepArgs& a : args.tensors) {
+    if (!a.lr_tensor.defined()) {
+      adam_step_cpu(a);
+      continue;
+    }
+    AdamStepArgs plain = a;
+    float* step = a.step_tensor.data_ptr<float>();
+    *step += 1.0f;  // as optim's increment_step
+    const double t = static_cast<double>(*step);
+    plain.lr = *a.lr_tensor.data_ptr<double>();
+    plain.step_size = plain.lr / (1.0 - std::pow(a.beta1, t));
+    plain.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, t));
+    plain.lr_tensor = Tensor();
+    plain.step_tensor = Tensor();
+    adam_step_cpu(plain);
+  }
 }
 
 void vector_norms_cpu(const VectorNormsArgs& args) {

@@ -14,6 +14,7 @@
 // safe: from/to pinned memory, whose block then waits for the copy's event
 // before it is freed (record_pinned_host_use).
 // Not handled (as the CPU kernel): a dst that overlaps src in memory.
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/cuda/runtime.h"
 #include "minidl/core/dtype.h"
 #include "minidl/ops/copy.h"
@@ -72,6 +73,11 @@ void host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking) {
     copy_on_host(host, src);
   }
   const Tensor target = dst.is_contiguous() ? dst : scratch(dst, dst.dtype(), dst.device());
+  // A pinned source read asynchronously can be captured (each replay copies
+  // it again); anything else synchronizes with the host below.
+  if (!(non_blocking && host.is_same(src) && src.is_pinned()))
+    cuda::check_not_capturing(stream, "copy_ (host to device) from pageable memory or blocking",
+                              "it synchronizes with the host; copy into static inputs before replay()");
   MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(target.raw_data(), host.raw_data(), dst.nbytes(), cudaMemcpyHostToDevice, stream),
                        "copy_ (host to device)");
   if (!target.is_same(dst)) copy_on_device(dst, target, stream);
@@ -99,6 +105,9 @@ void device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking) {
     copy_on_device(dev, src, stream);
   }
   const Tensor target = dst.is_contiguous() ? dst : scratch(dst, dst.dtype(), kCPU);
+  if (!(non_blocking && target.is_same(dst) && dst.is_pinned()))
+    cuda::check_not_capturing(stream, "copy_ (device to host), e.g. item() or to(kCPU)",
+                              "it synchronizes with the host; read results after replay()");
   MINIDL_CUDA_CHECK_OP(cudaMemcpyAsync(target.raw_data(), dev.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, stream),
                        "copy_ (device to host)");
   const bool async_ok = non_blocking && target.is_same(dst) && dst.is_pinned();

@@ -33,6 +33,7 @@ struct SgdFunctor {
 };
 
 void sgd_step_cuda(const SgdStepArgs& a) {
+  MINIDL_CHECK(!a.lr_tensor.defined(), "sgd_step: lr_tensor (capturable) is for the multi-tensor path only");
   MINIDL_CUDA_DISPATCH_FLOATING(a.param.dtype(), "SGD", [&] {
     using T = scalar_t;
     const LaunchContext ctx(a.param.device());
@@ -61,6 +62,8 @@ struct AdamFunctor {
 };
 
 void adam_step_cuda(const AdamStepArgs& a) {
+  MINIDL_CHECK(!a.lr_tensor.defined() && !a.step_tensor.defined(),
+               "adam_step: lr_tensor and step_tensor (capturable) are for the multi-tensor path only");
   MINIDL_CUDA_DISPATCH_FLOATING(a.param.dtype(), "Adam", [&] {
     using T = scalar_t;
     const LaunchContext ctx(a.param.device());

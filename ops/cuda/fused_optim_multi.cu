@@ -21,6 +21,11 @@ void sgd_multi_step_cuda(const MultiStepArgs<SgdStepArgs>& args) {
   const Tensor& first = args.tensors.front().param;
   MINIDL_CUDA_DISPATCH_FLOATING(first.dtype(), "_fused_sgd_", [&] {
     const LaunchContext ctx(first.device());
+    if (args.tensors.front().lr_tensor.defined()) {  // capturable: the lr is read on the device
+      cuda_kernels::multi_tensor_apply(ctx, cuda_math::sgd_capturable_lists<scalar_t>(args),
+                                       cuda_math::make_sgd_capturable_op<scalar_t>(args.tensors.front()), "_fused_sgd_");
+      return;
+    }
     cuda_kernels::multi_tensor_apply(ctx, cuda_math::sgd_lists<scalar_t>(args),
                                      cuda_math::make_sgd_multi_op<scalar_t>(args.tensors.front()), "_fused_sgd_");
   });
@@ -32,6 +37,16 @@ void adam_multi_step_cuda(const MultiStepArgs<AdamStepArgs>& args) {
   const Tensor& first = args.tensors.front().param;
   MINIDL_CUDA_DISPATCH_FLOATING(first.dtype(), "_fused_adam_", [&] {
     const LaunchContext ctx(first.device());
+    if (args.tensors.front().lr_tensor.defined()) {
+      // Capturable: the steps are counted on the device first (same stream,
+      // so the update sees them), then lr and steps are read there.
+      cuda_kernels::multi_tensor_apply(ctx, cuda_math::step_increment_lists(args), cuda_math::StepIncrementOp{},
+                                       "_fused_adam_ (step += 1)");
+      cuda_kernels::multi_tensor_apply(ctx, cuda_math::adam_capturable_lists<scalar_t>(args),
+                                       cuda_math::make_adam_capturable_op<scalar_t>(args.tensors.front()),
+                                       "_fused_adam_");
+      return;
+    }
     cuda_kernels::multi_tensor_apply(ctx, cuda_math::adam_lists<scalar_t>(args),
                                      cuda_math::make_adam_multi_op<scalar_t>(args.tensors.front()), "_fused_adam_");
   });

@@ -127,6 +127,59 @@ AdamTensorScalars<T> adam_tensor_scalars(const AdamStepArgs& a) {
   return {static_cast<T>(-a.step_size), static_cast<T>(a.bias_correction2_sqrt)};
 }
 
+// ---- capturable (ops/fused_optim.h): the lr and Adam's steps read on the device ----
+
+// SgdMultiOp with -lr read from *lr (a 0-d float64) at run time.
+template <class T>
+struct SgdCapturableOp {
+  static constexpr int kDepth = 3;
+  using Extra = bool;
+  SgdScalars<T> s;  // as SgdMultiOp's; s.neg_lr is ignored
+  const double* lr;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra first_step, int64_t i) const {
+    SgdScalars<T> own = s;
+    own.first_step = first_step;
+    own.neg_lr = static_cast<T>(-*lr);
+    T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
+    sgd_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
+  }
+};
+
+// The step-dependent Adam scalars from lr and the step t, in double and
+// rounded to T, as optim/adam.cpp computes them on the host.
+template <class T>
+MINIDL_HOST_DEVICE inline void adam_capturable_scalars(AdamScalars<T>& s, double lr, double t, double beta1,
+                                                       double beta2, double weight_decay) {
+  s.neg_step = static_cast<T>(-(lr / (1.0 - std::pow(beta1, t))));
+  s.bc2 = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
+  s.shrink = static_cast<T>(1.0 - lr * weight_decay);
+}
+
+// AdamMultiOp with the lr from *lr and each tensor's step from its own
+// float32 counter (its Extra), already incremented by StepIncrementOp.
+template <class T>
+struct AdamCapturableOp {
+  static constexpr int kDepth = 5;
+  using Extra = const float*;
+  AdamScalars<T> s;  // as AdamMultiOp's; neg_step, bc2 and shrink are computed here
+  const double* lr;
+  double beta1, beta2, weight_decay;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra step, int64_t i) const {
+    AdamScalars<T> own = s;
+    adam_capturable_scalars(own, *lr, static_cast<double>(*step), beta1, beta2, weight_decay);
+    T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
+    adam_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], static_cast<T*>(ptr[2])[i],
+                static_cast<T*>(ptr[3])[i], v_max);
+  }
+};
+
+// step += 1 over a list of one-element float32 counters (Adam's "step").
+struct StepIncrementOp {
+  static constexpr int kDepth = 1;
+  using Extra = unsigned char;  // none
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra, int64_t i) const { static_cast<float*>(ptr[0])[i] += 1.0f; }
+};
+
 // The lists of a call as the kernel takes them: per tensor, its buffers in
 // list order (nullptr for an absent list), its size and its own scalar.
 template <int L, class Extra>
@@ -151,6 +204,37 @@ OpLists<SgdMultiOp<T>> sgd_lists(const MultiStepArgs<SgdStepArgs>& args) {
 }
 
 template <class T>
+OpLists<SgdCapturableOp<T>> sgd_capturable_lists(const MultiStepArgs<SgdStepArgs>& args) {
+  const OpLists<SgdMultiOp<T>> plain = sgd_lists<T>(args);
+  return {plain.ptrs, plain.numels, plain.extras};
+}
+
+template <class T>
+SgdCapturableOp<T> make_sgd_capturable_op(const SgdStepArgs& h) {
+  return {make_sgd_multi_op<T>(h).s, h.lr_tensor.data_ptr<double>()};
+}
+
+template <class T>
+AdamCapturableOp<T> make_adam_capturable_op(const AdamStepArgs& h) {
+  return {make_adam_multi_op<T>(h).s, h.lr_tensor.data_ptr<double>(), h.beta1, h.beta2, h.weight_decay};
+}
+
+// The parameters' lists, each tensor's Extra its step counter.
+template <class T>
+OpLists<AdamCapturableOp<T>> adam_capturable_lists(const MultiStepArgs<AdamStepArgs>& args);
+
+// The step counters as one list for StepIncrementOp.
+inline OpLists<StepIncrementOp> step_increment_lists(const MultiStepArgs<AdamStepArgs>& args) {
+  OpLists<StepIncrementOp> l;
+  for (const AdamStepArgs& a : args.tensors) {
+    l.ptrs.push_back({a.step_tensor.data_ptr<float>()});
+    l.numels.push_back(1);
+    l.extras.push_back(0);
+  }
+  return l;
+}
+
+template <class T>
 OpLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& args) {
   OpLists<AdamMultiOp<T>> l;
   for (const AdamStepArgs& a : args.tensors) {
@@ -158,6 +242,18 @@ OpLists<AdamMultiOp<T>> adam_lists(const MultiStepArgs<AdamStepArgs>& args) {
                       a.max_exp_avg_sq.defined() ? a.max_exp_avg_sq.data_ptr<T>() : nullptr});
     l.numels.push_back(a.param.numel());
     l.extras.push_back(adam_tensor_scalars<T>(a));
+  }
+  return l;
+}
+
+template <class T>
+OpLists<AdamCapturableOp<T>> adam_capturable_lists(const MultiStepArgs<AdamStepArgs>& args) {
+  OpLists<AdamCapturableOp<T>> l;
+  for (const AdamStepArgs& a : args.tensors) {
+    l.ptrs.push_back({a.param.data_ptr<T>(), a.grad.data_ptr<T>(), a.exp_avg.data_ptr<T>(), a.exp_avg_sq.data_ptr<T>(),
+                      a.max_exp_avg_sq.defined() ? a.max_exp_avg_sq.data_ptr<T>() : nullptr});
+    l.numels.push_back(a.param.numel());
+    l.extras.push_back(a.step_tensor.data_ptr<float>());
   }
   return l;
 }

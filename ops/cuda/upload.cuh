@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "minidl/core/cuda/graph.h"
 #include "minidl/ops/cuda/launch.cuh"
 
 namespace minidl::cuda_kernels {
@@ -21,6 +22,10 @@ namespace minidl::cuda_kernels {
 // that: not written yet.) Keep the returned Tensor alive until the last
 // launch reading it is enqueued, as for temp_buffer.
 inline Tensor upload_to_device(const void* host, int64_t bytes, const LaunchContext& ctx, const char* op) {
+  // A graph would copy from the freed heap copy at every replay and run the
+  // freeing callback each time: refused until these tables are graph-safe.
+  cuda::check_not_capturing(ctx.stream, op,
+                            "its index table is uploaded from pageable host memory at each call (ops/cuda/upload.cuh)");
   Tensor dev = temp_buffer(bytes, ctx.device);
   if (bytes <= 0) return dev;
   using Bytes = std::vector<unsigned char>;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/tensor.h"
 
 namespace minidl::cudnn_conv {
@@ -113,6 +114,9 @@ std::vector<AlgoChoice> search(cudnnHandle_t h, ConvDescriptors& d, const ConvKe
   std::vector<Perf> perfs(Traits::kCount);
   int got = 0;
   if (key.benchmark) {
+    cuda::check_not_capturing(cuda::current_stream(key.device),
+                              "a cuDNN benchmark search (cudnnFind*) for a new convolution shape",
+                              "it times kernels and synchronizes; run a warm-up step before capturing");
     size_t most = 0;
     for (int algo = 0; algo < Traits::kCount; ++algo) {
       size_t s = 0;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "minidl/core/cuda/graph.h"
 #include "minidl/core/cuda/runtime.h"
 #include "minidl/core/tensor.h"
 #include "minidl/ops/cudnn/backend_descriptor.h"
@@ -231,6 +232,8 @@ void execute(cudnnHandle_t h, const GraphPlan& p, const void* x, const void* w, 
 // Milliseconds of one run of `p` (the best of kTimedRuns after one warm-up);
 // infinity when its workspace cannot be allocated or it fails to run.
 float time_plan(cudnnHandle_t h, const GraphPlan& p, int device, const void* x, const void* w, const void* y) {
+  cuda::check_not_capturing(cuda::current_stream(device), "timing cuDNN graph-API plans for a new convolution shape",
+                            "it synchronizes; run a warm-up step before capturing");
   try {
     const Tensor ws = workspace_for(p.workspace, device);
     void* wsp = ws.defined() ? ws.raw_data() : nullptr;
