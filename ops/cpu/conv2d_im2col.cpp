@@ -22,6 +22,8 @@
 // rows ([k][kMR]), the right one in panels of kNR columns ([k][kNR]), K in
 // blocks, and a micro-kernel keeping a kMR x kNR tile of the product in
 // registers. w is packed once per call, tap-major, and shared by the threads.
+// The forward packs X_t with ops/cpu/conv2d_pack.h (loads along output rows
+// where it can, gathers elsewhere); strided, its chunks keep output rows whole.
 //
 // Threads: forward and grad input give each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
@@ -35,6 +37,7 @@
 
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_pack.h"
 
 namespace minidl {
 
@@ -82,7 +85,11 @@ struct ChunkPlan {
   std::vector<int64_t> column_of;                   // [n * Ho*Wo + oh * Wo + ow] -> its column
   std::vector<std::vector<int64_t>> panels_of_tap;  // [kh * kW + kw] -> panels needing it
 
-  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr) : images(images_) {
+  // whole_rows: one column group (the union of their taps) instead of
+  // corner/edge/inner ones, so that every output row is a run of columns
+  // (conv2d_pack's loads need them); costs the products of the padding
+  // columns' padding taps.
+  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr, bool whole_rows) : images(images_) {
     // Output rows (and columns) grouped by their valid kernel rows (columns).
     auto groups = [](int64_t count, auto range_of) {
       std::vector<std::pair<Range, std::vector<int64_t>>> gs;
@@ -99,8 +106,12 @@ struct ChunkPlan {
     };
     const auto row_groups =
         groups(g.out_h, [&](int64_t o) { return tap_range(o, g.stride_h, g.pad_h, g.dilation_h, g.in_h, g.kernel_h); });
-    const auto col_groups =
-        groups(g.out_w, [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); });
+    auto col_range = [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); };
+    Range all_cols;
+    for (int64_t o = 0; o < g.out_w; ++o)
+      if (const Range r = col_range(o); !r.empty())
+        all_cols = all_cols.empty() ? r : Range{std::min(all_cols.lo, r.lo), std::max(all_cols.hi, r.hi)};
+    const auto col_groups = whole_rows ? groups(g.out_w, [&](int64_t) { return all_cols; }) : groups(g.out_w, col_range);
     // Groups in snake order (the column groups run backwards on every other
     // row group), so neighbouring groups share their kernel rows or columns
     // and a panel that straddles two needs no more taps than the larger one.
@@ -158,10 +169,10 @@ struct ChunkPlan {
 // Plans for the chunk sizes of one call (all chunks but the last have the same size).
 class Plans {
  public:
-  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr) {
+  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr, bool whole_rows = false) {
     if (g.batch == 0) return;
-    full_.emplace_back(g, std::min(nb, g.batch), nr);
-    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr);
+    full_.emplace_back(g, std::min(nb, g.batch), nr, whole_rows);
+    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr, whole_rows);
   }
   const ChunkPlan& operator()(int64_t images) const { return full_[0].images == images ? full_[0] : full_[1]; }
 
@@ -182,6 +193,7 @@ int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
 struct Scratch {
   std::vector<int64_t> offsets;
   std::vector<int32_t> offsets32;  // the forward's, when they fit: gathers with 32-bit indices take half the instructions
+  std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -247,27 +259,6 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
   return {packed, group};
 }
 
-// X_t packed as np panels of kc channels ([i][c][kNR]): d[jj] = x[c][off[jj]], 0 where off[jj] < 0.
-template <class T, class Off>
-void gather_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, const Off* offsets, T* bpack) {
-  constexpr int64_t NR = kNR<T>;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < np; ++i) {
-    const Off* off = offsets + i * NR;
-    T* d = bpack + i * kc * NR;
-    for (int64_t c = 0; c < kc; ++c, d += NR) {
-      const T* src = x + c * HW;
-      // Branch-free, so that it vectorizes to a gather and a
-      // blend: padding reads offset 0 (always in range), then drops it.
-#pragma omp simd
-      for (int64_t jj = 0; jj < NR; ++jj) {
-        const T v = src[std::max<Off>(off[jj], 0)];
-        d[jj] = off[jj] >= 0 ? v : T(0);
-      }
-    }
-  }
-}
-
 // The forward correlation with w already packed (WeightView::kForward of
 // this geometry's weights).
 template <class T>
@@ -276,13 +267,15 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const int64_t nb = chunk_images(g, kChunkCols);
-  const Plans plans(g, nb, NR);
+  // Strided: whole output rows, whose taps conv2d_pack reads as runs.
+  const Plans plans(g, nb, NR, g.stride_w > 1);
   for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
+    s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
     std::vector<char> started(static_cast<size_t>(plan.panels));
     const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
@@ -301,11 +294,18 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
+            // Loads of 8 from an offset must end before x does, for the last channel packed.
+            const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
+            const conv2d_pack::Group8* groups = nullptr;  // float only
+            if constexpr (std::is_same_v<T, float>) {
+              conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
+              groups = s.groups.data();
+            }
             if (small) {
               s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
-              gather_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), bpack);
+              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
             } else {
-              gather_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), bpack);
+              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
             }
             const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
             // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
