@@ -5,7 +5,7 @@ programs for --rounds rounds on the same machine. For each round the ratio is
 PyTorch's time / minidl's (> 1: minidl faster; --metric: wall median or min,
 or the least process CPU time per thread, robust to other processes); the table shows the
 median ratio over rounds, its range (the spread from the machine's noise), and
-the best (min) times of each side.
+the least of each side's times over the rounds.
 
 Usage: python3 bench/conv_shapes_vs_torch.py [--build build] [--isa native|avx2] [--threads 2]
            [--reps 20] [--rounds 5] [--algo auto] N,C,K,H,k,stride,pad ...
@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--algo", default="auto")
     ap.add_argument("--metric", choices=["median_ms", "min_ms", "cpu_ms"], default="median_ms",
                     help="what each round's ratio compares: wall median or min, or the least CPU time per thread")
+    ap.add_argument("--baseline", help="another bench_conv_shapes binary (e.g. built from main), run in the same "
+                    "rounds: its ratio is shown too")
     ap.add_argument("--torch-child", action="store_true")
     ap.add_argument("shapes", nargs="+")
     args = ap.parse_args()
@@ -78,25 +80,31 @@ def main():
     if args.isa == "avx2":
         env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
     common = ["--threads", str(args.threads), "--reps", str(args.reps)]
-    rounds = []
+    rounds, base_rounds = [], []
     for r in range(args.rounds):
+        if args.baseline:
+            base_rounds.append(lines([args.baseline] + common + ["--algo", args.algo] + args.shapes, env))
         m = lines([os.path.join(args.build, "bench", "bench_conv_shapes")] + common + ["--algo", args.algo] +
                   args.shapes, env)
         t = lines([sys.executable, os.path.abspath(__file__), "--torch-child"] + common + args.shapes, env)
         rounds.append((m, t))
     print(f"{args.build} ({args.isa}), {args.threads} threads, {args.rounds} rounds x {args.reps} reps, algo {args.algo}, "
           f"ratio of {args.metric}")
-    print(f"{'shape N,C,K,H,k,s,p':<24} {'pass':<12} {'minidl min':>10} {'torch min':>10} "
-          f"{'ratio (median of rounds)':>25} {'range':>12}")
+    print(f"{'shape N,C,K,H,k,s,p':<24} {'pass':<12} {'minidl ms':>10} {'torch ms':>10} "
+          f"{'ratio (median of rounds)':>25} {'range':>12}" + ("   baseline ratio, range" if args.baseline else ""))
     for s in args.shapes:
         for p in ["fwd", "grad_input", "grad_weight"]:
             def pick(ls):
                 return next(l for l in ls if l["shape"] == s and l["pass"] == p)
             ratios = [pick(t)[args.metric] / pick(m)[args.metric] for m, t in rounds]
-            mmin = min(pick(m)["min_ms"] for m, _ in rounds)
-            tmin = min(pick(t)["min_ms"] for _, t in rounds)
-            print(f"{s:<24} {p:<12} {mmin:>10.3f} {tmin:>10.3f} {statistics.median(ratios):>25.2f} "
-                  f"{min(ratios):>5.2f}-{max(ratios):<5.2f}")
+            mmin = min(pick(m)[args.metric] for m, _ in rounds)
+            tmin = min(pick(t)[args.metric] for _, t in rounds)
+            line = (f"{s:<24} {p:<12} {mmin:>10.3f} {tmin:>10.3f} {statistics.median(ratios):>25.2f} "
+                    f"{min(ratios):>5.2f}-{max(ratios):<5.2f}")
+            if args.baseline:
+                b = [pick(t)[args.metric] / pick(bl)[args.metric] for bl, (_, t) in zip(base_rounds, rounds)]
+                line += f"   {statistics.median(b):>5.2f} {min(b):>5.2f}-{max(b):<5.2f}"
+            print(line)
 
 
 if __name__ == "__main__":
