@@ -455,14 +455,23 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
       const T* xc = x + n0 * g.in_channels * HW;
       for (int64_t gi = 0; gi < G; ++gi) {
         const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
-        for (int64_t q = 0; q < m_panels; ++q) {
-          T* d = dyt + q * max_cols * NR;
-          for (int64_t j = 0; j < cols_pad; ++j, d += NR)
+        // Transposed in blocks of 64 columns: each row of dy is read along
+        // its pixels, and the block's lines of dyt stay in L1 (column by
+        // column, every read was a cache line of its own: 2/3 of grad weight
+        // on 1x1 stride-2 shapes).
+        constexpr int64_t kColBlock = 64;
+        for (int64_t q = 0; q < m_panels; ++q)
+          for (int64_t j0 = 0; j0 < cols_pad; j0 += kColBlock) {
+            const int64_t j1 = std::min(cols_pad, j0 + kColBlock), j_valid = std::min(j1, cols);
             for (int64_t mm = 0; mm < NR; ++mm) {
               const int64_t m = q * NR + mm;
-              d[mm] = j < cols && m < Kg ? dyg[m * P + plan.output_offset(j)] : T(0);
+              T* d = dyt + q * max_cols * NR + mm;
+              int64_t j = j0;
+              if (m < Kg)
+                for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
+              for (; j < j1; ++j) d[j * NR] = T(0);
             }
-        }
+          }
         for (int64_t a = 0; a < g.kernel_h; ++a)
           for (int64_t b = 0; b < g.kernel_w; ++b) {
             const int64_t t = a * g.kernel_w + b;
