@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "minidl/ops/cpu/conv2d_gemm.h"
@@ -240,23 +241,40 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
   const int64_t tiles = m_pad / kMR;
   // Tile-major, so the tile's rows of w stay in cache; taps innermost but
   // one (w's taps of a row and channel are adjacent, so each cache line of w
-  // is read once rather than once per tap), 8 rows at a time.
+  // is read once rather than once per tap), 8 rows at a time. The view is a
+  // template argument and whole tiles skip the row check, so that the loops
+  // carry no branches (they made the packing 10% of a 4x4-map step).
+  auto pack = [&](auto view_c) {
+    constexpr WeightView V = decltype(view_c)::value;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
-  for (int64_t gi = 0; gi < G; ++gi)
-    for (int64_t i = 0; i < tiles; ++i) {
-      const T* wg = w + gi * Kg * Cg * taps;
-      for (int64_t k = 0; k < inner; ++k) {
-        const int64_t k0 = k / kKC * kKC, kc = std::min(kKC, inner - k0);
-        T* d = packed + gi * group + k0 * m_pad + i * kc * kMR + (k - k0) * kMR;
-        for (int64_t t = 0; t < taps; ++t, d += inner * m_pad) {
-          const int64_t wt = view == WeightView::kTransposedFlipped ? taps - 1 - t : t;
-          for (int64_t r = 0; r < kMR; ++r) {
-            const int64_t row = i * kMR + r;
-            d[r] = row >= m ? T(0) : forward ? wg[(row * Cg + k) * taps + wt] : wg[(k * Cg + row) * taps + wt];
+    for (int64_t gi = 0; gi < G; ++gi)
+      for (int64_t i = 0; i < tiles; ++i) {
+        const T* wg = w + gi * Kg * Cg * taps;
+        const int64_t rows = std::min(kMR, m - i * kMR);
+        for (int64_t k = 0; k < inner; ++k) {
+          const int64_t k0 = k / kKC * kKC, kc = std::min(kKC, inner - k0);
+          T* d = packed + gi * group + k0 * m_pad + i * kc * kMR + (k - k0) * kMR;
+          // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
+          const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
+          const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
+          for (int64_t t = 0; t < taps; ++t, d += inner * m_pad) {
+            const int64_t wt = V == WeightView::kTransposedFlipped ? taps - 1 - t : t;
+            if (rows == kMR) {
+              for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * row_step + wt];
+            } else {
+              for (int64_t r = 0; r < kMR; ++r) d[r] = r < rows ? src[r * row_step + wt] : T(0);
+            }
           }
         }
       }
-    }
+  };
+  switch (view) {
+    case WeightView::kForward: pack(std::integral_constant<WeightView, WeightView::kForward>()); break;
+    case WeightView::kTransposed: pack(std::integral_constant<WeightView, WeightView::kTransposed>()); break;
+    case WeightView::kTransposedFlipped:
+      pack(std::integral_constant<WeightView, WeightView::kTransposedFlipped>());
+      break;
+  }
   return {packed, group};
 }
 
