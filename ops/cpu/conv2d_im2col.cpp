@@ -315,8 +315,8 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
             // X_t for channels [k0, k0 + kc) and the panels of pt.
             // Loads of 8 from an offset must end before x does, for the last channel packed.
             const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
-            const conv2d_pack::Group8* groups = nullptr;  // float only
-            if constexpr (std::is_same_v<T, float>) {
+            const conv2d_pack::Group8* groups = nullptr;
+            if constexpr (conv2d_pack::kLoads<T>) {
               conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
               groups = s.groups.data();
             }

@@ -23,6 +23,11 @@
 
 namespace minidl::conv2d_pack {
 
+// Whether T's panels are packed with loads: float, with panels of whole
+// groups of 8 (not in SSE-only builds, whose panels are 12 wide).
+template <class T>
+constexpr bool kLoads = std::is_same_v<T, float> && conv2d_gemm::kNR<T> % 8 == 0;
+
 enum class GroupKind : int8_t { kGather, kStep1, kStep2 };
 
 // How one group of 8 columns is read: the source of each half (4 columns).
@@ -60,7 +65,8 @@ void classify(const Off* off, int64_t cols, int64_t step, int64_t limit, Group8*
 
 // X_t for np panels of kc channels from x (channel c's plane at x + c * HW):
 // bpack[i][c][jj] = x[c][off[i * kNR + jj]], 0 where the offset is < 0.
-// groups: from classify over the same offsets, or nullptr (gather only).
+// groups: from classify over the same offsets, or nullptr (gather only);
+// ignored unless kLoads<T>.
 template <class T, class Off>
 void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, const Off* offsets,
                  const Group8* groups, T* bpack) {
@@ -69,8 +75,7 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
   for (int64_t i = 0; i < np; ++i) {
     const Off* off = offsets + i * NR;
     T* d0 = bpack + i * kc * NR;
-    if constexpr (std::is_same_v<T, float>) {
-      static_assert(NR % 8 == 0);
+    if constexpr (kLoads<T>) {
       if (groups) {
         typedef float F8 __attribute__((vector_size(32)));
         typedef int32_t I8 __attribute__((vector_size(32)));
