@@ -326,6 +326,12 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(2, 8, 8, 5, 3, 1, 2, 2), "dilation 2"},
       {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
       {square(1, 20, 50, 3, 2, 1, 0), "one image, 2x2 kernel, no padding, 50 = 48 + 2 columns of grad weight"},
+      // Strided forwards pack whole output rows with loads (ops/cpu/conv2d_pack.h):
+      {square(3, 10, 33, 16, 3, 2, 1), "stride 2, 16x16 -> 8x8: rows of 8, padding columns masked"},
+      {square(2, 13, 17, 16, 1, 2, 0), "1x1 stride 2, 16x16 -> 8x8, odd channels"},
+      {square(1, 19, 21, 9, 3, 2, 1), "one image, 9x9 -> 5x5: rows of 5 straddle the groups of 4"},
+      {square(2, 6, 12, 11, 3, 2, 0, 2), "stride 2, dilation 2, no padding"},
+      {square(2, 8, 16, 13, 3, 3, 1), "stride 3: gathers only"},
   };
   check_cases(cases, Conv2dAlgo::kIm2colGemm, 900);
 }
@@ -406,7 +412,12 @@ TEST_CASE("conv2d: the two algorithms agree on the ResNet-18 layer shapes, scale
 }
 
 TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
+  // 4x4 maps: im2col with AVX-512, Winograd with AVX2 (ops/cpu/conv2d_kernels.cpp).
+#if defined(__AVX512F__)
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+#else
   CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+#endif
   CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd);
   CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd);
   CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd);

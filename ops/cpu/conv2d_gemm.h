@@ -2,7 +2,7 @@
 // ops/cpu/conv2d_winograd.cpp), blocked as in BLIS: the left operand packed in
 // tiles of kMR rows ([k][kMR]), the right one in panels of kNR columns
 // ([k][kNR]), and a micro-kernel that keeps a kMR x kNR tile of the product
-// in registers (24 of the 32 AVX-512 registers). Internal to ops/.
+// in registers (24 of the 32 AVX-512 registers, 12 of AVX2's 16). Internal to ops/.
 #pragma once
 
 #include <algorithm>
@@ -19,8 +19,12 @@ using conv2d_simd::load;
 using conv2d_simd::store;
 using conv2d_simd::Vec;
 
-constexpr int64_t kMR = 8;  // rows of a micro-tile (the broadcast operand)
-constexpr int kNV = 3;      // vectors per micro-tile row
+constexpr int kNV = 3;  // vectors per micro-tile row
+// Rows of a micro-tile (the broadcast operand): as many as the accumulator
+// registers allow, 8 with AVX-512's 32 registers, 4 with AVX2's 16 (8 rows
+// there spilled half the accumulators to the stack inside the k loop: the
+// x86-64-v3 build's GEMM ran at half speed).
+constexpr int64_t kMR = conv2d_simd::kAccRegs / kNV;
 template <class T>
 constexpr int64_t kNR = kNV * kLanes<T>;  // columns of a micro-tile (48 floats, 24 doubles)
 

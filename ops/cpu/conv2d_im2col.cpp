@@ -22,6 +22,8 @@
 // rows ([k][kMR]), the right one in panels of kNR columns ([k][kNR]), K in
 // blocks, and a micro-kernel keeping a kMR x kNR tile of the product in
 // registers. w is packed once per call, tap-major, and shared by the threads.
+// The forward packs X_t with ops/cpu/conv2d_pack.h (loads along output rows
+// where it can, gathers elsewhere); strided, its chunks keep output rows whole.
 //
 // Threads: forward and grad input give each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
@@ -31,10 +33,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_pack.h"
 
 namespace minidl {
 
@@ -82,7 +86,11 @@ struct ChunkPlan {
   std::vector<int64_t> column_of;                   // [n * Ho*Wo + oh * Wo + ow] -> its column
   std::vector<std::vector<int64_t>> panels_of_tap;  // [kh * kW + kw] -> panels needing it
 
-  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr) : images(images_) {
+  // whole_rows: one column group (the union of their taps) instead of
+  // corner/edge/inner ones, so that every output row is a run of columns
+  // (conv2d_pack's loads need them); costs the products of the padding
+  // columns' padding taps.
+  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr, bool whole_rows) : images(images_) {
     // Output rows (and columns) grouped by their valid kernel rows (columns).
     auto groups = [](int64_t count, auto range_of) {
       std::vector<std::pair<Range, std::vector<int64_t>>> gs;
@@ -99,8 +107,12 @@ struct ChunkPlan {
     };
     const auto row_groups =
         groups(g.out_h, [&](int64_t o) { return tap_range(o, g.stride_h, g.pad_h, g.dilation_h, g.in_h, g.kernel_h); });
-    const auto col_groups =
-        groups(g.out_w, [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); });
+    auto col_range = [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); };
+    Range all_cols;
+    for (int64_t o = 0; o < g.out_w; ++o)
+      if (const Range r = col_range(o); !r.empty())
+        all_cols = all_cols.empty() ? r : Range{std::min(all_cols.lo, r.lo), std::max(all_cols.hi, r.hi)};
+    const auto col_groups = whole_rows ? groups(g.out_w, [&](int64_t) { return all_cols; }) : groups(g.out_w, col_range);
     // Groups in snake order (the column groups run backwards on every other
     // row group), so neighbouring groups share their kernel rows or columns
     // and a panel that straddles two needs no more taps than the larger one.
@@ -158,10 +170,10 @@ struct ChunkPlan {
 // Plans for the chunk sizes of one call (all chunks but the last have the same size).
 class Plans {
  public:
-  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr) {
+  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr, bool whole_rows = false) {
     if (g.batch == 0) return;
-    full_.emplace_back(g, std::min(nb, g.batch), nr);
-    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr);
+    full_.emplace_back(g, std::min(nb, g.batch), nr, whole_rows);
+    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr, whole_rows);
   }
   const ChunkPlan& operator()(int64_t images) const { return full_[0].images == images ? full_[0] : full_[1]; }
 
@@ -181,6 +193,8 @@ int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
 // Per-thread scratch of the chunk loops (the buffers come from thread_buffer).
 struct Scratch {
   std::vector<int64_t> offsets;
+  std::vector<int32_t> offsets32;  // the forward's, when they fit: gathers with 32-bit indices take half the instructions
+  std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -225,24 +239,42 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
   const int64_t group = m_pad * inner * taps;
   T* packed = thread_buffer<T>(Slot::kWeights, G * group);
   const int64_t tiles = m_pad / kMR;
-  // Tile-major, so the tile's rows of w stay in cache over the taps.
+  // Tile-major, so the tile's rows of w stay in cache; taps innermost but
+  // one (w's taps of a row and channel are adjacent, so each cache line of w
+  // is read once rather than once per tap), 8 rows at a time. The view is a
+  // template argument and whole tiles skip the row check, so that the loops
+  // carry no branches (they made the packing 10% of a 4x4-map step).
+  auto pack = [&](auto view_c) {
+    constexpr WeightView V = decltype(view_c)::value;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
-  for (int64_t gi = 0; gi < G; ++gi)
-    for (int64_t i = 0; i < tiles; ++i) {
-      const T* wg = w + gi * Kg * Cg * taps;
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t wt = view == WeightView::kTransposedFlipped ? taps - 1 - t : t;
-        for (int64_t k0 = 0; k0 < inner; k0 += kKC) {
-          const int64_t kc = std::min(kKC, inner - k0);
-          T* d = packed + gi * group + (t * inner + k0) * m_pad + i * kc * kMR;
-          for (int64_t k = k0; k < k0 + kc; ++k)
-            for (int64_t r = 0; r < kMR; ++r, ++d) {
-              const int64_t row = i * kMR + r;
-              *d = row >= m ? T(0) : forward ? wg[(row * Cg + k) * taps + wt] : wg[(k * Cg + row) * taps + wt];
+    for (int64_t gi = 0; gi < G; ++gi)
+      for (int64_t i = 0; i < tiles; ++i) {
+        const T* wg = w + gi * Kg * Cg * taps;
+        const int64_t rows = std::min(kMR, m - i * kMR);
+        for (int64_t k = 0; k < inner; ++k) {
+          const int64_t k0 = k / kKC * kKC, kc = std::min(kKC, inner - k0);
+          T* d = packed + gi * group + k0 * m_pad + i * kc * kMR + (k - k0) * kMR;
+          // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
+          const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
+          const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
+          for (int64_t t = 0; t < taps; ++t, d += inner * m_pad) {
+            const int64_t wt = V == WeightView::kTransposedFlipped ? taps - 1 - t : t;
+            if (rows == kMR) {
+              for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * row_step + wt];
+            } else {
+              for (int64_t r = 0; r < kMR; ++r) d[r] = r < rows ? src[r * row_step + wt] : T(0);
             }
+          }
         }
       }
-    }
+  };
+  switch (view) {
+    case WeightView::kForward: pack(std::integral_constant<WeightView, WeightView::kForward>()); break;
+    case WeightView::kTransposed: pack(std::integral_constant<WeightView, WeightView::kTransposed>()); break;
+    case WeightView::kTransposedFlipped:
+      pack(std::integral_constant<WeightView, WeightView::kTransposedFlipped>());
+      break;
+  }
   return {packed, group};
 }
 
@@ -254,14 +286,17 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const int64_t nb = chunk_images(g, kChunkCols);
-  const Plans plans(g, nb, NR);
+  // Strided: whole output rows, whose taps conv2d_pack reads as runs.
+  const Plans plans(g, nb, NR, g.stride_w > 1);
   for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
+    s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
     std::vector<char> started(static_cast<size_t>(plan.panels));
+    const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
@@ -278,20 +313,18 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
-#pragma omp parallel for schedule(static) if (parallel)
-            for (int64_t i = 0; i < np; ++i) {
-              const int64_t* off = s.offsets.data() + i * NR;
-              T* d = bpack + i * kc * NR;
-              for (int64_t c = k0; c < k0 + kc; ++c, d += NR) {
-                const T* src = xg + c * HW;
-                // Branch-free, so that it vectorizes to a gather and a
-                // blend: padding reads offset 0 (always in range), then drops it.
-#pragma omp simd
-                for (int64_t jj = 0; jj < NR; ++jj) {
-                  const T v = src[std::max<int64_t>(off[jj], 0)];
-                  d[jj] = off[jj] >= 0 ? v : T(0);
-                }
-              }
+            // Loads of 8 from an offset must end before x does, for the last channel packed.
+            const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
+            const conv2d_pack::Group8* groups = nullptr;
+            if constexpr (conv2d_pack::kLoads<T>) {
+              conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
+              groups = s.groups.data();
+            }
+            if (small) {
+              s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
+              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
+            } else {
+              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
             }
             const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
             // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
@@ -440,14 +473,23 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
       const T* xc = x + n0 * g.in_channels * HW;
       for (int64_t gi = 0; gi < G; ++gi) {
         const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
-        for (int64_t q = 0; q < m_panels; ++q) {
-          T* d = dyt + q * max_cols * NR;
-          for (int64_t j = 0; j < cols_pad; ++j, d += NR)
+        // Transposed in blocks of 64 columns: each row of dy is read along
+        // its pixels, and the block's lines of dyt stay in L1 (column by
+        // column, every read was a cache line of its own: 2/3 of grad weight
+        // on 1x1 stride-2 shapes).
+        constexpr int64_t kColBlock = 64;
+        for (int64_t q = 0; q < m_panels; ++q)
+          for (int64_t j0 = 0; j0 < cols_pad; j0 += kColBlock) {
+            const int64_t j1 = std::min(cols_pad, j0 + kColBlock), j_valid = std::min(j1, cols);
             for (int64_t mm = 0; mm < NR; ++mm) {
               const int64_t m = q * NR + mm;
-              d[mm] = j < cols && m < Kg ? dyg[m * P + plan.output_offset(j)] : T(0);
+              T* d = dyt + q * max_cols * NR + mm;
+              int64_t j = j0;
+              if (m < Kg)
+                for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
+              for (; j < j1; ++j) d[j * NR] = T(0);
             }
-        }
+          }
         for (int64_t a = 0; a < g.kernel_h; ++a)
           for (int64_t b = 0; b < g.kernel_w; ++b) {
             const int64_t t = a * g.kernel_w + b;

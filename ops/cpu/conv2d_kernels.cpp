@@ -70,13 +70,29 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // at 64 -> 64, 1.3-1.6x from 64 -> 128 up; and it sums every chunk of tiles
 // into all 16 * Cg * Kg transformed weight gradients, which on 4x4 maps
 // (4 tiles per image) with 512 channels made it 0.81x: there, and wherever a
-// map has fewer than kWinogradWeightGradMinTiles tiles, grad weight takes the
-// direct path.
+// map has fewer than kWinogradMinTiles tiles, grad weight takes the
+// direct path. With AVX-512 the forward and grad input do too: on such maps
+// the direct (im2col) path skips 31% of the products (padding taps) that
+// Winograd's transforms cannot, and its GEMM runs twice as wide while the
+// transforms stay memory-bound. Measured on an AMD EPYC (Zen 5, 1 thread,
+// CPU time, bench/bench_conv_shapes): 64 x 512 -> 512 on 4x4 maps, im2col
+// 18-21 ms against Winograd's 25-26 forward and 24.6 against 25-28.7 grad
+// input; 128 -> 128 on 4x4, 1.3 against 1.8 forward. With AVX2 (x86-64-v3)
+// the forwards tie (33 ms each) and Winograd's grad input wins (31 against
+// 38 ms), so AVX2 builds keep Winograd there. 8x8 maps (16 tiles) keep
+// Winograd with either ISA (15 against 23 ms, 64 x 256 -> 256).
 namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr double kWinogradMinPairsPerChannel = 32;
-constexpr int64_t kWinogradWeightGradMinTiles = 16;
+constexpr int64_t kWinogradMinTiles = 16;
+#if defined(__AVX512F__)
+constexpr bool kWinogradOnFewTiles = false;
+#else
+constexpr bool kWinogradOnFewTiles = true;  // forward and grad input only
+#endif
+
+int64_t tiles_per_image(const Conv2dGeometry& g) { return (g.out_h + 1) / 2 * ((g.out_w + 1) / 2); }
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
@@ -90,7 +106,9 @@ double pairs_per_channel(const Conv2dGeometry& g) {
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel) return Conv2dAlgo::kWinograd;
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel &&
+      (kWinogradOnFewTiles || tiles_per_image(g) >= kWinogradMinTiles))
+    return Conv2dAlgo::kWinograd;
   return pick_direct(g);
 }
 
@@ -102,9 +120,7 @@ namespace {
 Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, bool weight_grad) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
-  const int64_t tiles_per_image = (g.out_h + 1) / 2 * ((g.out_w + 1) / 2);
-  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image < kWinogradWeightGradMinTiles)
-    algo = pick_direct(g);
+  if (algo == Conv2dAlgo::kWinograd && weight_grad && tiles_per_image(g) < kWinogradMinTiles) algo = pick_direct(g);
   return algo;
 }
 

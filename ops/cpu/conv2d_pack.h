@@ -1,0 +1,124 @@
+// Packing the im2col operand of ops/cpu/conv2d_im2col.cpp's forward: X_t,
+// the input pixels that tap t of each GEMM column reads, for a block of
+// channels, as panels [panel][channel][kNR]. Internal to ops/cpu/.
+//
+// The general way is a gather per column (offsets precomputed per tap, -1 in
+// the padding). Gathers are slow (on AMD Zen they took 28% of a 3x3 stride-2
+// forward at 16x16 -> 8x8), and the columns are rarely arbitrary: along an
+// output row, tap t reads every stride-th input pixel. So each group of 8
+// columns is classified once per tap, and for all channels:
+//   kStep1 / kStep2: each half of the group (4 columns) reads x[base + s*k]
+//     (s = 1 or 2) for its valid columns: two plain 8-float loads and one
+//     shuffle instead of a gather (padding columns masked to 0);
+//   kGather: anything else (and near the end of x, where a load of 8 would
+//     read past it).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "minidl/ops/cpu/conv2d_gemm.h"
+
+namespace minidl::conv2d_pack {
+
+// Whether T's panels are packed with loads: float, with panels of whole
+// groups of 8 (not in SSE-only builds, whose panels are 12 wide).
+template <class T>
+constexpr bool kLoads = std::is_same_v<T, float> && conv2d_gemm::kNR<T> % 8 == 0;
+
+enum class GroupKind : int8_t { kGather, kStep1, kStep2 };
+
+// How one group of 8 columns is read: the source of each half (4 columns).
+struct Group8 {
+  int64_t base[2] = {0, 0};
+  GroupKind kind = GroupKind::kGather;
+};
+
+// Classifies the `cols` columns (a multiple of 8) whose offsets are `off`
+// (from a channel's plane start; -1 in the padding). Loads of 8 floats from
+// base must stay below `limit` (relative to the same start, for every channel
+// that will be packed) and above 0.
+template <class Off>
+void classify(const Off* off, int64_t cols, int64_t step, int64_t limit, Group8* groups) {
+  for (int64_t q = 0; q < cols / 8; ++q) {
+    Group8& grp = groups[q];
+    grp.kind = GroupKind::kGather;
+    if (step != 1 && step != 2) continue;
+    bool ok = true;
+    for (int h = 0; h < 2 && ok; ++h) {
+      const Off* o = off + q * 8 + h * 4;
+      int64_t base = -1;
+      for (int k = 0; k < 4 && ok; ++k) {
+        if (o[k] < 0) continue;
+        if (base < 0) base = int64_t{o[k]} - step * k;
+        ok = base >= 0 && int64_t{o[k]} == base + step * k;
+      }
+      base = std::max<int64_t>(base, 0);  // a half all in the padding reads (and drops) x[0..7]
+      ok = ok && base + 8 <= limit;
+      grp.base[h] = base;
+    }
+    if (ok) grp.kind = step == 1 ? GroupKind::kStep1 : GroupKind::kStep2;
+  }
+}
+
+// X_t for np panels of kc channels from x (channel c's plane at x + c * HW):
+// bpack[i][c][jj] = x[c][off[i * kNR + jj]], 0 where the offset is < 0.
+// groups: from classify over the same offsets, or nullptr (gather only);
+// ignored unless kLoads<T>.
+template <class T, class Off>
+void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, const Off* offsets,
+                 const Group8* groups, T* bpack) {
+  constexpr int64_t NR = conv2d_gemm::kNR<T>;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < np; ++i) {
+    const Off* off = offsets + i * NR;
+    T* d0 = bpack + i * kc * NR;
+    if constexpr (kLoads<T>) {
+      if (groups) {
+        typedef float F8 __attribute__((vector_size(32)));
+        typedef int32_t I8 __attribute__((vector_size(32)));
+        for (int64_t q = 0; q < NR / 8; ++q) {
+          const Group8& grp = groups[i * NR / 8 + q];
+          const Off* o = off + q * 8;
+          T* d = d0 + q * 8;
+          if (grp.kind == GroupKind::kGather) {
+            for (int64_t c = 0; c < kc; ++c, d += NR) {
+              const T* src = x + c * HW;
+#pragma omp simd
+              for (int64_t jj = 0; jj < 8; ++jj) d[jj] = o[jj] >= 0 ? src[std::max<Off>(o[jj], 0)] : T(0);
+            }
+            continue;
+          }
+          I8 valid;
+          for (int k = 0; k < 8; ++k) valid[k] = o[k] >= 0 ? -1 : 0;
+          const I8 pick = grp.kind == GroupKind::kStep2 ? I8{0, 2, 4, 6, 8, 10, 12, 14} : I8{0, 1, 2, 3, 8, 9, 10, 11};
+          const T* s0 = x + grp.base[0];
+          const T* s1 = x + grp.base[1];
+          for (int64_t c = 0; c < kc; ++c, d += NR, s0 += HW, s1 += HW) {
+            F8 lo, hi;
+            std::memcpy(&lo, s0, sizeof lo);
+            std::memcpy(&hi, s1, sizeof hi);
+            const I8 v = reinterpret_cast<I8>(__builtin_shuffle(lo, hi, pick)) & valid;
+            std::memcpy(d, &v, sizeof v);
+          }
+        }
+        continue;
+      }
+    }
+    T* d = d0;
+    for (int64_t c = 0; c < kc; ++c, d += NR) {
+      const T* src = x + c * HW;
+      // Branch-free, so that it vectorizes to a gather and a
+      // blend: padding reads offset 0 (always in range), then drops it.
+#pragma omp simd
+      for (int64_t jj = 0; jj < NR; ++jj) {
+        const T v = src[std::max<Off>(off[jj], 0)];
+        d[jj] = off[jj] >= 0 ? v : T(0);
+      }
+    }
+  }
+}
+
+}  // namespace minidl::conv2d_pack
