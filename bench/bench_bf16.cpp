@@ -39,7 +39,7 @@ struct Run {
   }
 };
 
-Run make_run(const std::vector<Shape>& shapes, const Fn& f, Dtype dtype) {
+Run make_run(const std::vector<Shape>& shapes, const Fn& f, DType dtype) {
   manual_seed(0);
   Run r;
   for (const Shape& s : shapes) r.leaves.push_back(randn(s).to(dtype).requires_grad_());

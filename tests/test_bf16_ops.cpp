@@ -1,10 +1,10 @@
 // matmul, linear and conv2d on bfloat16 tensors with the dot-product kernels
 // (ops/cpu/bf16_kernels.h), forward and backward, against float64 computation
 // of the same bfloat16 values: transposed and broadcast batched matmul,
-// conv2d with stride, padding, dilation, groups, 1x1 and one image. The
-// tolerance: half a bfloat16 ulp of the result (the one rounding) plus
-// float32 summation error, scaled by the same op on |inputs| (the sum of
-// |products|). Checks that the dot-product path ran on a CPU that has it,
+// conv2d with stride, padding, dilation, groups, 1x1, one image and chunks of
+// several images. The tolerance: half a bfloat16 ulp of the result (the one
+// rounding) plus float32 summation error, scaled by the same op on |inputs|
+// (the sum of |products|). Checks that the dot-product path ran on a CPU that has it,
 // and that MINIDL_CPU_BF16_DOT=0 gives Float32Compute's path bit for bit.
 #include <cmath>
 #include <cstdlib>
@@ -52,6 +52,13 @@ std::vector<Case> cases() {
       {"conv2d 1x1 stride 2", {{2, 8, 7, 7}, {8, 8, 1, 1}}, conv(Conv2dParams{.stride = {2, 2}}, false)},
       {"conv2d one image, 32 channels", {{1, 32, 12, 12}, {32, 32, 3, 3}, {32}},
        conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 8, 5x5 maps (chunks of several images)", {{8, 6, 5, 5}, {4, 6, 3, 3}, {4}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 8, stride 2, groups 2 (chunks; grad input by col2im)", {{8, 4, 6, 6}, {6, 2, 3, 3}},
+       conv(Conv2dParams{.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, false)},
+      {"conv2d 1x1 padding 1 (stride 1, grad input by col2im)", {{3, 5, 4, 6}, {7, 5, 1, 1}, {7}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 6, 1x1 (chunks, no im2col per image)", {{6, 8, 3, 3}, {5, 8, 1, 1}}, conv(Conv2dParams{}, false)},
       {"conv2d kernel larger than the input with padding", {{2, 2, 3, 3}, {3, 2, 5, 5}},
        conv(Conv2dParams{.padding = {2, 2}}, false)},
   };

@@ -99,35 +99,69 @@ void pack_a_tile(bool trans, const uint16_t* a, int64_t lda, int64_t m, int64_t 
   }
 }
 
+// r[i] (16 lanes of 32 bits) = r[j][i] for i, j < 16: the 16 x 16 transpose
+// in four rounds of in-lane unpacks and 128-bit lane shuffles.
+MINIDL_BF16_TARGET inline void transpose16(__m512i (&r)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // u[4g + c], lane L: column 4L + c of rows 4g .. 4g + 3.
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int c = 0; c < 4; ++c) {
+      t[h + c] = _mm512_shuffle_i32x4(u[h + c], u[h + 4 + c], 0x88);
+      t[h + 4 + c] = _mm512_shuffle_i32x4(u[h + c], u[h + 4 + c], 0xdd);
+    }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
 // op(B) columns [j0, j0 + cols) (cols <= kNR; the rest of the panel 0), K
 // [p0, p0 + kc), as [pair][column].
 MINIDL_BF16_TARGET void pack_b_panel(bool trans, const uint16_t* b, int64_t ldb, int64_t j0, int64_t cols, int64_t p0,
                                      int64_t kc, uint32_t* dst) {
   const int64_t kp = (kc + 1) / 2;
   if (!trans) {  // B(q, j) = b[q * ldb + j]: two rows interleaved, 16 columns at a time
+    // Lane 2j takes row 0's column j (a[j]), lane 2j + 1 row 1's (b[j] = index 32 + j).
+    alignas(64) int16_t order[32];
+    for (int j = 0; j < 16; ++j) order[2 * j] = static_cast<int16_t>(j), order[2 * j + 1] = static_cast<int16_t>(32 + j);
+    const __m512i idx = _mm512_load_si512(order);
     for (int64_t p = 0; p < kp; ++p) {
       const uint16_t* r0 = b + (p0 + 2 * p) * ldb + j0;
       const uint16_t* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
       for (int64_t v = 0; v < kNV; ++v) {
         const int64_t c = std::clamp<int64_t>(cols - 16 * v, 0, 16);
         const __mmask16 mask = static_cast<__mmask16>((1u << c) - 1u);
-        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, r0 + 16 * v));
-        const __m512i hi = r1 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, r1 + 16 * v)) : _mm512_setzero_si512();
-        _mm512_store_si512(dst + p * kNR + 16 * v, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        const __m512i lo = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(mask, r0 + 16 * v));
+        const __m512i hi = r1 ? _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(mask, r1 + 16 * v)) : _mm512_setzero_si512();
+        _mm512_store_si512(dst + p * kNR + 16 * v, _mm512_permutex2var_epi16(lo, idx, hi));
       }
     }
     return;
   }
-  // B(q, j) = b[j * ldb + q]: the pairs are adjacent; 16 columns gathered at a time.
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  // B(q, j) = b[j * ldb + q]: the pairs are adjacent in memory, so blocks of
+  // 16 columns x 16 pairs are loaded as 32-bit lanes and transposed.
   for (int64_t v = 0; v < kNV; ++v) {
     const int64_t c = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-    const __mmask16 mask = static_cast<__mmask16>((1u << c) - 1u);
     const uint16_t* base = b + (j0 + 16 * v) * ldb + p0;
-    const __m512i offsets = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(ldb)));  // in elements
-    for (int64_t p = 0; p < kc / 2; ++p)
-      _mm512_store_si512(dst + p * kNR + 16 * v,
-                         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets, base + 2 * p, 2));
+    for (int64_t p = 0; p < kc / 2; p += 16) {
+      const int64_t np = std::min<int64_t>(16, kc / 2 - p);
+      const __mmask16 pmask = static_cast<__mmask16>((1u << np) - 1u);
+      __m512i r[16];
+      for (int64_t j = 0; j < 16; ++j)
+        r[j] = j < c ? _mm512_maskz_loadu_epi32(pmask, base + j * ldb + 2 * p) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int64_t q = 0; q < np; ++q) _mm512_store_si512(dst + (p + q) * kNR + 16 * v, r[q]);
+    }
     if (kc % 2)
       for (int64_t j = 0; j < 16; ++j) dst[(kp - 1) * kNR + 16 * v + j] = j < c ? base[j * ldb + kc - 1] : 0;
   }
