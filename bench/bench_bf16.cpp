@@ -2,19 +2,25 @@
 // on the CPU: float32, bfloat16 on the AVX512-BF16 dot products, and
 // bfloat16 on the float32 path (MINIDL_CPU_BF16_DOT=0: operands widened, the
 // float32 kernels). The three run interleaved, one repetition each in turn,
-// and the minimum of the repetitions is reported (a shared machine is noisy).
+// and the minimum of the repetitions is reported (a shared machine is noisy),
+// in wall time and in the process's CPU time (which a busy machine disturbs
+// less: with --threads 1 it counts only this process's work; with more,
+// set OMP_WAIT_POLICY=passive so that waiting threads do not count).
 // Prints one JSON object per op:
-//   {"op":"conv2d_fwd_bwd","shape":"...","f32_ms":..,"bf16_dot_ms":..,"bf16_f32path_ms":..,"f32_over_bf16_dot":..}
+//   {"op":"conv2d_fwd_bwd","shape":"...","f32_ms":..,"bf16_dot_ms":..,"bf16_f32path_ms":..,"f32_over_bf16_dot":..,
+//    "cpu_f32_ms":..,...}
 // Options: --threads N (default 2), --reps N (default 15).
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -48,10 +54,18 @@ Run make_run(const std::vector<Shape>& shapes, const Fn& f, DType dtype) {
   return r;
 }
 
-double seconds(const std::function<void()>& f) {
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Wall and CPU seconds of one call.
+std::pair<double, double> seconds(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = cpu_seconds();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu_seconds() - c0};
 }
 
 void compare(const std::string& op, const std::string& shape, const std::vector<Shape>& shapes, const Fn& f,
@@ -60,14 +74,19 @@ void compare(const std::string& op, const std::string& shape, const std::vector<
   auto dot = [&] { unsetenv("MINIDL_CPU_BF16_DOT"); bf16(); };
   auto no_dot = [&] { setenv("MINIDL_CPU_BF16_DOT", "0", 1); bf16(); unsetenv("MINIDL_CPU_BF16_DOT"); };
   const std::function<void()> modes[] = {[&] { f32(); }, dot, no_dot};
-  double best[3];
-  for (int m = 0; m < 3; ++m) modes[m](), best[m] = std::numeric_limits<double>::infinity();  // warm-up
+  double best[3], cpu[3];
+  for (int m = 0; m < 3; ++m) modes[m](), best[m] = cpu[m] = std::numeric_limits<double>::infinity();  // warm-up
   for (int r = 0; r < reps; ++r)
-    for (int m = 0; m < 3; ++m) best[m] = std::min(best[m], seconds(modes[m]));
+    for (int m = 0; m < 3; ++m) {
+      const auto [wall, used] = seconds(modes[m]);
+      best[m] = std::min(best[m], wall), cpu[m] = std::min(cpu[m], used);
+    }
   std::printf(
       "{\"op\":\"%s\",\"shape\":\"%s\",\"f32_ms\":%.3f,\"bf16_dot_ms\":%.3f,\"bf16_f32path_ms\":%.3f,"
-      "\"f32_over_bf16_dot\":%.2f,\"f32path_over_dot\":%.2f}\n",
-      op.c_str(), shape.c_str(), 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], best[0] / best[1], best[2] / best[1]);
+      "\"f32_over_bf16_dot\":%.2f,\"f32path_over_dot\":%.2f,\"cpu_f32_ms\":%.3f,\"cpu_bf16_dot_ms\":%.3f,"
+      "\"cpu_bf16_f32path_ms\":%.3f,\"cpu_f32_over_bf16_dot\":%.2f,\"cpu_f32path_over_dot\":%.2f}\n",
+      op.c_str(), shape.c_str(), 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], best[0] / best[1], best[2] / best[1],
+      1e3 * cpu[0], 1e3 * cpu[1], 1e3 * cpu[2], cpu[0] / cpu[1], cpu[2] / cpu[1]);
   std::fflush(stdout);
 }
 

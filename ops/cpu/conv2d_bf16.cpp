@@ -68,8 +68,41 @@ void for_each_cols_row(const Conv2dGeometry& g, int64_t Cg, F f) {
       }
 }
 
+// im2col for stride 1 and out_w == in_w ("same" padding): each row of cols
+// is its input plane shifted, so one copy per row, then the columns that
+// wrapped around into the neighbouring input row set to 0.
+void im2col_same(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFloat16* cols, int64_t ld) {
+  const BFloat16 zero = BFloat16::from_bits(0);
+  const int64_t W = g.in_w, plane = g.out_h * W;
+  for (int64_t c = 0; c < d.Cg; ++c)
+    for (int64_t a = 0; a < g.kernel_h; ++a)
+      for (int64_t b = 0; b < g.kernel_w; ++b) {
+        BFloat16* dst = cols + ((c * g.kernel_h + a) * g.kernel_w + b) * ld;
+        int64_t lo, hi;
+        valid_columns(g, b, lo, hi);
+        const int64_t dh = a * g.dilation_h - g.pad_h;  // ih = oh + dh
+        const int64_t oh_lo = std::clamp<int64_t>(-dh, 0, g.out_h);
+        const int64_t oh_hi = std::clamp<int64_t>(g.in_h - dh, oh_lo, g.out_h);
+        if (oh_lo == oh_hi || lo >= hi) {
+          std::fill(dst, dst + plane, zero);
+          continue;
+        }
+        // Output (oh, ow) reads src[oh * W + ow]; copy from the first valid element to the last.
+        const BFloat16* src = x + c * d.HW + dh * W + b * g.dilation_w - g.pad_w;
+        const int64_t first = oh_lo * W + lo, last = (oh_hi - 1) * W + hi;
+        std::fill(dst, dst + first, zero);
+        std::memcpy(dst + first, src + first, static_cast<size_t>(last - first) * sizeof(BFloat16));
+        std::fill(dst + last, dst + plane, zero);
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          std::fill(dst + oh * W, dst + oh * W + lo, zero);
+          std::fill(dst + oh * W + hi, dst + (oh + 1) * W, zero);
+        }
+      }
+}
+
 // cols (CK rows, pitch ld) of one image's group x (Cg planes).
 void im2col(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFloat16* cols, int64_t ld) {
+  if (g.stride_h == 1 && g.stride_w == 1 && g.out_w == g.in_w) return im2col_same(g, d, x, cols, ld);
   const BFloat16 zero = BFloat16::from_bits(0);
   for_each_cols_row(g, d.Cg, [&](int64_t c, int64_t row, int64_t oh, int64_t ih, int64_t b, int64_t lo, int64_t hi) {
     BFloat16* dst = cols + row * ld + oh * g.out_w;
