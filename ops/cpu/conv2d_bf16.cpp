@@ -93,9 +93,9 @@ void im2col_same(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFlo
         std::fill(dst, dst + first, zero);
         std::memcpy(dst + first, src + first, static_cast<size_t>(last - first) * sizeof(BFloat16));
         std::fill(dst + last, dst + plane, zero);
-        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-          std::fill(dst + oh * W, dst + oh * W + lo, zero);
-          std::fill(dst + oh * W + hi, dst + (oh + 1) * W, zero);
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {  // usually one element per row
+          for (int64_t ow = 0; ow < lo; ++ow) dst[oh * W + ow] = zero;
+          for (int64_t ow = hi; ow < W; ++ow) dst[oh * W + ow] = zero;
         }
       }
 }
@@ -245,23 +245,28 @@ void backward_weight(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16
   const Dims d(g);
   const Chunks c = chunks(g, d);
   const int64_t wsize = g.out_channels * d.CK;
-  std::vector<std::vector<float>> partial(static_cast<size_t>(c.threads));  // per thread, all groups
+  // Per thread, all groups; each thread's own kSums buffer, kept between calls
+  // (a fresh one would cost its page faults on every call).
+  std::vector<float*> partial(static_cast<size_t>(c.threads), nullptr);
   for_each_chunk(g, c, [&](int64_t n0, int64_t images, int tid) {
-    std::vector<float>& sums = partial[static_cast<size_t>(tid)];
-    if (sums.empty()) sums.assign(static_cast<size_t>(wsize), 0.0f);
+    float*& sums = partial[static_cast<size_t>(tid)];
+    if (!sums) {
+      sums = thread_buffer<float>(Slot::kSums, wsize);
+      std::fill_n(sums, wsize, 0.0f);
+    }
     const int64_t ld = images * d.P;
     for (int64_t gi = 0; gi < d.G; ++gi) {
       const BFloat16* cols = chunk_cols(g, d, x, gi, n0, images);
       const BFloat16* dyc = gather_chunk(dy, g.out_channels, d.P, gi * d.Kg, d.Kg, n0, images, Slot::kOperandA);
       Bf16GemmOut out;
-      out.f32 = sums.data() + gi * d.Kg * d.CK, out.ldc = d.CK, out.accumulate = true;
+      out.f32 = sums + gi * d.Kg * d.CK, out.ldc = d.CK, out.accumulate = true;
       bf16_gemm(false, true, d.Kg, d.CK, ld, dyc, ld, cols, ld, out);
     }
   });
   for (int64_t i = 0; i < wsize; ++i) {
     float s = 0.0f;
-    for (const auto& p : partial)
-      if (!p.empty()) s += p[static_cast<size_t>(i)];
+    for (const float* p : partial)
+      if (p) s += p[i];
     dw[i] = BFloat16(s);
   }
 }
