@@ -1,6 +1,6 @@
 // bf16_gemm (ops/cpu/bf16_gemm.h), both paths, against a float64 reference
 // of the same bfloat16 inputs: odd and edge shapes, K = 1, several K blocks,
-// several column blocks, the four transposes, padded leading dimensions,
+// several column and row blocks, the four transposes, padded leading dimensions,
 // bias per row and per column, float32 accumulation, the threaded split.
 // Which path ran is checked through bf16_gemm_counts(): on a CPU with
 // AVX512-BF16 the dot-product path must run; without it the test says so.
@@ -99,7 +99,7 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   const int64_t dims[][3] = {{1, 1, 1},   {1, 1, 2},    {7, 5, 1},     {8, 48, 2},   {9, 49, 3},   {17, 33, 31},
                              {3, 100, 7}, {33, 17, 64}, {50, 20, 255}, {24, 96, 256}, {13, 61, 257}, {10, 11, 600},
-                             {3, 3100, 5}};
+                             {3, 3100, 5},  {300, 20, 41}};  // past one block of columns; of rows
   for (const auto& d : dims)
     for (int t = 0; t < 4; ++t) all.push_back({(t & 1) != 0, (t & 2) != 0, d[0], d[1], d[2], t == 3 ? 3 : 0});
   // Outputs and epilogues.
