@@ -3,6 +3,7 @@
 // unscale/check/step on the masters, masters -> half parameters (rounded).
 #include "minidl/optim/amp_initialize.h"
 
+#include <cstdio>
 #include <unordered_map>
 
 #include "minidl/core/autograd/grad_mode.h"
@@ -165,6 +166,51 @@ bool Amp::step() {
     for (auto& [p, master] : masters_) p.copy_(master);
   }
   return stepped;
+}
+
+nlohmann::json Amp::state_dict() const {
+  nlohmann::json entry = {{"loss_scale", 1.0}, {"unskipped", 0}};
+  if (scaler_) entry = {{"loss_scale", scaler_->get_scale()}, {"unskipped", scaler_->get_growth_tracker()}};
+  return {{"loss_scaler0", entry}};
+}
+
+void Amp::load_state_dict(const nlohmann::json& state) {
+  MINIDL_CHECK(state.is_object(), "amp.load_state_dict: expected a JSON object, got ", state.type_name());
+  constexpr size_t kScalers = 1;  // num_losses: one model, one optimizer
+  // Apex's messages (apex/amp/frontend.py), printed, not raised.
+  if (state.size() != kScalers)
+    std::fprintf(stderr, "Warning: state_dict contains %zu entries, while %zu loss_scalers are used\n", state.size(),
+                 kScalers);
+  std::string unexpected;
+  size_t idx = 0;
+  for (const auto& [key, entry] : state.items()) {
+    if (key.find("loss_scaler") == std::string::npos) {
+      unexpected += (unexpected.empty() ? "\"" : ", \"") + key + "\"";
+      continue;
+    }
+    if (idx > kScalers - 1) {
+      std::fprintf(stderr, "Skipping loss_scaler[%zu], since num_losses was set to %zu\n", idx, kScalers);
+      break;
+    }
+    MINIDL_CHECK(entry.is_object() && entry.contains("loss_scale") && entry.contains("unskipped"),
+                 "amp.load_state_dict: expected ", key, " to hold \"loss_scale\" and \"unskipped\", got ",
+                 entry.dump());
+    const nlohmann::json &scale = entry.at("loss_scale"), &unskipped = entry.at("unskipped");
+    MINIDL_CHECK(scale.is_number() && unskipped.is_number_integer(), "amp.load_state_dict: expected ", key,
+                 "'s \"loss_scale\" to be a number and \"unskipped\" an integer, got ", entry.dump());
+    if (scaler_) {
+      nlohmann::json scaler_state = scaler_->state_dict();
+      scaler_state["scale"] = scale;
+      scaler_state["_growth_tracker"] = unskipped;
+      scaler_->load_state_dict(scaler_state);  // checks the values (scale > 0, tracker >= 0)
+    } else {
+      MINIDL_CHECK(scale.get<double>() == 1.0, "amp.load_state_dict: opt_level ", opt_level_name(level_),
+                   " has no loss scaler (a static loss scale of 1.0), got loss_scale ", scale.dump());
+    }
+    ++idx;
+  }
+  MINIDL_CHECK(unexpected.empty(), "Error(s) in loading state_dict. Unexpected key(s) in state_dict: ", unexpected,
+               ". ");
 }
 
 }  // namespace minidl::amp

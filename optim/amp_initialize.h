@@ -42,10 +42,12 @@
 // On CUDA (compiled, never run on a GPU): O3 fails at the first step, as the
 // CUDA SGD/Adam and running-statistics kernels take float32/float64 only (the
 // CPU ones take 16-bit tensors, computing in float32).
+// Checkpoints: Amp::state_dict() / load_state_dict() carry the loss scaler,
+// as Apex's amp.state_dict() / amp.load_state_dict() (save it next to the
+// model's and the optimizer's). In O2 the float32 masters are not in it (nor
+// in Apex's): the half model only approximates them.
 // Not done: Apex's per-property overrides (loss_scale=128.0, cast_model_outputs,
-// ...), several models/optimizers in one call, and an amp.state_dict() for
-// checkpoints: save the scaler's state_dict() and, in O2, the masters
-// (master_params()), whose float32 values the half model only approximates.
+// ...), several models/optimizers (num_losses > 1) in one call.
 #pragma once
 
 #include <memory>
@@ -95,6 +97,19 @@ class Amp {
   // The optimizer step of the level (see the header comment); false when the
   // GradScaler skipped it. Calls the scaler's update().
   bool step();
+
+  // Apex's amp.state_dict(): {"loss_scaler0": {"loss_scale": S, "unskipped": n}},
+  // the GradScaler's scale and its count of steps since the scale last changed
+  // (PyTorch's _growth_tracker, Apex's _unskipped). O0 and O3 have no scaler:
+  // Apex's static scale, {"loss_scale": 1.0, "unskipped": 0}. Reads the device.
+  nlohmann::json state_dict() const;
+  // Apex's amp.load_state_dict(): sets the GradScaler's scale and growth
+  // tracker (its factors and interval stay initialize()'s). As Apex: a count
+  // of entries other than one prints a warning, entries past the first
+  // loss_scaler are skipped with a message, keys without "loss_scaler" fail
+  // ("Unexpected key(s) in state_dict"). A missing or mistyped value fails;
+  // so does a loss_scale other than 1 for O0/O3, which have no scaler to take it.
+  void load_state_dict(const nlohmann::json& state);
 
   Amp(Amp&&) = default;
   Amp& operator=(Amp&&) = default;

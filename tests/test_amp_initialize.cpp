@@ -3,7 +3,7 @@
 // half parameters equal to them rounded after a step, O1/O2 carrying a
 // GradScaler and O0/O3 none, O3 training a few steps, Apex's error for an
 // unknown level, refusals, and the test device creating no CPU storage except
-// the GradScaler's one host read per step.
+// the GradScaler's one host read per step; state_dict/load_state_dict round trips.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -144,6 +144,53 @@ TEST_CASE("amp::initialize: O2 skips a step with an inf gradient and leaves the 
   CHECK_FALSE(amp.step());
   CHECK(amp.scaler()->get_scale() == 32768.0);
   for (size_t i = 0; i < masters.size(); ++i) CHECK(testing::allclose(amp.master_params()[i].second, masters[i], 0, 0));
+}
+
+TEST_CASE("amp::initialize: state_dict / load_state_dict carry the loss scaler through a checkpoint (Apex's keys)") {
+  Setup s = make();
+  amp::Amp amp = amp::initialize(s.model, *s.opt, "O2");
+  Tensor loss = cross_entropy(amp.forward(s.x), s.y);
+  amp.zero_grad();
+  amp.backward(loss * std::numeric_limits<double>::infinity());
+  CHECK_FALSE(amp.step());  // backoff: 65536 -> 32768
+  train_step(amp, s);
+  train_step(amp, s);
+  const nlohmann::json saved = nlohmann::json::parse(amp.state_dict().dump());  // as through a file
+  CHECK(saved == nlohmann::json{{"loss_scaler0", {{"loss_scale", 32768.0}, {"unskipped", 2}}}});
+
+  Setup r = make();
+  amp::Amp resumed = amp::initialize(r.model, *r.opt, "O2");
+  CHECK(resumed.scaler()->get_scale() == 65536.0);  // before loading: initialize's defaults
+  resumed.load_state_dict(saved);
+  CHECK(resumed.scaler()->get_scale() == 32768.0);
+  CHECK(resumed.scaler()->get_growth_tracker() == 2);
+  CHECK(resumed.state_dict() == saved);
+  train_step(amp, s);
+  train_step(resumed, r);
+  CHECK(resumed.state_dict() == amp.state_dict());  // both count on from 2
+  CHECK(resumed.scaler()->get_growth_tracker() == 3);
+
+  // Apex's handling of other contents.
+  Setup o = make();
+  amp::Amp other = amp::initialize(o.model, *o.opt, "O1");
+  other.load_state_dict({{"loss_scaler0", {{"loss_scale", 8.0}, {"unskipped", 5}}},
+                         {"loss_scaler1", {{"loss_scale", 4.0}, {"unskipped", 1}}}});  // the second is skipped
+  CHECK(other.scaler()->get_scale() == 8.0);
+  CHECK(other.scaler()->get_growth_tracker() == 5);
+  CHECK_THROWS_CONTAINS(other.load_state_dict({{"loss_scaler0", {{"loss_scale", 8.0}, {"unskipped", 5}}}, {"epoch", 3}}),
+                        "Error(s) in loading state_dict. Unexpected key(s) in state_dict: \"epoch\".");
+  CHECK_THROWS_CONTAINS(other.load_state_dict({{"loss_scaler0", {{"loss_scale", 8.0}}}}),
+                        "to hold \"loss_scale\" and \"unskipped\"");
+  CHECK_THROWS_CONTAINS(other.load_state_dict({{"loss_scaler0", {{"loss_scale", "big"}, {"unskipped", 1}}}}),
+                        "\"loss_scale\" to be a number");
+  CHECK_THROWS(other.load_state_dict(nlohmann::json::array()));
+
+  // O3 has no scaler: Apex's static scale 1.0, and nothing else to take.
+  Setup t = make();
+  amp::Amp pure = amp::initialize(t.model, *t.opt, "O3");
+  CHECK(pure.state_dict() == nlohmann::json{{"loss_scaler0", {{"loss_scale", 1.0}, {"unskipped", 0}}}});
+  pure.load_state_dict(pure.state_dict());
+  CHECK_THROWS_CONTAINS(pure.load_state_dict(saved), "opt_level O3 has no loss scaler");
 }
 
 TEST_CASE("amp::initialize: O3 is a pure bfloat16 model without a scaler and trains") {

@@ -6,6 +6,7 @@
 // without a CPU storage.
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -117,6 +118,12 @@ TEST_CASE("autocast model: the same step on the test device makes no CPU storage
 // One op on bfloat16 inputs gives exactly what float32 computation on the
 // same (exactly widened) values gives, rounded once; so does its backward.
 TEST_CASE("Float32Compute: bfloat16 ops and their backward equal float32 computation rounded once") {
+  // conv2d, linear and matmul take the AVX512-BF16 dot products where the CPU
+  // has them (tests/test_bf16_ops.cpp); this case is about Float32Compute.
+  struct DotOff {
+    DotOff() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
+    ~DotOff() { unsetenv("MINIDL_CPU_BF16_DOT"); }
+  } dot_off;
   using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
   using V = const std::vector<Tensor>&;
   struct Case {

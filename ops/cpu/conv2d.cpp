@@ -1,7 +1,9 @@
 // conv2d's CPU kernels as the op sees them (ops/conv2d.h's kernel interface):
 // Tensor arguments unpacked onto the raw-pointer kernels of
-// ops/cpu/conv2d_kernels.h.
+// ops/cpu/conv2d_kernels.h; bfloat16 on the dot-product GEMM of
+// ops/cpu/bf16_kernels.h where the CPU has it, else through Float32Compute.
 #include "minidl/ops/conv2d.h"
+#include "minidl/ops/cpu/bf16_kernels.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/float32_compute.h"
 
@@ -34,11 +36,23 @@ void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   });
 }
 
+void conv2d_forward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const Tensor& y) {
+  if (cpu::bf16_dot_applies({&x, &w, &bias, &y})) return cpu::conv2d_forward_bf16(g, x, w, bias, y);
+  cpu::Float32Compute<conv2d_forward_cpu, 4>::run(g, x, w, bias, y);
+}
+
+void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  if (cpu::bf16_dot_applies({&x, &w, &dy, &dx, &dw, &dbias})) return cpu::conv2d_backward_bf16(g, x, w, dy, dx, dw, dbias);
+  cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run(g, x, w, dy, dx, dw, dbias);
+}
+
 }  // namespace
 
 void register_conv2d_cpu_kernels() {
-  conv2d_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv2d_forward_cpu, 4>::run);
-  conv2d_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run);
+  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_any);
+  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_any);
 }
 
 }  // namespace minidl

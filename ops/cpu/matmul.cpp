@@ -1,9 +1,11 @@
 // CPU kernels of matmul and linear (ops/matmul.h's kernel interface), on the
-// Eigen GEMM of ops/cpu/gemm.h.
+// Eigen GEMM of ops/cpu/gemm.h; bfloat16 on the dot-product GEMM of
+// ops/cpu/bf16_kernels.h where the CPU has it, else through Float32Compute.
 #include <omp.h>
 
 #include <algorithm>
 
+#include "minidl/ops/cpu/bf16_kernels.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/gemm.h"
 #include "minidl/ops/matmul.h"
@@ -82,12 +84,30 @@ void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, con
   });
 }
 
+// The registered kernels: bfloat16 dot products when they apply, else the
+// float32 kernels, 16-bit tensors widened.
+void batched_gemm_any(const GemmBatch& g, const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (cpu::bf16_dot_applies({&a, &b, &c})) return cpu::batched_gemm_bf16(g, a, b, c);
+  cpu::Float32Compute<batched_gemm_cpu, 3>::run(g, a, b, c);
+}
+
+void linear_forward_any(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  if (cpu::bf16_dot_applies({&x, &w, &bias, &y})) return cpu::linear_forward_bf16(x, w, bias, y);
+  cpu::Float32Compute<linear_forward_cpu, 3>::run(x, w, bias, y);
+}
+
+void linear_backward_any(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
+                         const Tensor& dbias) {
+  if (cpu::bf16_dot_applies({&x, &w, &dy, &dx, &dw, &dbias})) return cpu::linear_backward_bf16(x, w, dy, dx, dw, dbias);
+  cpu::Float32Compute<linear_backward_cpu, 3, 4, 5>::run(x, w, dy, dx, dw, dbias);
+}
+
 }  // namespace
 
 void register_matmul_cpu_kernels() {
-  batched_gemm_stub.set(DeviceType::CPU, cpu::Float32Compute<batched_gemm_cpu, 3>::run);
-  linear_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<linear_forward_cpu, 3>::run);
-  linear_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<linear_backward_cpu, 3, 4, 5>::run);
+  batched_gemm_stub.set(DeviceType::CPU, batched_gemm_any);
+  linear_forward_stub.set(DeviceType::CPU, linear_forward_any);
+  linear_backward_stub.set(DeviceType::CPU, linear_backward_any);
 }
 
 }  // namespace minidl

@@ -1,0 +1,149 @@
+// matmul, linear and conv2d on bfloat16 tensors with the dot-product kernels
+// (ops/cpu/bf16_kernels.h), forward and backward, against float64 computation
+// of the same bfloat16 values: transposed and broadcast batched matmul,
+// conv2d with stride, padding, dilation, groups, 1x1, one image and chunks of
+// several images. The tolerance: half a bfloat16 ulp of the result (the one
+// rounding) plus float32 summation error, scaled by the same op on |inputs|
+// (the sum of |products|). Checks that the dot-product path ran on a CPU that has it,
+// and that MINIDL_CPU_BF16_DOT=0 gives Float32Compute's path bit for bit.
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "minidl/ops/cpu/bf16_gemm.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using V = const std::vector<Tensor>&;
+
+struct Case {
+  std::string name;
+  std::vector<Shape> shapes;
+  Fn f;
+};
+
+std::vector<Case> cases() {
+  auto conv = [](Conv2dParams p, bool bias) {
+    return [p, bias](V a) { return conv2d(a[0], a[1], bias ? a[2] : Tensor(), p); };
+  };
+  return {
+      {"matmul 2-D odd", {{7, 13}, {13, 5}}, [](V a) { return matmul(a[0], a[1]); }},
+      {"matmul K = 1", {{9, 1}, {1, 50}}, [](V a) { return matmul(a[0], a[1]); }},
+      {"matmul of transposed views", {{40, 33}, {61, 40}},
+       [](V a) { return matmul(a[0].transpose(0, 1), a[1].transpose(0, 1)); }},
+      {"matmul batched", {{3, 17, 30}, {3, 30, 19}}, [](V a) { return matmul(a[0], a[1]); }},
+      {"matmul batched, broadcast (dB sums the batch)", {{4, 9, 65}, {65, 20}}, [](V a) { return matmul(a[0], a[1]); }},
+      {"matmul big enough to split over threads", {{130, 140}, {140, 150}}, [](V a) { return matmul(a[0], a[1]); }},
+      {"linear with bias", {{6, 37}, {11, 37}, {11}}, [](V a) { return linear(a[0], a[1], a[2]); }},
+      {"linear 3-D input, no bias", {{2, 5, 64}, {70, 64}}, [](V a) { return linear(a[0], a[1], Tensor()); }},
+      {"conv2d 3x3 pad 1 bias", {{2, 3, 9, 8}, {5, 3, 3, 3}, {5}}, conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d stride 2 pad (1, 2)", {{2, 4, 11, 10}, {6, 4, 3, 3}},
+       conv(Conv2dParams{.stride = {2, 2}, .padding = {1, 2}}, false)},
+      {"conv2d groups 2 dilation 2", {{3, 6, 9, 9}, {4, 3, 3, 2}, {4}},
+       conv(Conv2dParams{.padding = {2, 1}, .dilation = {2, 2}, .groups = 2}, true)},
+      {"conv2d depthwise 5x5", {{2, 4, 8, 8}, {4, 1, 5, 5}}, conv(Conv2dParams{.padding = {2, 2}, .groups = 4}, false)},
+      {"conv2d 1x1", {{2, 16, 5, 7}, {24, 16, 1, 1}, {24}}, conv(Conv2dParams{}, true)},
+      {"conv2d 1x1 stride 2", {{2, 8, 7, 7}, {8, 8, 1, 1}}, conv(Conv2dParams{.stride = {2, 2}}, false)},
+      {"conv2d one image, 32 channels", {{1, 32, 12, 12}, {32, 32, 3, 3}, {32}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 8, 5x5 maps (chunks of several images)", {{8, 6, 5, 5}, {4, 6, 3, 3}, {4}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 8, stride 2, groups 2 (chunks; grad input by col2im)", {{8, 4, 6, 6}, {6, 2, 3, 3}},
+       conv(Conv2dParams{.stride = {2, 2}, .padding = {1, 1}, .groups = 2}, false)},
+      {"conv2d 1x1 padding 1 (stride 1, grad input by col2im)", {{3, 5, 4, 6}, {7, 5, 1, 1}, {7}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d batch 6, 1x1 (chunks, no im2col per image)", {{6, 8, 3, 3}, {5, 8, 1, 1}}, conv(Conv2dParams{}, false)},
+      {"conv2d kernel larger than the input with padding", {{2, 2, 3, 3}, {3, 2, 5, 5}},
+       conv(Conv2dParams{.padding = {2, 2}}, false)},
+  };
+}
+
+// |got - want| <= 2^-8 |want| (one bfloat16 rounding) + 2^-14 * mag
+// (float32 sums of up to ~1000 terms), elementwise.
+int64_t count_bad(const Tensor& got, const Tensor& want, const Tensor& mag) {
+  const Tensor g = got.to(kFloat64).contiguous(), w = want.contiguous(), m = mag.contiguous();
+  const double *pg = g.data_ptr<double>(), *pw = w.data_ptr<double>(), *pm = m.data_ptr<double>();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double tol = std::ldexp(std::abs(pw[i]), -8) * 1.001 + std::ldexp(pm[i], -14) + 1e-30;
+    if (!(std::abs(pg[i] - pw[i]) <= tol)) {
+      if (bad < 3) MESSAGE("element ", i, ": ", pg[i], " want ", pw[i], " +- ", tol);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// Runs c on bfloat16 leaves and checks the output and every input's gradient.
+void check_case(const Case& c) {
+  INFO(c.name);
+  std::vector<Tensor> low, exact, absolute;
+  for (const Shape& s : c.shapes) {
+    low.push_back(randn(s).to(kBFloat16).requires_grad_());
+    exact.push_back(low.back().detach().to(kFloat64).requires_grad_());
+    absolute.push_back(exact.back().detach().abs().requires_grad_());
+  }
+  const Tensor y = c.f(low), y_exact = c.f(exact), y_abs = c.f(absolute);
+  REQUIRE(y.dtype() == kBFloat16);
+  CHECK(count_bad(y, y_exact, y_abs) == 0);
+  const Tensor g = randn(y.shape()).to(kBFloat16);
+  y.backward(g);
+  y_exact.backward(g.to(kFloat64));
+  y_abs.backward(g.to(kFloat64).abs());
+  for (size_t i = 0; i < low.size(); ++i) {
+    INFO("gradient of input ", i);
+    REQUIRE(low[i].grad().defined());
+    CHECK(low[i].grad().dtype() == kBFloat16);
+    CHECK(count_bad(low[i].grad(), exact[i].grad(), absolute[i].grad()) == 0);
+  }
+}
+
+struct DotOff {
+  DotOff() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
+  ~DotOff() { unsetenv("MINIDL_CPU_BF16_DOT"); }
+};
+
+}  // namespace
+
+TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float64, forward and backward") {
+  if (!cpu::cpu_has_avx512_bf16())
+    MESSAGE("this CPU has no AVX512-BF16: these cases run on the float32 path (Float32Compute), not the dot products");
+  for (const Case& c : cases()) {
+    manual_seed(11);
+    const auto before = cpu::bf16_gemm_counts();
+    check_case(c);
+    const auto after = cpu::bf16_gemm_counts();
+    if (cpu::cpu_has_avx512_bf16()) {
+      INFO(c.name);
+      CHECK(after.dot_product > before.dot_product);  // the dot-product path ran
+    }
+  }
+}
+
+TEST_CASE("MINIDL_CPU_BF16_DOT=0: the same ops equal float32 computation rounded once, bit for bit") {
+  DotOff off;
+  for (const Case& c : cases()) {
+    INFO(c.name);
+    manual_seed(12);
+    std::vector<Tensor> low, wide;
+    for (const Shape& s : c.shapes) {
+      low.push_back(randn(s).to(kBFloat16).requires_grad_());
+      wide.push_back(low.back().detach().to(kFloat32).requires_grad_());
+    }
+    const auto before = cpu::bf16_gemm_counts();
+    const Tensor y = c.f(low), y_wide = c.f(wide);
+    CHECK(testing::max_abs_diff(y.to(kFloat32), y_wide.to(kBFloat16).to(kFloat32)) == 0.0);
+    const Tensor g = randn(y.shape()).to(kBFloat16);
+    y.backward(g);
+    y_wide.backward(g.to(kFloat32));
+    for (size_t i = 0; i < low.size(); ++i)
+      CHECK(testing::max_abs_diff(low[i].grad().to(kFloat32), wide[i].grad().to(kBFloat16).to(kFloat32)) == 0.0);
+    CHECK(cpu::bf16_gemm_counts().dot_product == before.dot_product);
+  }
+}
