@@ -298,19 +298,28 @@ std::pair<int64_t, int64_t> chunking(int64_t total, int64_t a, int64_t b, int64_
 // Runs chunk(t0, count, group, parallel) over every (chunk, group): spread
 // over the threads when there are enough, else one after the other with
 // `parallel` set (the chunk splits its own loops). make_scratch() gives each
-// thread its scratch, passed as chunk's last argument.
+// thread its scratch, passed as chunk's last argument. Chunks go to threads
+// as they finish (one thread may be descheduled on a busy machine) unless
+// `fixed`: then always to the same thread, so per-thread sums (the weight
+// gradient's) add up in the same order on every run.
 template <class Chunk, class MakeScratch>
-void for_each_chunk(int64_t total, int64_t cols, int64_t chunks, int64_t groups, int threads, MakeScratch make_scratch,
-                    Chunk chunk) {
+void for_each_chunk(int64_t total, int64_t cols, int64_t chunks, int64_t groups, int threads, bool fixed,
+                    MakeScratch make_scratch, Chunk chunk) {
   const int64_t work = chunks * groups;
   if (work >= threads && threads > 1) {
+    auto run = [&](int64_t i, auto& s) {
+      const int64_t c = i / groups;
+      chunk(c * cols, std::min(cols, total - c * cols), i % groups, false, s);
+    };
 #pragma omp parallel num_threads(threads)
     {
       auto s = make_scratch();
+      if (fixed) {
+#pragma omp for schedule(static, 1)
+        for (int64_t i = 0; i < work; ++i) run(i, s);
+      } else {
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < work; ++i) {
-        const int64_t c = i / groups;
-        chunk(c * cols, std::min(cols, total - c * cols), i % groups, false, s);
+        for (int64_t i = 0; i < work; ++i) run(i, s);
       }
     }
   } else {
@@ -415,7 +424,7 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
                                y + (gi * Kg + k) * out_hw, o);
     }
   };
-  for_each_chunk(grid.total, cols, chunks, G, threads, make_scratch, chunk);
+  for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/false, make_scratch, chunk);
 }
 
 // ---- grad weight -----------------------------------------------------------------------------
@@ -491,7 +500,7 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
                                   std::min(NR, Cg - p * NR), true);
     }
   };
-  if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, make_scratch, chunk);
+  if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/true, make_scratch, chunk);
   // dw = G^T (sum of the threads' dU) G.
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t gi = 0; gi < G; ++gi)
