@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "minidl/ops/cpu/bf16_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "tests/test_util.h"
 
@@ -72,5 +73,30 @@ TEST_CASE("conv2d weight gradients are bit-identical run to run on 3 threads, ev
     }
     CHECK(differing_runs == 0);
   }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("bfloat16 conv2d weight gradient (the dot-product path) is bit-identical run to run on 3 threads") {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  manual_seed(4);
+  const Tensor x = randn({48, 32, 16, 16}).to(kBFloat16);  // 12 chunks of 4 images
+  Tensor w = (randn({32, 32, 3, 3}) * 0.1).to(kBFloat16).requires_grad_();
+  const Tensor dy = randn({48, 32, 16, 16}).to(kBFloat16);
+  auto grad_bits = [&] {
+    w.set_grad(Tensor());
+    (conv2d(x, w, Tensor(), Conv2dParams{.padding = {1, 1}}) * dy).sum().backward();
+    return w.grad().to(kFloat32).to_vector<float>();
+  };
+  const int64_t dot_before = cpu::bf16_gemm_counts().dot_product;
+  BusyThread busy1, busy2;
+  const std::vector<float> first = grad_bits();
+  int differing_runs = 0;
+  for (int run = 0; run < 30; ++run) differing_runs += grad_bits() != first;
+  CHECK(differing_runs == 0);
+  if (cpu::bf16_dot_enabled())
+    CHECK(cpu::bf16_gemm_counts().dot_product > dot_before);
+  else
+    MESSAGE("this CPU has no AVX512-BF16: the float32 path ran");
   omp_set_num_threads(saved);
 }

@@ -141,12 +141,19 @@ Chunks chunks(const Conv2dGeometry& g, const Dims& d) {
   return c;
 }
 
-// f(n0, images, tid) for each chunk, chunks spread over the threads.
+// f(n0, images, tid) for each chunk, chunks spread over the threads: to
+// whichever is free, unless `fixed`: then always to the same thread, so
+// per-thread sums (the weight gradient's) add up in the same order every run.
 template <class F>
-void for_each_chunk(const Conv2dGeometry& g, const Chunks& c, F f) {
+void for_each_chunk(const Conv2dGeometry& g, const Chunks& c, F f, bool fixed = false) {
+  auto run = [&](int64_t i) { f(i * c.images, std::min(c.images, g.batch - i * c.images), omp_get_thread_num()); };
+  if (fixed) {
+#pragma omp parallel for schedule(static, 1) num_threads(c.threads) if (c.threads > 1 && c.count > 1)
+    for (int64_t i = 0; i < c.count; ++i) run(i);
+  } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c.threads) if (c.threads > 1 && c.count > 1)
-  for (int64_t i = 0; i < c.count; ++i)
-    f(i * c.images, std::min(c.images, g.batch - i * c.images), omp_get_thread_num());
+    for (int64_t i = 0; i < c.count; ++i) run(i);
+  }
 }
 
 // The chunk's planes of one group of a (N, channels, plane) tensor side by
@@ -262,7 +269,7 @@ void backward_weight(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16
       out.f32 = sums + gi * d.Kg * d.CK, out.ldc = d.CK, out.accumulate = true;
       bf16_gemm(false, true, d.Kg, d.CK, ld, dyc, ld, cols, ld, out);
     }
-  });
+  }, /*fixed=*/true);
   for (int64_t i = 0; i < wsize; ++i) {
     float s = 0.0f;
     for (const float* p : partial)
