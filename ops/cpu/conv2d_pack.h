@@ -93,16 +93,22 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
           }
           I8 valid;
           for (int k = 0; k < 8; ++k) valid[k] = o[k] >= 0 ? -1 : 0;
-          const I8 pick = grp.kind == GroupKind::kStep2 ? I8{0, 2, 4, 6, 8, 10, 12, 14} : I8{0, 1, 2, 3, 8, 9, 10, 11};
-          const T* s0 = x + grp.base[0];
-          const T* s1 = x + grp.base[1];
-          for (int64_t c = 0; c < kc; ++c, d += NR, s0 += HW, s1 += HW) {
-            F8 lo, hi;
-            std::memcpy(&lo, s0, sizeof lo);
-            std::memcpy(&hi, s1, sizeof hi);
-            const I8 v = reinterpret_cast<I8>(__builtin_shuffle(lo, hi, pick)) & valid;
-            std::memcpy(d, &v, sizeof v);
-          }
+          // The shuffle's lanes are constants (__builtin_shufflevector: GCC >= 12 and clang).
+          auto pack_runs = [&](auto shuffle) {
+            const T* s0 = x + grp.base[0];
+            const T* s1 = x + grp.base[1];
+            for (int64_t c = 0; c < kc; ++c, d += NR, s0 += HW, s1 += HW) {
+              F8 lo, hi;
+              std::memcpy(&lo, s0, sizeof lo);
+              std::memcpy(&hi, s1, sizeof hi);
+              const I8 v = reinterpret_cast<I8>(shuffle(lo, hi)) & valid;
+              std::memcpy(d, &v, sizeof v);
+            }
+          };
+          if (grp.kind == GroupKind::kStep2)
+            pack_runs([](F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14); });
+          else
+            pack_runs([](F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11); });
         }
         continue;
       }
