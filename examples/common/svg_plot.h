@@ -22,7 +22,7 @@ struct Panel {
   bool log_x = false, log_y = false;
   // Tick positions to use instead of the automatic ones (e.g. the batch sizes
   // 1, 2, 4, ..., 256 on a log x axis); the axis spans them and the data.
-  std::vector<double> x_ticks;
+  std::vector<double> x_ticks = {};
 };
 
 // Written atomically (temp file + rename), so a viewer never sees half a plot.
