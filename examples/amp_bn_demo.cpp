@@ -540,9 +540,7 @@ int run(const Args& a) {
   timed([&] { section_grad_scaler(train, a, out, check); });
   timed([&] { section_accuracy(train_set, augment, test, a, out, check); });
   std::printf("\nwrote %s/{levels,bn_stats,grad_scaler,accuracy}.svg and their .csv tables\n", out.string().c_str());
-  std::printf("total %.1f s; %s\n", seconds_since(t_start),
-              check.failed ? (std::to_string(check.failed) + " check(s) FAILED").c_str() : "all checks passed");
-  return check.failed ? 1 : 0;
+  return check.finish(seconds_since(t_start));
 }
 
 }  // namespace

@@ -557,9 +557,7 @@ int run(const Args& a) {
   }
   std::printf("\nwrote %s/{by_hand,running_stats,batch_size_outputs,batch_size_eval,batch_stat_gap}.csv and the .svg plots\n",
               out.string().c_str());
-  std::printf("total %.1f s; %s\n", seconds_since(t_start),
-              check.failed ? (std::to_string(check.failed) + " check(s) FAILED").c_str() : "all checks passed");
-  return check.failed ? 1 : 0;
+  return check.finish(seconds_since(t_start));
 }
 
 }  // namespace

@@ -15,6 +15,12 @@ struct Checks {
     std::printf("  check: %s ... %s\n", what.c_str(), ok ? "ok" : "FAILED");
     failed += !ok;
   }
+  // The closing line ("total 83.2 s; all checks passed") and the exit status.
+  int finish(double total_seconds) const {
+    const std::string verdict = failed ? std::to_string(failed) + " check(s) FAILED" : "all checks passed";
+    std::printf("total %.1f s; %s\n", total_seconds, verdict.c_str());
+    return failed ? 1 : 0;
+  }
 };
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
