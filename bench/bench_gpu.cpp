@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -166,29 +167,44 @@ void matmul_suite(const Options& o) {
 }
 
 // bench_train's step (forward, cross_entropy, zero_grad, backward, SGD lr 0.1
-// momentum 0.9 weight decay 5e-4) on a fixed random batch on the device.
-void train_step(const Options& o, const std::string& name, int64_t batch) {
-  manual_seed(0);
-  auto model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
-  model->to(o.device);
-  model->train();
-  optim::SGD sgd(model->parameters(), 0.1, 0.9, 0.0, 5e-4);
-  const Tensor x = randn({batch, 3, 32, 32}).to(o.device);
-  const Tensor y = randint(0, 10, {batch}).to(o.device);
-  auto step = [&] {
+// momentum 0.9 weight decay 5e-4) on a fixed random batch on the device;
+// capturable keeps the SGD's lr and step count in device memory (CUDA graphs).
+struct TrainStep {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::SGD> sgd;
+  Tensor x, y;
+
+  TrainStep(const Options& o, const std::string& name, int64_t batch, bool capturable) {
+    manual_seed(0);
+    model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
+    model->to(o.device);
+    model->train();
+    optim::SGDOptions so(0.1);
+    so.momentum = 0.9;
+    so.weight_decay = 5e-4;
+    so.capturable = capturable;
+    sgd = std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{model->parameters()}, so);
+    x = randn({batch, 3, 32, 32}).to(o.device);
+    y = randint(0, 10, {batch}).to(o.device);
+  }
+  void operator()() {
     Tensor loss = cross_entropy(model->forward(x), y);
-    sgd.zero_grad();
+    sgd->zero_grad();
     loss.backward();
-    sgd.step();
-  };
+    sgd->step();
+  }
+};
+
+void train_step(const Options& o, const std::string& name, int64_t batch) {
+  TrainStep step(o, name, batch, /*capturable=*/false);
   step();
   cuda::reset_peak_memory_stats(o.device.index);
-  const double ms = median_ms(o, 5, step);
+  const double ms = median_ms(o, 5, std::ref(step));
   const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
   print("train_step_" + name, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
   // The host's share: one step enqueued on an idle device, not waited for. Near
   // the step time, the step is bound by launches, not by the GPU.
-  print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, step), 0);
+  print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
 }
 
 // The same step (capturable SGD) eager and as a CUDA graph replay, on the
@@ -196,28 +212,12 @@ void train_step(const Options& o, const std::string& name, int64_t batch) {
 // prints {"op":"cuda_graph_speedup_<model>","speedup":eager/graph}.
 void graph_step(const Options& o, const std::string& name, int64_t batch) {
   MINIDL_CHECK(o.device.is_cuda(), "bench_gpu --suite graph: CUDA graphs need a CUDA device, got ", o.device.str());
-  manual_seed(0);
-  auto model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
-  model->to(o.device);
-  model->train();
-  optim::SGDOptions so(0.1);
-  so.momentum = 0.9;
-  so.weight_decay = 5e-4;
-  so.capturable = true;
-  optim::SGD sgd(std::vector<optim::ParamGroup>{model->parameters()}, so);
-  const Tensor x = randn({batch, 3, 32, 32}).to(o.device);
-  const Tensor y = randint(0, 10, {batch}).to(o.device);
-  auto step = [&] {
-    Tensor loss = cross_entropy(model->forward(x), y);
-    sgd.zero_grad();
-    loss.backward();
-    sgd.step();
-  };
+  TrainStep step(o, name, batch, /*capturable=*/true);
   {
     cuda::CaptureStreamGuard side;  // warm-up where the capture will run
     for (int i = 0; i < 3; ++i) step();
   }
-  const double eager = median_ms(o, 20, step);
+  const double eager = median_ms(o, 20, std::ref(step));
   cuda::CUDAGraph graph;
   {
     cuda::GraphCapture capture(graph);
@@ -225,7 +225,7 @@ void graph_step(const Options& o, const std::string& name, int64_t batch) {
     capture.end();
   }
   const double replay = median_ms(o, 20, [&] {
-    sgd.write_device_lr();
+    step.sgd->write_device_lr();
     graph.replay();
   });
   const std::string shape = "batch " + std::to_string(batch);
