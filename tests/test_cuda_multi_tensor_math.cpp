@@ -107,7 +107,8 @@ TEST_CASE("multi-tensor plan: every element once, within the tensor and block li
   CHECK(long_one[2].blocks.size() == 60);
 }
 
-TEST_CASE_TEMPLATE("the SGD multi-tensor functor under the plan gives the CPU kernel's bits", T, float, double) {
+TEST_CASE_TEMPLATE("the SGD multi-tensor functor under the plan gives the CPU kernel's bits", T, float, double, Half,
+                   BFloat16) {
   const DType dt = dtype_v<T>;
   for (const bool nesterov : {false, true})
     for (const double momentum : {0.0, 0.9}) {
@@ -143,7 +144,8 @@ TEST_CASE_TEMPLATE("the SGD multi-tensor functor under the plan gives the CPU ke
     }
 }
 
-TEST_CASE_TEMPLATE("the Adam multi-tensor functor under the plan gives the CPU kernel's bits", T, float, double) {
+TEST_CASE_TEMPLATE("the Adam multi-tensor functor under the plan gives the CPU kernel's bits", T, float, double, Half,
+                   BFloat16) {
   const DType dt = dtype_v<T>;
   for (const bool decoupled : {false, true})
     for (const bool amsgrad : {false, true}) {
@@ -190,7 +192,7 @@ TEST_CASE_TEMPLATE("the Adam multi-tensor functor under the plan gives the CPU k
 // Capturable (CUDA graphs): the functors read the lr and each step from
 // memory; on the host their double math is the CPU path's, so the bits match.
 TEST_CASE_TEMPLATE("the capturable SGD and Adam functors under the plan give the plain kernels' bits", T, float,
-                   double) {
+                   double, Half, BFloat16) {
   const DType dt = dtype_v<T>;
   const Tensor lr = full({}, 0.037, kFloat64);
   MultiStepArgs<SgdStepArgs> sgd_mine, sgd_cpu;
@@ -387,31 +389,23 @@ TEST_CASE("_foreach_norm's chunk partials and per-tensor finish give the CPU nor
   }
 }
 
-TEST_CASE("the clip scaling functor under the plan gives clip_grad_scale's bits") {
-  for (DType dt : {kFloat32, kFloat64}) {
-    std::vector<Tensor> mine, cpu;
-    for (int64_t n : sizes()) {
-      mine.push_back(randn({n}, dt));
-      cpu.push_back(mine.back().clone());
-    }
-    const Tensor total = full({}, 7.25, kFloat64);
-    clip_grad_scale_multi_stub(kCPU)(ClipGradScaleMultiArgs{cpu, total, 2.0});
-    auto scale = [&](auto zero) {
-      using T = decltype(zero);
-      OpLists<ClipScaleOp<T>> lists;
-      for (const Tensor& g : mine) {
-        lists.ptrs.push_back({g.data_ptr<T>()});
-        lists.numels.push_back(g.numel());
-        lists.extras.push_back(0);
-      }
-      run_like_the_kernel(ClipScaleOp<T>{total.data_ptr<double>(), 2.0}, lists);
-    };
-    if (dt == kFloat32)
-      scale(0.0f);
-    else
-      scale(0.0);
-    for (size_t i = 0; i < mine.size(); ++i) CHECK(same_bits(mine[i], cpu[i]));
+TEST_CASE_TEMPLATE("the clip scaling functor under the plan gives clip_grad_scale's bits", T, float, double, Half,
+                   BFloat16) {
+  std::vector<Tensor> mine, cpu;
+  for (int64_t n : sizes()) {
+    mine.push_back(randn({n}, dtype_v<T>));
+    cpu.push_back(mine.back().clone());
   }
+  const Tensor total = full({}, 7.25, kFloat64);
+  clip_grad_scale_multi_stub(kCPU)(ClipGradScaleMultiArgs{cpu, total, 2.0});
+  OpLists<ClipScaleOp<T>> lists;
+  for (const Tensor& g : mine) {
+    lists.ptrs.push_back({g.data_ptr<T>()});
+    lists.numels.push_back(g.numel());
+    lists.extras.push_back(0);
+  }
+  run_like_the_kernel(ClipScaleOp<T>{total.data_ptr<double>(), 2.0}, lists);
+  for (size_t i = 0; i < mine.size(); ++i) CHECK(same_bits(mine[i], cpu[i]));
 }
 
 TEST_CASE("clip_grad_norm_ through the multi-tensor stubs keeps the per-tensor results") {

@@ -103,3 +103,24 @@ TEST_CASE("half input, float32 bias, no weight: the bias gradient comes back in 
     CHECK(allclose(bias.grad(), expected, 0, 0));
   }
 }
+
+TEST_CASE("half params: clip_grad_norm_ on bfloat16/float16 gradients equals float32's, the scaling rounded once") {
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    INFO(dtype_name(dtype));
+    for (const double norm_type : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
+      INFO(norm_type);
+      manual_seed(11);
+      Tensor a = randn({300}).to(dtype).requires_grad_(), b = randn({7, 5}).to(dtype).requires_grad_();
+      Tensor a32 = a.detach().to(kFloat32).requires_grad_(), b32 = b.detach().to(kFloat32).requires_grad_();
+      const Tensor ga = (randn({300}) * 3).to(dtype), gb = (randn({7, 5}) * 3).to(dtype);
+      a.set_grad(ga.clone()), b.set_grad(gb.clone());
+      a32.set_grad(ga.to(kFloat32)), b32.set_grad(gb.to(kFloat32));
+      const double total = optim::clip_grad_norm_({a, b}, 1.0, norm_type);
+      const double total32 = optim::clip_grad_norm_({a32, b32}, 1.0, norm_type);
+      CHECK(total == total32);  // the 16-bit values are exact in float32: the same sums
+      CHECK(a.grad().dtype() == dtype);
+      CHECK(allclose(a.grad().to(kFloat32), a32.grad().to(dtype).to(kFloat32), 0, 0));
+      CHECK(allclose(b.grad().to(kFloat32), b32.grad().to(dtype).to(kFloat32), 0, 0));
+    }
+  }
+}

@@ -186,14 +186,20 @@ void adam_multi_step_cpu(const MultiStepArgs<AdamStepArgs>& args) {
   }
 }
 
+// 16-bit tensors (a half model's gradients, Apex's O3) through float32
+// copies: the norm of the float32 values (exact), the scaling in float32
+// rounded once into the gradient.
+constexpr auto vector_norm_any = cpu::Float32Compute<vector_norm_cpu>::run;
+constexpr auto clip_grad_scale_any = cpu::Float32Compute<clip_grad_scale_cpu, 0>::run;
+
 void vector_norms_cpu(const VectorNormsArgs& args) {
   check_vector_norms(args);
-  for (size_t i = 0; i < args.xs.size(); ++i) vector_norm_cpu(args.outs[i], args.xs[i], args.norm_type);
+  for (size_t i = 0; i < args.xs.size(); ++i) vector_norm_any(args.outs[i], args.xs[i], args.norm_type);
 }
 
 void clip_grad_scale_multi_cpu(const ClipGradScaleMultiArgs& args) {
   check_clip_grad_scale_multi(args);
-  for (const Tensor& g : args.grads) clip_grad_scale_cpu(g, args.total_norm, args.max_norm);
+  for (const Tensor& g : args.grads) clip_grad_scale_any(g, args.total_norm, args.max_norm);
 }
 
 }  // namespace
@@ -205,8 +211,8 @@ void register_fused_optim_cpu_kernels() {
   adam_multi_step_stub.set(DeviceType::CPU, adam_multi_step_cpu);
   sgd_step_stub.set(DeviceType::CPU, sgd_step_cpu);
   adam_step_stub.set(DeviceType::CPU, adam_step_cpu);
-  vector_norm_stub.set(DeviceType::CPU, vector_norm_cpu);
-  clip_grad_scale_stub.set(DeviceType::CPU, clip_grad_scale_cpu);
+  vector_norm_stub.set(DeviceType::CPU, vector_norm_any);
+  clip_grad_scale_stub.set(DeviceType::CPU, clip_grad_scale_any);
 }
 
 }  // namespace minidl

@@ -5,7 +5,9 @@
 // is never read on the host. The norms are deterministic (a fixed block per
 // chunk, CUB's BlockReduce, partials combined in chunk order by one thread
 // per tensor: ops/cuda/multi_tensor_math.h, run by the CPU tests), no
-// atomics. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// atomics. float16/bfloat16 gradients are read as float and scaled in float.
+// float32/float64 checked against the CPU kernels on an H100 (tests/test_cuda_ops,
+// 2026-11-26); the 16-bit cases compiled, not run on a GPU.
 #include <cub/block/block_reduce.cuh>
 
 #include "minidl/ops/cuda/multi_tensor_apply.cuh"
@@ -34,7 +36,7 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   const cuda_math::NormCombine combine{isinf(p) != 0};
   double acc = 0.0;
   for (int64_t i = cuda_math::chunk_begin(c, kMultiTensorChunk) + threadIdx.x; i < end; i += blockDim.x)
-    acc = combine(acc, cuda_math::norm_term(static_cast<double>(x[i]), p));
+    acc = combine(acc, cuda_math::norm_term(static_cast<double>(cuda_math::to_opmath(x[i])), p));
   const double total = BlockReduce(temp).Reduce(acc, combine);
   if (threadIdx.x == 0) partials[meta.extra[slot] + c] = total;
 }
@@ -57,7 +59,7 @@ void vector_norms_cuda(const VectorNormsArgs& args) {
   check_vector_norms(args);
   if (args.xs.empty()) return;
   const Device device = args.xs.front().device();
-  MINIDL_CUDA_DISPATCH_FLOATING(args.xs.front().dtype(), "_foreach_norm", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.xs.front().dtype(), "_foreach_norm", [&] {
     const LaunchContext ctx(device);
     cuda_math::MultiTensorLists<1, int64_t> lists;
     for (const Tensor& x : args.xs) lists.numels.push_back(x.numel());
@@ -92,7 +94,7 @@ void clip_grad_scale_multi_cuda(const ClipGradScaleMultiArgs& args) {
   check_clip_grad_scale_multi(args);
   if (args.grads.empty()) return;
   const Device device = args.grads.front().device();
-  MINIDL_CUDA_DISPATCH_FLOATING(args.grads.front().dtype(), "clip_grad_norm_", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.grads.front().dtype(), "clip_grad_norm_", [&] {
     using Op = cuda_math::ClipScaleOp<scalar_t>;
     const LaunchContext ctx(device);
     cuda_math::OpLists<Op> lists;

@@ -5,7 +5,9 @@
 // their device. The per-element math is ops/cuda/optim_math.h's; the
 // functors, their scalars and the packing are ops/cuda/multi_tensor_math.h's,
 // all run by the CPU tests (tests/test_cuda_multi_tensor_math.cpp).
-// Elementwise, so deterministic. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// Elementwise, so deterministic. float16/bfloat16 computed in float, rounded
+// once (Apex's O3). float32/float64 checked against the CPU kernels on an H100
+// (tests/test_cuda_ops, 2026-11-26); the 16-bit cases compiled, not run on a GPU.
 #include "minidl/ops/cuda/multi_tensor_apply.cuh"
 #include "minidl/ops/fused_optim.h"
 
@@ -19,7 +21,7 @@ void sgd_multi_step_cuda(const MultiStepArgs<SgdStepArgs>& args) {
   check_multi_step(args, "_fused_sgd_");
   if (args.tensors.empty()) return;
   const Tensor& first = args.tensors.front().param;
-  MINIDL_CUDA_DISPATCH_FLOATING(first.dtype(), "_fused_sgd_", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(first.dtype(), "_fused_sgd_", [&] {
     const LaunchContext ctx(first.device());
     if (args.tensors.front().lr_tensor.defined()) {  // capturable: the lr is read on the device
       cuda_kernels::multi_tensor_apply(ctx, cuda_math::sgd_capturable_lists<scalar_t>(args),
@@ -35,7 +37,7 @@ void adam_multi_step_cuda(const MultiStepArgs<AdamStepArgs>& args) {
   check_multi_step(args, "_fused_adam_");
   if (args.tensors.empty()) return;
   const Tensor& first = args.tensors.front().param;
-  MINIDL_CUDA_DISPATCH_FLOATING(first.dtype(), "_fused_adam_", [&] {
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(first.dtype(), "_fused_adam_", [&] {
     const LaunchContext ctx(first.device());
     if (args.tensors.front().lr_tensor.defined()) {
       // Capturable: the steps are counted on the device first (same stream,

@@ -76,19 +76,20 @@ template <class T>
 struct SgdMultiOp {
   static constexpr int kDepth = 3;
   using Extra = bool;
-  SgdScalars<T> s;  // shared hyperparameters; s.first_step is ignored
+  SgdScalars<opmath_t<T>> s;  // shared hyperparameters; s.first_step is ignored
   MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra first_step, int64_t i) const {
-    SgdScalars<T> own = s;
+    SgdScalars<opmath_t<T>> own = s;
     own.first_step = first_step;
     T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
     sgd_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
   }
 };
 
-// A parameter's step-dependent Adam scalars, rounded to T as the CPU kernel does.
+// A parameter's step-dependent Adam scalars, rounded to the compute type as
+// the CPU kernel does.
 template <class T>
 struct AdamTensorScalars {
-  T neg_step, bc2;
+  opmath_t<T> neg_step, bc2;
 };
 
 // Adam over lists (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq).
@@ -96,9 +97,9 @@ template <class T>
 struct AdamMultiOp {
   static constexpr int kDepth = 5;
   using Extra = AdamTensorScalars<T>;
-  AdamScalars<T> s;  // shared hyperparameters; s.neg_step and s.bc2 are ignored
+  AdamScalars<opmath_t<T>> s;  // shared hyperparameters; s.neg_step and s.bc2 are ignored
   MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra e, int64_t i) const {
-    AdamScalars<T> own = s;
+    AdamScalars<opmath_t<T>> own = s;
     own.neg_step = e.neg_step;
     own.bc2 = e.bc2;
     T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
@@ -108,23 +109,24 @@ struct AdamMultiOp {
 };
 
 // The functors' scalars from the (checked) args of a multi-tensor call, each
-// rounded to T from the double the CPU kernel rounds (ops/cpu/fused_optim.cpp).
-template <class T>
+// rounded to the compute type C from the double the CPU kernel rounds
+// (ops/cpu/fused_optim.cpp; float for a 16-bit T, as its widened path).
+template <class T, class C = opmath_t<T>>
 SgdMultiOp<T> make_sgd_multi_op(const SgdStepArgs& h) {
-  return {{static_cast<T>(h.weight_decay), static_cast<T>(h.momentum), static_cast<T>(1.0 - h.dampening),
-           static_cast<T>(-h.lr), h.weight_decay != 0.0, h.nesterov, false, h.momentum_buffer.defined()}};
+  return {{static_cast<C>(h.weight_decay), static_cast<C>(h.momentum), static_cast<C>(1.0 - h.dampening),
+           static_cast<C>(-h.lr), h.weight_decay != 0.0, h.nesterov, false, h.momentum_buffer.defined()}};
 }
 
-template <class T>
+template <class T, class C = opmath_t<T>>
 AdamMultiOp<T> make_adam_multi_op(const AdamStepArgs& h) {
-  return {{static_cast<T>(h.weight_decay), static_cast<T>(1.0 - h.lr * h.weight_decay), static_cast<T>(1.0 - h.beta1),
-           static_cast<T>(h.beta2), static_cast<T>(1.0 - h.beta2), T(1), static_cast<T>(h.eps), T(0),
+  return {{static_cast<C>(h.weight_decay), static_cast<C>(1.0 - h.lr * h.weight_decay), static_cast<C>(1.0 - h.beta1),
+           static_cast<C>(h.beta2), static_cast<C>(1.0 - h.beta2), C(1), static_cast<C>(h.eps), C(0),
            h.weight_decay != 0.0, h.decoupled_weight_decay, h.max_exp_avg_sq.defined()}};
 }
 
-template <class T>
+template <class T, class C = opmath_t<T>>
 AdamTensorScalars<T> adam_tensor_scalars(const AdamStepArgs& a) {
-  return {static_cast<T>(-a.step_size), static_cast<T>(a.bias_correction2_sqrt)};
+  return {static_cast<C>(-a.step_size), static_cast<C>(a.bias_correction2_sqrt)};
 }
 
 // ---- capturable (ops/fused_optim.h): the lr and Adam's steps read on the device ----
@@ -134,25 +136,25 @@ template <class T>
 struct SgdCapturableOp {
   static constexpr int kDepth = 3;
   using Extra = bool;
-  SgdScalars<T> s;  // as SgdMultiOp's; s.neg_lr is ignored
+  SgdScalars<opmath_t<T>> s;  // as SgdMultiOp's; s.neg_lr is ignored
   const double* lr;
   MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra first_step, int64_t i) const {
-    SgdScalars<T> own = s;
+    SgdScalars<opmath_t<T>> own = s;
     own.first_step = first_step;
-    own.neg_lr = static_cast<T>(-*lr);
+    own.neg_lr = static_cast<opmath_t<T>>(-*lr);
     T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
     sgd_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
   }
 };
 
 // The step-dependent Adam scalars from lr and the step t, in double and
-// rounded to T, as optim/adam.cpp computes them on the host.
-template <class T>
-MINIDL_HOST_DEVICE inline void adam_capturable_scalars(AdamScalars<T>& s, double lr, double t, double beta1,
+// rounded to the compute type C, as optim/adam.cpp computes them on the host.
+template <class C>
+MINIDL_HOST_DEVICE inline void adam_capturable_scalars(AdamScalars<C>& s, double lr, double t, double beta1,
                                                        double beta2, double weight_decay) {
-  s.neg_step = static_cast<T>(-(lr / (1.0 - std::pow(beta1, t))));
-  s.bc2 = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
-  s.shrink = static_cast<T>(1.0 - lr * weight_decay);
+  s.neg_step = static_cast<C>(-(lr / (1.0 - std::pow(beta1, t))));
+  s.bc2 = static_cast<C>(std::sqrt(1.0 - std::pow(beta2, t)));
+  s.shrink = static_cast<C>(1.0 - lr * weight_decay);
 }
 
 // AdamMultiOp with the lr from *lr and each tensor's step from its own
@@ -161,11 +163,11 @@ template <class T>
 struct AdamCapturableOp {
   static constexpr int kDepth = 5;
   using Extra = const float*;
-  AdamScalars<T> s;  // as AdamMultiOp's; neg_step, bc2 and shrink are computed here
+  AdamScalars<opmath_t<T>> s;  // as AdamMultiOp's; neg_step, bc2 and shrink are computed here
   const double* lr;
   double beta1, beta2, weight_decay;
   MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra step, int64_t i) const {
-    AdamScalars<T> own = s;
+    AdamScalars<opmath_t<T>> own = s;
     adam_capturable_scalars(own, *lr, static_cast<double>(*step), beta1, beta2, weight_decay);
     T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
     adam_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], static_cast<T*>(ptr[2])[i],
@@ -287,8 +289,13 @@ MINIDL_HOST_DEVICE inline double finish_from_partials(const double* partials, in
   return norm_finish(acc, p);
 }
 
-// grad *= clip_coefficient(max_norm, *total) rounded to T (clip_grad_scale's
-// per-element math), over one list.
+// grad *= clip_coefficient(max_norm, *total) rounded to the compute type
+// (clip_grad_scale's per-element math), over one list.
+template <class T>
+MINIDL_HOST_DEVICE inline void clip_scale(T& g, double max_norm, double total) {
+  g = from_opmath<T>(to_opmath(g) * static_cast<opmath_t<T>>(clip_coefficient(max_norm, total)));
+}
+
 template <class T>
 struct ClipScaleOp {
   static constexpr int kDepth = 1;
@@ -296,8 +303,7 @@ struct ClipScaleOp {
   const double* total;
   double max_norm;
   MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra, int64_t i) const {
-    T* g = static_cast<T*>(ptr[0]);
-    g[i] = g[i] * static_cast<T>(clip_coefficient(max_norm, *total));
+    clip_scale(static_cast<T*>(ptr[0])[i], max_norm, *total);
   }
 };
 

@@ -1,13 +1,18 @@
 // The per-element math of the CUDA optimizer kernels (ops/cuda/fused_optim.cu),
 // shared with the CPU tests: ops/fused_optim.h's SGD and Adam/AdamW updates in
-// the parameter's dtype with the scalars rounded to it first (as
-// ops/cpu/fused_optim.cpp and torch.optim's single-tensor path), the vector
-// norm's terms and clip_grad_norm_'s factor. Plain C++ with MINIDL_HOST_DEVICE.
+// the parameter's compute type C = opmath_t<T> with the scalars rounded to C
+// first (as ops/cpu/fused_optim.cpp and torch.optim's single-tensor path): for
+// float and double that is the parameter's dtype; a float16/bfloat16
+// parameter, gradient and state (a half model, Apex's O3) are loaded as
+// float, updated in float and each rounded once, as the CPU's widened path.
+// Also the vector norm's terms and clip_grad_norm_'s factor. Plain C++ with
+// MINIDL_HOST_DEVICE.
 #pragma once
 
 #include <cmath>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
+#include "minidl/ops/cuda/opmath.h"
 
 namespace minidl::cuda_math {
 
@@ -17,15 +22,17 @@ struct SgdScalars {
   bool decay, nesterov, first_step, has_buf;
 };
 
-template <class T>
-MINIDL_HOST_DEVICE inline void sgd_update(const SgdScalars<T>& s, T& p, T grad, T* buf) {
-  T g = grad;
+template <class C, class T>
+MINIDL_HOST_DEVICE inline void sgd_update(const SgdScalars<C>& s, T& param, T grad, T* buf) {
+  const C p = to_opmath(param);
+  C g = to_opmath(grad);
   if (s.decay) g = g + s.wd * p;
   if (s.has_buf) {
-    *buf = s.first_step ? g : *buf * s.mom + s.one_minus_damp * g;
-    g = s.nesterov ? g + s.mom * *buf : *buf;
+    const C b = s.first_step ? g : to_opmath(*buf) * s.mom + s.one_minus_damp * g;
+    *buf = from_opmath<T>(b);
+    g = s.nesterov ? g + s.mom * b : b;
   }
-  p = p + s.neg_lr * g;
+  param = from_opmath<T>(p + s.neg_lr * g);
 }
 
 template <class T>
@@ -34,9 +41,10 @@ struct AdamScalars {
   bool decay, decoupled, amsgrad;
 };
 
-template <class T>
-MINIDL_HOST_DEVICE inline void adam_update(const AdamScalars<T>& s, T& p, T grad, T& m, T& v, T* v_max) {
-  T g = grad;
+template <class C, class T>
+MINIDL_HOST_DEVICE inline void adam_update(const AdamScalars<C>& s, T& param, T grad, T& exp_avg, T& exp_avg_sq,
+                                           T* v_max) {
+  C p = to_opmath(param), g = to_opmath(grad), m = to_opmath(exp_avg), v = to_opmath(exp_avg_sq);
   if (s.decay) {
     if (s.decoupled)
       p = p * s.shrink;
@@ -45,13 +53,16 @@ MINIDL_HOST_DEVICE inline void adam_update(const AdamScalars<T>& s, T& p, T grad
   }
   m = m + s.w1 * (g - m);
   v = v * s.b2 + s.w2 * g * g;
-  T second = v;
+  C second = v;
   if (s.amsgrad) {
-    *v_max = *v_max < v ? v : *v_max;  // std::max(v_max, v)
-    second = *v_max;
+    const C old_max = to_opmath(*v_max);
+    second = old_max < v ? v : old_max;  // std::max(v_max, v)
+    *v_max = from_opmath<T>(second);
   }
-  const T denom = std::sqrt(second) / s.bc2 + s.eps;
-  p = p + s.neg_step * (m / denom);
+  const C denom = std::sqrt(second) / s.bc2 + s.eps;
+  param = from_opmath<T>(p + s.neg_step * (m / denom));
+  exp_avg = from_opmath<T>(m);
+  exp_avg_sq = from_opmath<T>(v);
 }
 
 // |x|^p's contribution to the norm's accumulator (p = inf: |x|, combined by max).
