@@ -65,4 +65,13 @@ inline double check_close(const std::string& what, const Tensor& got, const Tens
   return diff / scale;
 }
 
+// A fresh leaf holding `t` converted to `dtype`.
+inline Tensor leaf(const Tensor& t, DType dtype) { return t.to(dtype).clone().detach().requires_grad_(true); }
+
+// What a failed check names, e.g. "conv2d.safetensors case3 {...} float32 gw".
+inline std::string label(const Golden& g, size_t i, const Precision& p, const std::string& tensor) {
+  return g.file.substr(g.file.rfind('/') + 1) + " case" + std::to_string(i) + " " + g.cases[i].dump() + " " +
+         dtype_name(p.dtype) + " " + tensor;
+}
+
 }  // namespace minidl::testing

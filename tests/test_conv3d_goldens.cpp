@@ -18,13 +18,8 @@ using minidl::testing::Golden;
 using minidl::testing::kPrecisions;
 using minidl::testing::load_golden;
 using minidl::testing::Precision;
-
-Tensor leaf(const Tensor& t, DType dtype) { return t.to(dtype).clone().detach().requires_grad_(true); }
-
-std::string label(const Golden& g, size_t i, const Precision& p, const std::string& tensor) {
-  return g.file.substr(g.file.rfind('/') + 1) + " case" + std::to_string(i) + " " + g.cases[i].dump() + " " +
-         dtype_name(p.dtype) + " " + tensor;
-}
+using minidl::testing::leaf;
+using minidl::testing::label;
 
 template <size_t N>
 std::array<int64_t, N> arr(const json& j) {

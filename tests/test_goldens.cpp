@@ -17,14 +17,8 @@ using minidl::testing::Golden;
 using minidl::testing::kPrecisions;
 using minidl::testing::load_golden;
 using minidl::testing::Precision;
-
-// A fresh leaf holding `t` converted to `dtype`.
-Tensor leaf(const Tensor& t, DType dtype) { return t.to(dtype).clone().detach().requires_grad_(true); }
-
-std::string label(const Golden& g, size_t i, const Precision& p, const std::string& tensor) {
-  return g.file.substr(g.file.rfind('/') + 1) + " case" + std::to_string(i) + " " + g.cases[i].dump() +
-         " " + dtype_name(p.dtype) + " " + tensor;  // e.g. "conv2d.safetensors case3 {...} float32 gw"
-}
+using minidl::testing::leaf;
+using minidl::testing::label;
 
 std::array<int64_t, 2> pair_of(const json& j) { return {j.at(0).get<int64_t>(), j.at(1).get<int64_t>()}; }
 

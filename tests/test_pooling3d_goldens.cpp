@@ -18,11 +18,7 @@ using minidl::testing::Golden;
 using minidl::testing::kPrecisions;
 using minidl::testing::load_golden;
 using minidl::testing::Precision;
-
-std::string label(const Golden& g, size_t i, const Precision& p, const std::string& tensor) {
-  return g.file.substr(g.file.rfind('/') + 1) + " case" + std::to_string(i) + " " + g.cases[i].dump() + " " +
-         dtype_name(p.dtype) + " " + tensor;
-}
+using minidl::testing::label;
 
 // json list -> array of N, or `fallback` when the key is absent.
 template <size_t N>
