@@ -136,4 +136,19 @@ inline bool close(const std::vector<double>& a, const Tensor& b, double rtol, do
   return allclose(b, tensor(a, b.shape(), kFloat64), rtol, atol);
 }
 
+// Mean and sum of squared deviations of v[b, e) by the two-pass formula: the
+// reference the CUDA kernels' Welford merges are checked against.
+struct TwoPass {
+  double mean, m2;
+};
+
+inline TwoPass two_pass(const std::vector<double>& v, size_t b, size_t e) {
+  double s = 0;
+  for (size_t i = b; i < e; ++i) s += v[i];
+  const double mean = s / static_cast<double>(e - b);
+  double m2 = 0;
+  for (size_t i = b; i < e; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+  return {mean, m2};
+}
+
 }  // namespace minidl::testing

@@ -18,10 +18,13 @@
 #include "minidl/ops/cuda/philox.h"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/softmax_math.h"
+#include "tests/norm_reference.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using namespace minidl::cuda_math;
+using minidl::testing::two_pass;
+using minidl::testing::TwoPass;
 
 namespace {
 
@@ -34,19 +37,6 @@ int64_t brute_offset(const Shape& shape, const Shape& strides, int64_t i) {
     i /= shape[d];
   }
   return off;
-}
-
-struct TwoPass {
-  double mean, m2;
-};
-
-TwoPass two_pass(const std::vector<double>& v, size_t b, size_t e) {
-  double s = 0;
-  for (size_t i = b; i < e; ++i) s += v[i];
-  const double mean = s / static_cast<double>(e - b);
-  double m2 = 0;
-  for (size_t i = b; i < e; ++i) m2 += (v[i] - mean) * (v[i] - mean);
-  return {mean, m2};
 }
 
 }  // namespace

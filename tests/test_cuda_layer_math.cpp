@@ -22,27 +22,13 @@
 #include "minidl/ops/pad.h"
 #include "minidl/ops/pooling.h"
 #include "minidl/ops/reduce.h"
+#include "tests/norm_reference.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using namespace minidl::cuda_math;
-
-namespace {
-
-struct TwoPass {
-  double mean, m2;
-};
-
-TwoPass two_pass(const std::vector<double>& v, size_t b, size_t e) {
-  double s = 0;
-  for (size_t i = b; i < e; ++i) s += v[i];
-  const double mean = s / static_cast<double>(e - b);
-  double m2 = 0;
-  for (size_t i = b; i < e; ++i) m2 += (v[i] - mean) * (v[i] - mean);
-  return {mean, m2};
-}
-
-}  // namespace
+using minidl::testing::two_pass;
+using minidl::testing::TwoPass;
 
 TEST_CASE("pool windows: outputs_touching holds every output whose window has the input") {
   std::mt19937 rng(13);
