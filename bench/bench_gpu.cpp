@@ -14,7 +14,9 @@
 // peak_mib (train steps only): max_memory_allocated over the timed rounds,
 // parameters, gradients and optimizer state included. train_step_host_*: the
 // host time to enqueue one step on an idle device (launch-bound when it is
-// close to the step's time).
+// close to the step's time). train_step_fp16_*: the same step with the
+// forward under float16 autocast and a GradScaler (issue 16's "fp16 autocast
+// vs float32", next to PyTorch's torch.autocast + torch.amp.GradScaler).
 //
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
@@ -168,13 +170,16 @@ void matmul_suite(const Options& o) {
 
 // bench_train's step (forward, cross_entropy, zero_grad, backward, SGD lr 0.1
 // momentum 0.9 weight decay 5e-4) on a fixed random batch on the device;
-// capturable keeps the SGD's lr and step count in device memory (CUDA graphs).
+// capturable keeps the SGD's lr and step count in device memory (CUDA graphs);
+// fp16: the forward under float16 autocast and a GradScaler around backward
+// and step (PyTorch's AMP recipe, which bench_gpu_torch.py runs).
 struct TrainStep {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::SGD> sgd;
+  std::unique_ptr<amp::GradScaler> scaler;  // fp16 only
   Tensor x, y;
 
-  TrainStep(const Options& o, const std::string& name, int64_t batch, bool capturable) {
+  TrainStep(const Options& o, const std::string& name, int64_t batch, bool capturable, bool fp16 = false) {
     manual_seed(0);
     model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
     model->to(o.device);
@@ -186,25 +191,39 @@ struct TrainStep {
     sgd = std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{model->parameters()}, so);
     x = randn({batch, 3, 32, 32}).to(o.device);
     y = randint(0, 10, {batch}).to(o.device);
+    if (fp16) scaler = std::make_unique<amp::GradScaler>("cuda");
   }
   void operator()() {
-    Tensor loss = cross_entropy(model->forward(x), y);
+    Tensor loss;
+    {
+      amp::autocast region(DeviceType::CUDA, kFloat16, scaler != nullptr);
+      loss = cross_entropy(model->forward(x), y);
+    }
     sgd->zero_grad();
-    loss.backward();
-    sgd->step();
+    if (!scaler) {
+      loss.backward();
+      sgd->step();
+      return;
+    }
+    scaler->scale(loss).backward();
+    scaler->step(*sgd);
+    scaler->update();
   }
 };
 
-void train_step(const Options& o, const std::string& name, int64_t batch) {
-  TrainStep step(o, name, batch, /*capturable=*/false);
+// train_step_<model> (float32) or train_step_fp16_<model>: time, images/s and
+// peak memory; for float32 also the host's share of a step.
+void train_step(const Options& o, const std::string& name, int64_t batch, bool fp16 = false) {
+  TrainStep step(o, name, batch, /*capturable=*/false, fp16);
   step();
   cuda::reset_peak_memory_stats(o.device.index);
   const double ms = median_ms(o, 5, std::ref(step));
   const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
-  print("train_step_" + name, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
+  const std::string op = std::string(fp16 ? "train_step_fp16_" : "train_step_") + name;
+  print(op, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
   // The host's share: one step enqueued on an idle device, not waited for. Near
   // the step time, the step is bound by launches, not by the GPU.
-  print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
+  if (!fp16) print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
 }
 
 // The same step (capturable SGD) eager and as a CUDA graph replay, on the
@@ -266,6 +285,8 @@ int program(int argc, char** argv) {
     train_step(o, "resnet18", 128);
     train_step(o, "resnet18", 512);
     train_step(o, "smallnet", 128);
+    train_step(o, "resnet18", 128, /*fp16=*/true);  // autocast float16 + GradScaler against the float32 line
+    train_step(o, "smallnet", 128, /*fp16=*/true);
   }
   return 0;
 }

@@ -101,18 +101,26 @@ def matmul_suite(a):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def train_step(a, name, batch):
+def train_step(a, name, batch, fp16=False):
+    """float32, or fp16: the forward under torch.autocast float16 and a GradScaler."""
     torch.manual_seed(0)
     model = (ResNet18Cifar() if name == "resnet18" else small_net()).to(a.dev).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(batch, 3, 32, 32).to(a.dev)
     y = torch.randint(0, 10, (batch,)).to(a.dev)
+    scaler = torch.amp.GradScaler(a.dev.type) if fp16 else None
 
     def step():
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast(a.dev.type, dtype=torch.float16, enabled=fp16):
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+            return
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     step()
     cuda = a.dev.type == "cuda"
@@ -120,8 +128,9 @@ def train_step(a, name, batch):
         torch.cuda.reset_peak_memory_stats(a.dev)
     ms = median_ms(a.dev, 5, step, a.rounds)
     peak = torch.cuda.max_memory_allocated(a.dev) / 2 ** 20 if cuda else 0.0
-    report("train_step_" + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
-    report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
+    report(("train_step_fp16_" if fp16 else "train_step_") + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
+    if not fp16:
+        report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
 
 
 def enqueue_ms(dev, f, rounds):
@@ -156,6 +165,8 @@ def main():
         train_step(a, "resnet18", 128)
         train_step(a, "resnet18", 512)
         train_step(a, "smallnet", 128)
+        train_step(a, "resnet18", 128, fp16=True)
+        train_step(a, "smallnet", 128, fp16=True)
 
 
 if __name__ == "__main__":
