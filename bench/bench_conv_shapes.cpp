@@ -5,7 +5,7 @@
 // after 2 warm-ups, and the least process CPU time per thread
 // (robust to other processes on a shared machine); one JSON line per shape and pass.
 //   build/bench/bench_conv_shapes [--threads 2] [--reps 20] [--algo auto|im2col|shifted|winograd]
-//                                 N,C,K,H,k,stride,pad ...
+//                                 [--pass fwd|grad_input|grad_weight] N,C,K,H,k,stride,pad ...
 #include <time.h>
 
 #include <algorithm>
@@ -63,6 +63,7 @@ static int program(int argc, char** argv) {
   Conv2dAlgo algo = Conv2dAlgo::kAuto;
   std::string algo_name = "auto";
   std::vector<std::string> shapes;
+  std::string only_pass;  // --pass: time only this pass (for a profiler)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" || a == "--reps") {
@@ -70,6 +71,8 @@ static int program(int argc, char** argv) {
     } else if (a == "--algo" && i + 1 < argc) {
       algo_name = argv[++i];
       algo = parse_algo(algo_name);
+    } else if (a == "--pass" && i + 1 < argc) {
+      only_pass = argv[++i];
     } else {
       shapes.push_back(a);
     }
@@ -95,6 +98,7 @@ static int program(int argc, char** argv) {
         {"grad_weight",
          [&] { conv2d_backward_weight_kernel<float>(g, y.data(), x.data(), dw.data(), nullptr, algo); }}};
     for (const auto& [name, f] : passes) {
+      if (!only_pass.empty() && name != only_pass) continue;
       const Times t = time_it(f, o.reps, o.threads);
       std::printf("{\"impl\":\"minidl\",\"algo\":\"%s\",\"shape\":\"%s\",\"pass\":\"%s\",\"min_ms\":%.4f,"
                   "\"median_ms\":%.4f,\"cpu_ms\":%.4f}\n",
@@ -107,6 +111,6 @@ static int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return minidl::examples::run_main_with_usage(
-      "bench_conv_shapes", "bench_conv_shapes [--threads N] [--reps N] [--algo A] N,C,K,H,k,stride,pad ...",
+      "bench_conv_shapes", "bench_conv_shapes [--threads N] [--reps N] [--algo A] [--pass P] N,C,K,H,k,stride,pad ...",
       [&] { return program(argc, argv); });
 }

@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "minidl/ops/cpu/conv2d_chunk_plan.h"
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv2d_pack.h"
@@ -51,135 +52,23 @@ using conv2d_gemm::kNR;
 using conv2d_gemm::round_up;
 using conv2d_gemm::Slot;
 using conv2d_gemm::thread_buffer;
+using conv2d_plan::ChunkPlan;
+using conv2d_plan::ColumnOrder;
+using conv2d_plan::Plans;
 
 // K block over channels (forward, grad input): a packed panel (kKC x kNR)
 // stays in L1/L2 while the row tiles pass over it.
 constexpr int64_t kKC = 256;
+// Rows (of w) per block of the forward: kMC x kKC of packed w stays in L2
+// while the panels pass (at 512 rows, w's 512 KB per tap came from L3 once
+// per panel).
+constexpr int64_t kMC = 128;
 // K block over pixels (grad weight), in panels.
 constexpr int64_t kWeightGradPanels = 12;
 // Output pixels per chunk: the packed right operand of one K block
 // (kKC x this) stays in L2.
 constexpr int64_t kChunkCols = 1024;
 
-// ---- the columns of a chunk ----------------------------------------------------------------
-
-// Kernel offsets k (kh or kw) for which output position o reads inside the
-// input: 0 <= o*stride - pad + k*dilation < in. Always a range [lo, hi).
-struct Range {
-  int64_t lo = 0, hi = 0;
-  bool empty() const { return lo >= hi; }
-  bool operator==(const Range&) const = default;
-};
-Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
-  const int64_t base = o * stride - pad;
-  Range r;
-  r.lo = std::min(kernel, base >= 0 ? 0 : ceil_div(-base, dilation));
-  r.hi = std::clamp<int64_t>(in - base <= 0 ? 0 : ceil_div(in - base, dilation), r.lo, kernel);
-  return r;
-}
-
-// The output pixels of a chunk in GEMM column order, and the taps each panel needs.
-struct ChunkPlan {
-  int64_t images = 0, cols = 0, panels = 0;
-  std::vector<int64_t> n, oh, ow;                   // per column
-  std::vector<int64_t> out_off;                     // per column: see output_offset
-  std::vector<int64_t> column_of;                   // [n * Ho*Wo + oh * Wo + ow] -> its column
-  std::vector<std::vector<int64_t>> panels_of_tap;  // [kh * kW + kw] -> panels needing it
-
-  // whole_rows: one column group (the union of their taps) instead of
-  // corner/edge/inner ones, so that every output row is a run of columns
-  // (conv2d_pack's loads need them); costs the products of the padding
-  // columns' padding taps.
-  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr, bool whole_rows) : images(images_) {
-    // Output rows (and columns) grouped by their valid kernel rows (columns).
-    auto groups = [](int64_t count, auto range_of) {
-      std::vector<std::pair<Range, std::vector<int64_t>>> gs;
-      for (int64_t o = 0; o < count; ++o) {
-        const Range r = range_of(o);
-        auto it = std::find_if(gs.begin(), gs.end(), [&](const auto& e) { return e.first == r; });
-        if (it == gs.end()) {
-          gs.emplace_back(r, std::vector<int64_t>());
-          it = gs.end() - 1;
-        }
-        it->second.push_back(o);
-      }
-      return gs;
-    };
-    const auto row_groups =
-        groups(g.out_h, [&](int64_t o) { return tap_range(o, g.stride_h, g.pad_h, g.dilation_h, g.in_h, g.kernel_h); });
-    auto col_range = [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); };
-    Range all_cols;
-    for (int64_t o = 0; o < g.out_w; ++o)
-      if (const Range r = col_range(o); !r.empty())
-        all_cols = all_cols.empty() ? r : Range{std::min(all_cols.lo, r.lo), std::max(all_cols.hi, r.hi)};
-    const auto col_groups = whole_rows ? groups(g.out_w, [&](int64_t) { return all_cols; }) : groups(g.out_w, col_range);
-    // Groups in snake order (the column groups run backwards on every other
-    // row group), so neighbouring groups share their kernel rows or columns
-    // and a panel that straddles two needs no more taps than the larger one.
-    std::vector<Range> col_kh, col_kw;
-    for (size_t ri = 0; ri < row_groups.size(); ++ri)
-      for (size_t ci = 0; ci < col_groups.size(); ++ci) {
-        const auto& [rr, rows] = row_groups[ri];
-        const auto& [cr, cs] = col_groups[ri % 2 == 0 ? ci : col_groups.size() - 1 - ci];
-        for (int64_t i = 0; i < images; ++i)
-          for (int64_t r : rows)
-            for (int64_t c : cs) {
-              n.push_back(i), oh.push_back(r), ow.push_back(c);
-              col_kh.push_back(rr.empty() || cr.empty() ? Range{} : rr);
-              col_kw.push_back(rr.empty() || cr.empty() ? Range{} : cr);
-            }
-      }
-    cols = static_cast<int64_t>(n.size());
-    column_of.resize(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j) {
-      out_off.push_back(n[col(j)] * g.out_channels * g.out_h * g.out_w + oh[col(j)] * g.out_w + ow[col(j)]);
-      column_of[static_cast<size_t>((n[col(j)] * g.out_h + oh[col(j)]) * g.out_w + ow[col(j)])] = j;
-    }
-    // A panel needs the taps valid for some of its columns (the bounding
-    // ranges of their kernel rows and columns).
-    panels = ceil_div(cols, nr);
-    panels_of_tap.resize(static_cast<size_t>(g.kernel_h * g.kernel_w));
-    for (int64_t p = 0; p < panels; ++p) {
-      Range h, w;
-      for (int64_t j = p * nr; j < std::min(cols, (p + 1) * nr); ++j) {
-        const Range a = col_kh[static_cast<size_t>(j)], b = col_kw[static_cast<size_t>(j)];
-        if (a.empty()) continue;
-        h = h.empty() ? a : Range{std::min(h.lo, a.lo), std::max(h.hi, a.hi)};
-        w = w.empty() ? b : Range{std::min(w.lo, b.lo), std::max(w.hi, b.hi)};
-      }
-      for (int64_t a = h.lo; a < h.hi; ++a)
-        for (int64_t b = w.lo; b < w.hi; ++b) panels_of_tap[static_cast<size_t>(a * g.kernel_w + b)].push_back(p);
-    }
-  }
-  size_t col(int64_t j) const { return static_cast<size_t>(j); }
-
-  // Offset of the input pixel that tap (a, b) of column j reads, from the
-  // chunk's first image and the channel's plane start; -1 in the padding or
-  // past the last column.
-  int64_t input_offset(const Conv2dGeometry& g, int64_t j, int64_t a, int64_t b) const {
-    if (j >= cols) return -1;
-    const int64_t ih = oh[col(j)] * g.stride_h - g.pad_h + a * g.dilation_h;
-    const int64_t iw = ow[col(j)] * g.stride_w - g.pad_w + b * g.dilation_w;
-    if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) return -1;
-    return n[col(j)] * g.in_channels * g.in_h * g.in_w + ih * g.in_w + iw;
-  }
-  // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
-  int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
-};
-
-// Plans for the chunk sizes of one call (all chunks but the last have the same size).
-class Plans {
- public:
-  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr, bool whole_rows = false) {
-    if (g.batch == 0) return;
-    full_.emplace_back(g, std::min(nb, g.batch), nr, whole_rows);
-    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr, whole_rows);
-  }
-  const ChunkPlan& operator()(int64_t images) const { return full_[0].images == images ? full_[0] : full_[1]; }
-
- private:
-  std::vector<ChunkPlan> full_;
-};
 
 // Images per chunk: about `cols` output pixels, and a whole number of
 // chunks per thread (the threads share the chunks out).
@@ -195,6 +84,7 @@ struct Scratch {
   std::vector<int64_t> offsets;
   std::vector<int32_t> offsets32;  // the forward's, when they fit: gathers with 32-bit indices take half the instructions
   std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
+  std::vector<int64_t> vsrc;                // the forward's, images innermost: where each vector comes from
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -257,12 +147,21 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
           const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
           const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
-          for (int64_t t = 0; t < taps; ++t, d += inner * m_pad) {
-            const int64_t wt = V == WeightView::kTransposedFlipped ? taps - 1 - t : t;
+          // Source tap s of w goes to packed tap dt(s) (flipped: taps - 1 - s).
+          auto dt = [&](int64_t s) { return V == WeightView::kTransposedFlipped ? taps - 1 - s : s; };
+          int64_t s = 0;
+          if constexpr (std::is_same_v<T, float> && kMR == 8)
+            if (rows == kMR)  // 8 taps of the 8 rows at a time, transposed in registers
+              for (alignas(32) float tr[64]; s + 8 <= taps; s += 8) {
+                conv2d_pack::transpose8(src + s, row_step, tr, 8);
+                for (int64_t e = 0; e < 8; ++e) std::memcpy(d + dt(s + e) * inner * m_pad, tr + e * 8, sizeof tr / 8);
+              }
+          for (; s < taps; ++s) {
+            T* ds = d + dt(s) * inner * m_pad;
             if (rows == kMR) {
-              for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * row_step + wt];
+              for (int64_t r = 0; r < kMR; ++r) ds[r] = src[r * row_step + s];
             } else {
-              for (int64_t r = 0; r < kMR; ++r) d[r] = r < rows ? src[r * row_step + wt] : T(0);
+              for (int64_t r = 0; r < kMR; ++r) ds[r] = r < rows ? src[r * row_step + s] : T(0);
             }
           }
         }
@@ -286,20 +185,32 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const int64_t nb = chunk_images(g, kChunkCols);
-  // Strided: whole output rows, whose taps conv2d_pack reads as runs.
-  const Plans plans(g, nb, NR, g.stride_w > 1);
+  // Strided: images innermost (see ColumnOrder), whose vectors of columns
+  // are copied whole from a transposed x; 1x1 kernels read each pixel at
+  // most once, not worth transposing all of x: their whole rows are loaded
+  // (ops/cpu/conv2d_pack.h).
+  const ColumnOrder order = g.stride_w == 1                          ? ColumnOrder::kPixelClasses
+                            : g.kernel_h * g.kernel_w > 1 ? ColumnOrder::kImagesInner
+                                                                     : ColumnOrder::kWholeRows;
+  const bool images_inner = order == ColumnOrder::kImagesInner;
+  constexpr int64_t NV = NR / conv2d_gemm::kLanes<T>;
+  const Plans plans(g, nb, NR, order);
   for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
+    // x of the chunk and group, images innermost: [c][pixel][image].
+    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, images * Cg * HW) : nullptr;
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
     s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
+    s.vsrc.resize(static_cast<size_t>(plan.panels * NV));
     std::vector<char> started(static_cast<size_t>(plan.panels));
     const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
+      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt);
       for (int64_t a = 0; a < g.kernel_h; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
           const int64_t t = a * g.kernel_w + b;
@@ -310,32 +221,58 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
             for (int64_t jj = 0; jj < NR; ++jj)
               s.offsets[static_cast<size_t>(i * NR + jj)] =
                   plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+          if (images_inner)
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t q = 0; q < NV; ++q) {
+                const int64_t j = pt[static_cast<size_t>(i)] * NR + q * (NR / NV);
+                const int64_t pix = plan.input_pixel(g, j, a, b);
+                s.vsrc[static_cast<size_t>(i * NV + q)] = !plan.one_pixel(j, NR / NV) ? conv2d_pack::kColumns
+                                                          : pix < 0 ? conv2d_pack::kZero
+                                                                    : pix * images + plan.n[plan.col(j)];
+              }
           for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
-            // Loads of 8 from an offset must end before x does, for the last channel packed.
-            const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
-            const conv2d_pack::Group8* groups = nullptr;
-            if constexpr (conv2d_pack::kLoads<T>) {
-              conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
-              groups = s.groups.data();
-            }
-            if (small) {
-              s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
-              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
+            if (images_inner) {
+              const T* xtk = xt + k0 * HW * images;
+              if (small) {
+                s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets32.data(), bpack);
+              } else {
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets.data(), bpack);
+              }
             } else {
-              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
+              // Loads of 8 from an offset must end before x does, for the last channel packed.
+              const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
+              const conv2d_pack::Group8* groups = nullptr;
+              if constexpr (conv2d_pack::kLoads<T>) {
+                conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
+                groups = s.groups.data();
+              }
+              if (small) {
+                s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
+                conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
+              } else {
+                conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
+              }
             }
             const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
-            // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
+            // Panel-major inside blocks of kMC rows: a panel stays in L1
+            // while the block's row tiles pass over it, and the block of w
+            // stays in L2 while the panels pass.
+            for (int64_t t0 = 0; t0 < m_pad / kMR; t0 += kMC / kMR) {
+              const int64_t t1 = std::min(m_pad / kMR, t0 + kMC / kMR);
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
-            for (int64_t i = 0; i < np; ++i)
-              for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
-                const int64_t p = pt[static_cast<size_t>(i)];
-                any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
-                         std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
-                         started[static_cast<size_t>(p)] || k0 > 0);
-              }
+              for (int64_t i = 0; i < np; ++i)
+                for (int64_t tile = t0; tile < t1; ++tile) {
+                  const int64_t p = pt[static_cast<size_t>(i)];
+                  any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
+                           std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
+                           started[static_cast<size_t>(p)] || k0 > 0);
+                }
+            }
           }
           if (Cg > 0)
             for (int64_t p : pt) started[static_cast<size_t>(p)] = 1;
@@ -347,9 +284,10 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
         if (!started[static_cast<size_t>(p)])
           for (int64_t m = 0; m < Kg; ++m)
             std::fill(out + m * cols + p * NR, out + m * cols + std::min(cols, (p + 1) * NR), T(0));
+      // m outer: a row of out stays in L1 while its images are written.
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
-      for (int64_t n = 0; n < images; ++n)
-        for (int64_t m = 0; m < Kg; ++m) {
+      for (int64_t m = 0; m < Kg; ++m)
+        for (int64_t n = 0; n < images; ++n) {
           const T bm = bias ? bias[gi * Kg + m] : T(0);
           T* ym = y + ((n0 + n) * g.out_channels + gi * Kg + m) * P;
           const T* om = out + m * cols;

@@ -127,4 +127,88 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
   }
 }
 
+// ---- images innermost (conv2d_plan::ColumnOrder::kImagesInner) -----------------------------
+
+// Transposes an 8 x 8 block of floats: d[k * ldd + r] = s[r * lds + k].
+inline void transpose8(const float* s, int64_t lds, float* d, int64_t ldd) {
+  typedef float F8 __attribute__((vector_size(32)));
+  F8 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k) std::memcpy(&r[k], s + k * lds, sizeof(F8));
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int k = 0; k < 8; k += 4)
+    for (int h = 0; h < 2; ++h) {
+      u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  // u[k] (k < 4) holds columns k and k + 4 of rows 0-3, u[k + 4] of rows 4-7.
+  for (int k = 0; k < 4; ++k) {
+    const F8 lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const F8 hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    std::memcpy(d + k * ldd, &lo, sizeof(F8));
+    std::memcpy(d + (k + 4) * ldd, &hi, sizeof(F8));
+  }
+}
+
+// xt[c][p][n] = x[n * image_stride + c * HW + p] for `channels` channels of
+// `images` images: x with the images innermost, so that one pixel of
+// consecutive images is a run. Float in 8 x 8 blocks through registers,
+// images outer: x's rows lie C * HW floats apart (the same L1 set, when
+// that is a multiple of 4 KiB), so only 8 of them at a time, each read whole.
+template <class T>
+void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, int64_t image_stride, const T* x,
+                  T* xt) {
+  constexpr int64_t B = 8;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < channels; ++c) {
+    T* dst = xt + c * HW * images;
+    const T* src = x + c * HW;
+    for (int64_t n0 = 0; n0 < images; n0 += B)
+      for (int64_t p0 = 0; p0 < HW; p0 += B) {
+        const int64_t p1 = std::min(HW, p0 + B), n1 = std::min(images, n0 + B);
+        if constexpr (std::is_same_v<T, float>)
+          if (p1 - p0 == B && n1 - n0 == B) {
+            transpose8(src + n0 * image_stride + p0, image_stride, dst + p0 * images + n0, images);
+            continue;
+          }
+        for (int64_t p = p0; p < p1; ++p)
+          for (int64_t n = n0; n < n1; ++n) dst[p * images + n] = src[n * image_stride + p];
+      }
+  }
+}
+
+// Where a vector of L columns comes from: a run of xt's channel planes
+// (>= 0: its start), zeros (kZero: every column in the padding), or, where
+// the columns are not one pixel of consecutive images, x column by column
+// (kColumns).
+inline constexpr int64_t kZero = -1, kColumns = -2;
+
+// The panels of X_t from xt (channel c's plane at xt + c * plane) by vectors,
+// as pack_panels does from x by columns: vsrc[i * NR / L + q] says where
+// vector q of panel i comes from; offsets (pack_panels') are read for kColumns only.
+template <class T, class Off>
+void pack_vectors(bool parallel, int64_t np, int64_t kc, const T* xt, int64_t plane, const int64_t* vsrc, const T* x,
+                  int64_t HW, const Off* offsets, T* bpack) {
+  constexpr int64_t NR = conv2d_gemm::kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
+  static_assert(NR % L == 0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < np; ++i)
+    for (int64_t q = 0; q < NV; ++q) {
+      T* d = bpack + i * kc * NR + q * L;
+      const int64_t s = vsrc[i * NV + q];
+      if (s >= 0) {
+        const T* src = xt + s;
+        for (int64_t c = 0; c < kc; ++c, d += NR, src += plane) conv2d_gemm::store(d, conv2d_gemm::load(src));
+      } else if (s == kZero) {
+        for (int64_t c = 0; c < kc; ++c, d += NR) conv2d_gemm::store(d, conv2d_gemm::Vec<T>{});
+      } else {
+        const Off* off = offsets + i * NR + q * L;
+        for (int64_t c = 0; c < kc; ++c, d += NR)
+          for (int64_t jj = 0; jj < L; ++jj) d[jj] = off[jj] >= 0 ? x[c * HW + off[jj]] : T(0);
+      }
+    }
+}
+
 }  // namespace minidl::conv2d_pack
