@@ -416,16 +416,40 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
         // column, every read was a cache line of its own: 2/3 of grad weight
         // on 1x1 stride-2 shapes).
         constexpr int64_t kColBlock = 64;
+        // Float: 8 rows of dy (from m0) at a time, 8 x 8 blocks through
+        // registers where 8 columns are 8 consecutive pixels; false (and
+        // nothing done) unless 8 rows from m0 exist.
+        auto fast_dyt = [&](int64_t m0, int64_t j0, int64_t j_valid) {
+          if constexpr (!std::is_same_v<T, float> || NR % 8 != 0) {
+            return false;
+          } else {
+            if (m0 + 8 > Kg) return false;
+            T* d = dyt + (m0 / NR * max_cols) * NR + m0 % NR;
+            const T* src = dyg + m0 * P;
+            for (int64_t j = j0; j < j_valid; j += 8) {
+              if (j + 8 <= j_valid && plan.run(j, 8, 1)) {
+                conv2d_pack::transpose8(src + plan.output_offset(j), P, d + j * NR, NR);
+              } else {
+                for (int64_t r = 0; r < 8; ++r)
+                  for (int64_t k = j; k < std::min(j + 8, j_valid); ++k) d[k * NR + r] = src[r * P + plan.output_offset(k)];
+              }
+            }
+            return true;
+          }
+        };
         for (int64_t q = 0; q < m_panels; ++q)
           for (int64_t j0 = 0; j0 < cols_pad; j0 += kColBlock) {
             const int64_t j1 = std::min(cols_pad, j0 + kColBlock), j_valid = std::min(j1, cols);
-            for (int64_t mm = 0; mm < NR; ++mm) {
-              const int64_t m = q * NR + mm;
-              T* d = dyt + q * max_cols * NR + mm;
-              int64_t j = j0;
-              if (m < Kg)
-                for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
-              for (; j < j1; ++j) d[j * NR] = T(0);
+            for (int64_t mm0 = 0; mm0 < NR; mm0 += 8) {
+              const bool fast = fast_dyt(q * NR + mm0, j0, j_valid);
+              for (int64_t mm = mm0; mm < std::min(NR, mm0 + 8); ++mm) {
+                const int64_t m = q * NR + mm;
+                T* d = dyt + q * max_cols * NR + mm;
+                int64_t j = fast ? j_valid : j0;
+                if (m < Kg)
+                  for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
+                for (j = std::max(j, j_valid); j < j1; ++j) d[j * NR] = T(0);
+              }
             }
           }
         for (int64_t a = 0; a < g.kernel_h; ++a)
@@ -443,7 +467,8 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
                 // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR].
                 const int64_t rows = std::min(kMR, Cg - tile * kMR);
                 const T* src = xc + (gi * Cg + tile * kMR) * HW;
-                for (int64_t j = 0; j < kb; ++j) {
+                // Column j as kMR rows (0 in the padding and past the tile's rows).
+                auto column = [&](int64_t j) {
                   const int64_t o = off[static_cast<size_t>(j)];
                   T* d = apack + j * kMR;
                   if (o < 0 || rows < kMR) {
@@ -451,7 +476,28 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
                   } else {
                     for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
                   }
+                };
+                int64_t j = 0;
+                // Float, whole tiles of 8 rows: 8 columns at a time through
+                // registers where they read a run of step 1 or 2 that ends
+                // inside x (its last row reads 8 * step floats).
+                if constexpr (std::is_same_v<T, float> && kMR == 8) {
+                  const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + tile * kMR + 7)) * HW;
+                  for (; rows == kMR && j + 8 <= kb; j += 8) {
+                    const int64_t* o = off.data() + j;
+                    const int64_t step = o[1] - o[0];
+                    bool ok = o[0] >= 0 && (step == 1 || step == 2) && o[0] + 8 * step <= limit;
+                    for (int k = 2; k < 8 && ok; ++k) ok = o[k] == o[0] + k * step;
+                    if (ok && step == 1) {
+                      conv2d_pack::transpose8<1>(src + o[0], HW, apack + j * kMR, kMR);
+                    } else if (ok) {
+                      conv2d_pack::transpose8<2>(src + o[0], HW, apack + j * kMR, kMR);
+                    } else {
+                      for (int64_t k = j; k < j + 8; ++k) column(k);
+                    }
+                  }
                 }
+                for (; j < kb; ++j) column(j);
                 T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
                 for (int64_t q = 0; q < m_panels; ++q)
                   any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg,

@@ -129,11 +129,21 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
 
 // ---- images innermost (conv2d_plan::ColumnOrder::kImagesInner) -----------------------------
 
-// Transposes an 8 x 8 block of floats: d[k * ldd + r] = s[r * lds + k].
+// Transposes an 8 x 8 block of floats: d[k * ldd + r] = s[r * lds + k * Step]
+// (Step 1 or 2: each row read as 8 or 16 floats, the even ones kept).
+template <int Step = 1>
 inline void transpose8(const float* s, int64_t lds, float* d, int64_t ldd) {
+  static_assert(Step == 1 || Step == 2);
   typedef float F8 __attribute__((vector_size(32)));
   F8 r[8], t[8], u[8];
-  for (int k = 0; k < 8; ++k) std::memcpy(&r[k], s + k * lds, sizeof(F8));
+  for (int k = 0; k < 8; ++k) {
+    std::memcpy(&r[k], s + k * lds, sizeof(F8));
+    if constexpr (Step == 2) {
+      F8 hi;
+      std::memcpy(&hi, s + k * lds + 8, sizeof(F8));
+      r[k] = __builtin_shufflevector(r[k], hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    }
+  }
   for (int k = 0; k < 8; k += 2) {
     t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
     t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
