@@ -189,9 +189,11 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   // are copied whole from a transposed x; 1x1 kernels read each pixel at
   // most once, not worth transposing all of x: their whole rows are loaded
   // (ops/cpu/conv2d_pack.h).
-  const ColumnOrder order = g.stride_w == 1                          ? ColumnOrder::kPixelClasses
-                            : g.kernel_h * g.kernel_w > 1 ? ColumnOrder::kImagesInner
-                                                                     : ColumnOrder::kWholeRows;
+  // Chunks of fewer images than a vector would go column by column.
+  const ColumnOrder order = g.stride_w == 1 ? ColumnOrder::kPixelClasses
+                            : g.kernel_h * g.kernel_w > 1 && std::min(nb, g.batch) >= conv2d_plan::kImageGroup
+                                ? ColumnOrder::kImagesInner
+                                : ColumnOrder::kWholeRows;
   const bool images_inner = order == ColumnOrder::kImagesInner;
   constexpr int64_t NV = NR / conv2d_gemm::kLanes<T>;
   const Plans plans(g, nb, NR, order);
