@@ -219,26 +219,33 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
           const auto np = static_cast<int64_t>(pt.size());
           if (np == 0) continue;
-          for (int64_t i = 0; i < np; ++i)
-            for (int64_t jj = 0; jj < NR; ++jj)
-              s.offsets[static_cast<size_t>(i * NR + jj)] =
-                  plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+          // Where the vectors come from (images innermost), and the offset
+          // of each column's input pixel where some column needs it.
+          bool by_columns = !images_inner;
           if (images_inner)
             for (int64_t i = 0; i < np; ++i)
               for (int64_t q = 0; q < NV; ++q) {
                 const int64_t j = pt[static_cast<size_t>(i)] * NR + q * (NR / NV);
                 const int64_t pix = plan.input_pixel(g, j, a, b);
-                s.vsrc[static_cast<size_t>(i * NV + q)] = !plan.one_pixel(j, NR / NV) ? conv2d_pack::kColumns
+                const bool whole = plan.one_pixel(j, NR / NV);
+                by_columns = by_columns || !whole;
+                s.vsrc[static_cast<size_t>(i * NV + q)] = !whole    ? conv2d_pack::kColumns
                                                           : pix < 0 ? conv2d_pack::kZero
                                                                     : pix * images + plan.n[plan.col(j)];
               }
+          if (by_columns) {
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t jj = 0; jj < NR; ++jj)
+                s.offsets[static_cast<size_t>(i * NR + jj)] =
+                    plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+            if (small) s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
+          }
           for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
             if (images_inner) {
               const T* xtk = xt + k0 * HW * images;
               if (small) {
-                s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
                 conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
                                           s.offsets32.data(), bpack);
               } else {
@@ -254,7 +261,6 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
                 groups = s.groups.data();
               }
               if (small) {
-                s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
                 conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
               } else {
                 conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
