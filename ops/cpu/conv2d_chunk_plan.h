@@ -156,12 +156,6 @@ struct ChunkPlan {
       if (oh[col(j + k)] != oh[col(j)] || ow[col(j + k)] != ow[col(j)] || n[col(j + k)] != n[col(j)] + k) return false;
     return true;
   }
-  // Whether columns [j, j + count) have output offsets step apart.
-  bool run(int64_t j, int64_t count, int64_t step) const {
-    for (int64_t k = 1; k < count; ++k)
-      if (out_off[col(j + k)] != out_off[col(j)] + k * step) return false;
-    return true;
-  }
   // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
   int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
 };

@@ -153,7 +153,7 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           if constexpr (std::is_same_v<T, float> && kMR == 8)
             if (rows == kMR)  // 8 taps of the 8 rows at a time, transposed in registers
               for (alignas(32) float tr[64]; s + 8 <= taps; s += 8) {
-                conv2d_pack::transpose8(src + s, row_step, tr, 8);
+                transpose8::block(src + s, row_step, tr, 8);
                 for (int64_t e = 0; e < 8; ++e) std::memcpy(d + dt(s + e) * inner * m_pad, tr + e * 8, sizeof tr / 8);
               }
           for (; s < taps; ++s) {
@@ -425,8 +425,8 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
         // on 1x1 stride-2 shapes).
         constexpr int64_t kColBlock = 64;
         // Float: 8 rows of dy (from m0) at a time, 8 x 8 blocks through
-        // registers where 8 columns are 8 consecutive pixels; false (and
-        // nothing done) unless 8 rows from m0 exist.
+        // registers where 8 columns are at most two runs of pixels; false
+        // (and nothing done) unless 8 rows from m0 exist.
         auto fast_dyt = [&](int64_t m0, int64_t j0, int64_t j_valid) {
           if constexpr (!std::is_same_v<T, float> || NR % 8 != 0) {
             return false;
@@ -434,10 +434,11 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
             if (m0 + 8 > Kg) return false;
             T* d = dyt + (m0 / NR * max_cols) * NR + m0 % NR;
             const T* src = dyg + m0 * P;
+            const int64_t limit = dy + g.batch * g.out_channels * P - (src + 7 * P);  // readable from row 7
             for (int64_t j = j0; j < j_valid; j += 8) {
-              if (j + 8 <= j_valid && plan.run(j, 8, 1)) {
-                conv2d_pack::transpose8(src + plan.output_offset(j), P, d + j * NR, NR);
-              } else {
+              int64_t o[8];
+              for (int64_t k = 0; k < 8; ++k) o[k] = j + k < j_valid ? plan.output_offset(j + k) : -1;
+              if (!transpose8::runs<1>(src, P, o, limit, d + j * NR, NR)) {
                 for (int64_t r = 0; r < 8; ++r)
                   for (int64_t k = j; k < std::min(j + 8, j_valid); ++k) d[k * NR + r] = src[r * P + plan.output_offset(k)];
               }
@@ -487,22 +488,17 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
                 };
                 int64_t j = 0;
                 // Float, whole tiles of 8 rows: 8 columns at a time through
-                // registers where they read a run of step 1 or 2 that ends
-                // inside x (its last row reads 8 * step floats).
+                // registers where they read at most two runs of step 1 or 2
+                // (the stride) inside x.
                 if constexpr (std::is_same_v<T, float> && kMR == 8) {
-                  const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + tile * kMR + 7)) * HW;
+                  const int64_t limit = x + g.batch * g.in_channels * HW - (src + 7 * HW);  // readable from row 7
                   for (; rows == kMR && j + 8 <= kb; j += 8) {
                     const int64_t* o = off.data() + j;
-                    const int64_t step = o[1] - o[0];
-                    bool ok = o[0] >= 0 && (step == 1 || step == 2) && o[0] + 8 * step <= limit;
-                    for (int k = 2; k < 8 && ok; ++k) ok = o[k] == o[0] + k * step;
-                    if (ok && step == 1) {
-                      conv2d_pack::transpose8<1>(src + o[0], HW, apack + j * kMR, kMR);
-                    } else if (ok) {
-                      conv2d_pack::transpose8<2>(src + o[0], HW, apack + j * kMR, kMR);
-                    } else {
+                    const bool done = g.stride_w == 1   ? transpose8::runs<1>(src, HW, o, limit, apack + j * kMR, kMR)
+                                      : g.stride_w == 2 ? transpose8::runs<2>(src, HW, o, limit, apack + j * kMR, kMR)
+                                                        : false;
+                    if (!done)
                       for (int64_t k = j; k < j + 8; ++k) column(k);
-                    }
                   }
                 }
                 for (; j < kb; ++j) column(j);

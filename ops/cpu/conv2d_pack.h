@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/transpose8.h"
 
 namespace minidl::conv2d_pack {
 
@@ -129,39 +130,6 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
 
 // ---- images innermost (conv2d_plan::ColumnOrder::kImagesInner) -----------------------------
 
-// Transposes an 8 x 8 block of floats: d[k * ldd + r] = s[r * lds + k * Step]
-// (Step 1 or 2: each row read as 8 or 16 floats, the even ones kept).
-template <int Step = 1>
-inline void transpose8(const float* s, int64_t lds, float* d, int64_t ldd) {
-  static_assert(Step == 1 || Step == 2);
-  typedef float F8 __attribute__((vector_size(32)));
-  F8 r[8], t[8], u[8];
-  for (int k = 0; k < 8; ++k) {
-    std::memcpy(&r[k], s + k * lds, sizeof(F8));
-    if constexpr (Step == 2) {
-      F8 hi;
-      std::memcpy(&hi, s + k * lds + 8, sizeof(F8));
-      r[k] = __builtin_shufflevector(r[k], hi, 0, 2, 4, 6, 8, 10, 12, 14);
-    }
-  }
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  for (int k = 0; k < 8; k += 4)
-    for (int h = 0; h < 2; ++h) {
-      u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-  // u[k] (k < 4) holds columns k and k + 4 of rows 0-3, u[k + 4] of rows 4-7.
-  for (int k = 0; k < 4; ++k) {
-    const F8 lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    const F8 hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    std::memcpy(d + k * ldd, &lo, sizeof(F8));
-    std::memcpy(d + (k + 4) * ldd, &hi, sizeof(F8));
-  }
-}
-
 // xt[c][p][n] = x[n * image_stride + c * HW + p] for `channels` channels of
 // `images` images: x with the images innermost, so that one pixel of
 // consecutive images is a run. Float in 8 x 8 blocks through registers. 16
@@ -183,7 +151,7 @@ void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, i
           const int64_t p_end = std::min(HW, p0 + B), n_end = std::min(images, n1 + B);
           if constexpr (std::is_same_v<T, float>)
             if (p_end - p0 == B && n_end - n1 == B) {
-              transpose8(src + n1 * image_stride + p0, image_stride, dst + p0 * images + n1, images);
+              transpose8::block(src + n1 * image_stride + p0, image_stride, dst + p0 * images + n1, images);
               continue;
             }
           for (int64_t p = p0; p < p_end; ++p)
