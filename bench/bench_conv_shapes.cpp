@@ -6,6 +6,8 @@
 // (robust to other processes on a shared machine); one JSON line per shape and pass.
 //   build/bench/bench_conv_shapes [--threads 2] [--reps 20] [--algo auto|im2col|shifted|winograd]
 //                                 [--pass fwd|grad_input|grad_weight] N,C,K,H,k,stride,pad ...
+// A shape mm,M,N,K times the float32 matrix product (M x K) (K x N) instead
+// (ops/cpu/gemm.h's gemm_parallel, as matmul runs it), as pass "fwd".
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 
 #include "bench/bench_util.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/gemm.h"
 
 using namespace minidl;
 
@@ -80,6 +83,19 @@ static int program(int argc, char** argv) {
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
   for (const std::string& s : shapes) {
+    if (long long M, N, K; std::sscanf(s.c_str(), "mm,%lld,%lld,%lld", &M, &N, &K) == 3) {
+      std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), c(static_cast<size_t>(M * N));
+      for (float& v : a) v = normal(rng);
+      for (float& v : b) v = normal(rng);
+      const Times t = time_it(
+          [&] { detail::gemm_parallel(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N); },
+          o.reps, o.threads);
+      std::printf("{\"impl\":\"minidl\",\"algo\":\"gemm\",\"shape\":\"%s\",\"pass\":\"fwd\",\"min_ms\":%.4f,"
+                  "\"median_ms\":%.4f,\"cpu_ms\":%.4f}\n",
+                  s.c_str(), t.min_ms, t.median_ms, t.cpu_ms);
+      std::fflush(stdout);
+      continue;
+    }
     long long N, C, K, H, k, st, p;
     if (std::sscanf(s.c_str(), "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &N, &C, &K, &H, &k, &st, &p) != 7)
       throw examples::UsageError("shape: expected N,C,K,H,k,stride,pad, got " + s);
