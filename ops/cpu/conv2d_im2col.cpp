@@ -414,7 +414,7 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
     const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
     T* apack = thread_buffer<T>(Slot::kOperandA, kWeightGradPanels * NR * kMR);
     T* dyt = thread_buffer<T>(Slot::kTransform, m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
-    std::vector<int64_t> off(static_cast<size_t>(kWeightGradPanels * NR));
+    std::vector<int64_t> offs(static_cast<size_t>(taps * max_cols));  // [tap][column]: X_t's input offsets
     for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
       const ChunkPlan& plan = plans(std::min(nb, g.batch - n0));
       const int64_t cols = plan.cols, cols_pad = plan.panels * NR;
@@ -463,9 +463,16 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
               }
             }
           }
-        for (int64_t a = 0; a < g.kernel_h; ++a)
-          for (int64_t b = 0; b < g.kernel_w; ++b) {
-            const int64_t t = a * g.kernel_w + b;
+        // The input offsets of every tap's columns; then tile by tile, so
+        // that the tile's rows of x stay in L2 over the taps (tap by tap,
+        // the chunk's x came from L3 once per tap).
+        for (int64_t t = 0; t < taps; ++t)
+          for (int64_t j = 0; j < cols_pad; ++j)
+            offs[static_cast<size_t>(t * max_cols + j)] = plan.input_offset(g, j, t / g.kernel_w, t % g.kernel_w);
+        for (int64_t tile = tid; tile < c_tiles; tile += nt) {
+          const int64_t rows = std::min(kMR, Cg - tile * kMR);
+          const T* src = xc + (gi * Cg + tile * kMR) * HW;
+          for (int64_t t = 0; t < taps; ++t) {
             const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
             // K blocks: runs of consecutive panels of pt, at most kWeightGradPanels long.
             for (size_t i0 = 0; i0 < pt.size();) {
@@ -473,45 +480,41 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
               while (i1 < pt.size() && pt[i1] == pt[i1 - 1] + 1 && static_cast<int64_t>(i1 - i0) < kWeightGradPanels)
                 ++i1;
               const int64_t j0 = pt[i0] * NR, kb = static_cast<int64_t>(i1 - i0) * NR;
-              for (int64_t j = 0; j < kb; ++j) off[static_cast<size_t>(j)] = plan.input_offset(g, j0 + j, a, b);
-              for (int64_t tile = tid; tile < c_tiles; tile += nt) {
-                // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR].
-                const int64_t rows = std::min(kMR, Cg - tile * kMR);
-                const T* src = xc + (gi * Cg + tile * kMR) * HW;
-                // Column j as kMR rows (0 in the padding and past the tile's rows).
-                auto column = [&](int64_t j) {
-                  const int64_t o = off[static_cast<size_t>(j)];
-                  T* d = apack + j * kMR;
-                  if (o < 0 || rows < kMR) {
-                    for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
-                  } else {
-                    for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
-                  }
-                };
-                int64_t j = 0;
-                // Float, whole tiles of 8 rows: 8 columns at a time through
-                // registers where they read at most two runs of step 1 or 2
-                // (the stride) inside x.
-                if constexpr (std::is_same_v<T, float> && kMR == 8) {
-                  const int64_t limit = x + g.batch * g.in_channels * HW - (src + 7 * HW);  // readable from row 7
-                  for (; rows == kMR && j + 8 <= kb; j += 8) {
-                    const int64_t* o = off.data() + j;
-                    const bool done = g.stride_w == 1   ? transpose8::runs<1>(src, HW, o, limit, apack + j * kMR, kMR)
-                                      : g.stride_w == 2 ? transpose8::runs<2>(src, HW, o, limit, apack + j * kMR, kMR)
-                                                        : false;
-                    if (!done)
-                      for (int64_t k = j; k < j + 8; ++k) column(k);
-                  }
+              const int64_t* off = offs.data() + t * max_cols + j0;
+              // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR];
+              // column j as kMR rows (0 in the padding and past the tile's rows).
+              auto column = [&](int64_t j) {
+                const int64_t o = off[j];
+                T* d = apack + j * kMR;
+                if (o < 0 || rows < kMR) {
+                  for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
+                } else {
+                  for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
                 }
-                for (; j < kb; ++j) column(j);
-                T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
-                for (int64_t q = 0; q < m_panels; ++q)
-                  any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg,
-                           std::min(kMR, Cg - tile * kMR), std::min(NR, Kg - q * NR), true);
+              };
+              int64_t j = 0;
+              // Float, whole tiles of 8 rows: 8 columns at a time through
+              // registers where they read at most two runs of step 1 or 2
+              // (the stride) inside x.
+              if constexpr (std::is_same_v<T, float> && kMR == 8) {
+                const int64_t limit = x + g.batch * g.in_channels * HW - (src + 7 * HW);  // readable from row 7
+                for (; rows == kMR && j + 8 <= kb; j += 8) {
+                  const bool done = g.stride_w == 1   ? transpose8::runs<1>(src, HW, off + j, limit, apack + j * kMR, kMR)
+                                    : g.stride_w == 2 ? transpose8::runs<2>(src, HW, off + j, limit, apack + j * kMR, kMR)
+                                                      : false;
+                  if (!done)
+                    for (int64_t k = j; k < j + 8; ++k) column(k);
+                }
               }
+              for (; j < kb; ++j) column(j);
+              T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
+              for (int64_t q = 0; q < m_panels; ++q)
+                any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
+                         std::min(NR, Kg - q * NR), true);
               i0 = i1;
             }
           }
+        }
       }
     }
   }
