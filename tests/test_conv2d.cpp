@@ -339,6 +339,10 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(18, 9, 17, 9, 3, 2, 1), "stride 2, 9x9 -> 5x5, 18 images, odd channels"},
       {square(32, 8, 12, 10, 3, 2, 1, 1, 2), "stride 2, groups 2, 32 images"},
       {square(16, 300, 9, 6, 3, 2, 1), "stride 2, 16 images, two K blocks of channels (300 > 256)"},
+      // Grad weight in panels of 2 vectors where the output channels come
+      // in multiples of 2 but not 3 vectors (AVX-512: 32 and 64 channels):
+      {square(3, 10, 64, 6, 3, 1, 1), "64 output channels"},
+      {square(2, 12, 64, 7, 3, 2, 1, 1, 2), "stride 2, groups 2 of 32 output channels"},
   };
   check_cases(cases, Conv2dAlgo::kIm2colGemm, 900);
 }

@@ -394,9 +394,14 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   });
 }
 
-template <class T>
-void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t NR = kNR<T>;
+namespace {
+
+// Grad weight with panels of PV vectors of output channels (3, or 2 where
+// those come in multiples of 2 vectors but not 3: 256 with AVX-512 ran a
+// sixth panel of 16 at less than half speed).
+template <class T, int PV>
+void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t NR = PV * conv2d_gemm::kLanes<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G, taps = g.kernel_h * g.kernel_w;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
   const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
@@ -509,7 +514,7 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
               for (; j < kb; ++j) column(j);
               T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
               for (int64_t q = 0; q < m_panels; ++q)
-                any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
+                any_tile<T, PV>(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
                          std::min(NR, Kg - q * NR), true);
               i0 = i1;
             }
@@ -532,6 +537,16 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
           for (int64_t m = m0; m < m1; ++m) dw[((gi * Kg + m) * Cg + c) * taps + t] = src[m];
         }
     }
+}
+
+}  // namespace
+
+template <class T>
+void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t L = conv2d_gemm::kLanes<T>;
+  const int64_t Kg = g.out_channels / g.groups;
+  if (kMR >= 8 && Kg % (3 * L) != 0 && Kg % (2 * L) == 0) return backward_weight<T, 2>(g, dy, x, dw);
+  backward_weight<T, 3>(g, dy, x, dw);
 }
 
 template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
