@@ -83,7 +83,9 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, NR = PV * L;
   V acc[kMR][NV];
+#pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   // C's tile is needed at the end: fetched into L1 while the products run
   // (C lies in L2 or beyond, its rows far apart: waiting for it at the end
@@ -99,11 +101,16 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
       for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
     }
   }
+  // Fully unrolled, so that acc stays in registers (else GCC kept it on the stack around the loop).
   if (accumulate) {
+#pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) store(c + r * ldc + v * L, load(c + r * ldc + v * L) + acc[r][v]);
   } else {
+#pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) store(c + r * ldc + v * L, acc[r][v]);
   }
 }
