@@ -22,8 +22,12 @@
 // rows ([k][kMR]), the right one in panels of kNR columns ([k][kNR]), K in
 // blocks, and a micro-kernel keeping a kMR x kNR tile of the product in
 // registers. w is packed once per call, tap-major, and shared by the threads.
-// The forward packs X_t with ops/cpu/conv2d_pack.h (loads along output rows
-// where it can, gathers elsewhere); strided, its chunks keep output rows whole.
+// The columns of a chunk (their order, the taps each panel needs) are planned
+// in ops/cpu/conv2d_chunk_plan.h. The forward packs X_t with
+// ops/cpu/conv2d_pack.h: for kernels larger than 1x1, from x transposed to
+// images innermost, a vector of columns (one pixel of consecutive images) at
+// a time; for 1x1 ones with loads along output rows (whole rows when strided).
+// Grad weight packs its operands through 8x8 transposes (ops/cpu/transpose8.h).
 //
 // Threads: forward and grad input give each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
