@@ -82,7 +82,10 @@ inline bool runs(const float* s, int64_t lds, const int64_t* o, int64_t limit, f
     if (base[run] < 0 || base[run] + 8 * Step > limit) return false;
     second |= run << k;
   }
-  if (base[0] < 0) base[0] = 0;  // all padding: reads (and drops) s[0..]
+  if (valid == 0) {  // all padding: nothing to read
+    for (int k = 0; k < 8; ++k) std::memset(d + k * ldd, 0, sizeof(F8));
+    return true;
+  }
   if (run == 0) base[1] = base[0];
   const I8 bits = {1, 2, 4, 8, 16, 32, 64, 128};
   const I8 second_v = (bits & second) != 0, valid_v = (bits & valid) != 0;
