@@ -5,7 +5,9 @@
 // after 2 warm-ups, and the least process CPU time per thread
 // (robust to other processes on a shared machine); one JSON line per shape and pass.
 //   build/bench/bench_conv_shapes [--threads 2] [--reps 20] [--algo auto|im2col|shifted|winograd]
-//                                 N,C,K,H,k,stride,pad ...
+//                                 [--pass fwd|grad_input|grad_weight] N,C,K,H,k,stride,pad ...
+// A shape mm,M,N,K times the float32 matrix product (M x K) (K x N) instead
+// (ops/cpu/gemm.h's gemm_parallel, as matmul runs it), as pass "fwd".
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 
 #include "bench/bench_util.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/gemm.h"
 
 using namespace minidl;
 
@@ -63,6 +66,7 @@ static int program(int argc, char** argv) {
   Conv2dAlgo algo = Conv2dAlgo::kAuto;
   std::string algo_name = "auto";
   std::vector<std::string> shapes;
+  std::string only_pass;  // --pass: time only this pass (for a profiler)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" || a == "--reps") {
@@ -70,6 +74,8 @@ static int program(int argc, char** argv) {
     } else if (a == "--algo" && i + 1 < argc) {
       algo_name = argv[++i];
       algo = parse_algo(algo_name);
+    } else if (a == "--pass" && i + 1 < argc) {
+      only_pass = argv[++i];
     } else {
       shapes.push_back(a);
     }
@@ -77,6 +83,19 @@ static int program(int argc, char** argv) {
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
   for (const std::string& s : shapes) {
+    if (long long M, N, K; std::sscanf(s.c_str(), "mm,%lld,%lld,%lld", &M, &N, &K) == 3) {
+      std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N)), c(static_cast<size_t>(M * N));
+      for (float& v : a) v = normal(rng);
+      for (float& v : b) v = normal(rng);
+      const Times t = time_it(
+          [&] { detail::gemm_parallel(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N); },
+          o.reps, o.threads);
+      std::printf("{\"impl\":\"minidl\",\"algo\":\"gemm\",\"shape\":\"%s\",\"pass\":\"fwd\",\"min_ms\":%.4f,"
+                  "\"median_ms\":%.4f,\"cpu_ms\":%.4f}\n",
+                  s.c_str(), t.min_ms, t.median_ms, t.cpu_ms);
+      std::fflush(stdout);
+      continue;
+    }
     long long N, C, K, H, k, st, p;
     if (std::sscanf(s.c_str(), "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &N, &C, &K, &H, &k, &st, &p) != 7)
       throw examples::UsageError("shape: expected N,C,K,H,k,stride,pad, got " + s);
@@ -95,6 +114,7 @@ static int program(int argc, char** argv) {
         {"grad_weight",
          [&] { conv2d_backward_weight_kernel<float>(g, y.data(), x.data(), dw.data(), nullptr, algo); }}};
     for (const auto& [name, f] : passes) {
+      if (!only_pass.empty() && name != only_pass) continue;
       const Times t = time_it(f, o.reps, o.threads);
       std::printf("{\"impl\":\"minidl\",\"algo\":\"%s\",\"shape\":\"%s\",\"pass\":\"%s\",\"min_ms\":%.4f,"
                   "\"median_ms\":%.4f,\"cpu_ms\":%.4f}\n",
@@ -107,6 +127,6 @@ static int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return minidl::examples::run_main_with_usage(
-      "bench_conv_shapes", "bench_conv_shapes [--threads N] [--reps N] [--algo A] N,C,K,H,k,stride,pad ...",
+      "bench_conv_shapes", "bench_conv_shapes [--threads N] [--reps N] [--algo A] [--pass P] N,C,K,H,k,stride,pad ...",
       [&] { return program(argc, argv); });
 }

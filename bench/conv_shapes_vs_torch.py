@@ -8,7 +8,8 @@ median ratio over rounds, its range (the spread from the machine's noise), and
 the least of each side's times over the rounds.
 
 Usage: python3 bench/conv_shapes_vs_torch.py [--build build] [--isa native|avx2] [--threads 2]
-           [--reps 20] [--rounds 5] [--algo auto] N,C,K,H,k,stride,pad ...
+           [--reps 20] [--rounds 5] [--algo auto] N,C,K,H,k,stride,pad ... [mm,M,N,K ...]
+(mm,M,N,K: the float32 matrix product (M x K) (K x N), torch.mm against minidl's GEMM.)
 (--isa avx2: PyTorch capped to AVX2 like run_bench.py --isa avx2, for a build-avx2 minidl.)
 As a child (--torch-child) it times PyTorch and prints bench_conv_shapes' JSON lines.
 """
@@ -26,6 +27,12 @@ def torch_child(args):
     import torch.nn.functional as F
     torch.set_num_threads(args.threads)
     for s in args.shapes:
+        if s.startswith("mm,"):  # a float32 matrix product (M x K) (K x N), as pass "fwd"
+            M, Nc, Kc = (int(v) for v in s.split(",")[1:])
+            torch.manual_seed(0)
+            a, b = torch.randn(M, Kc), torch.randn(Kc, Nc)
+            time_passes(args, s, {"fwd": lambda: torch.mm(a, b)})
+            continue
         N, C, K, H, k, st, p = (int(v) for v in s.split(","))
         torch.manual_seed(0)
         x, w = torch.randn(N, C, H, H), torch.randn(K, C, k, k) * 0.05
@@ -39,19 +46,24 @@ def torch_child(args):
             "grad_weight": lambda: conv_bwd(dy, x, w, None, [st, st], [p, p], [1, 1], False, [0, 0], 1,
                                             [False, True, False]),
         }
-        with torch.no_grad():
-            for name, f in passes.items():
-                for _ in range(2):
-                    f()
-                ms, cpu = [], 1e30
-                for _ in range(args.reps):
-                    c0, t0 = time.process_time(), time.perf_counter()
-                    f()
-                    ms.append((time.perf_counter() - t0) * 1e3)
-                    cpu = min(cpu, (time.process_time() - c0) * 1e3 / args.threads)
-                ms.sort()
-                print(json.dumps({"impl": "pytorch", "shape": s, "pass": name, "min_ms": ms[0],
-                                  "median_ms": ms[len(ms) // 2], "cpu_ms": cpu}), flush=True)
+        time_passes(args, s, passes)
+
+
+def time_passes(args, s, passes):
+    import torch
+    with torch.no_grad():
+        for name, f in passes.items():
+            for _ in range(2):
+                f()
+            ms, cpu = [], 1e30
+            for _ in range(args.reps):
+                c0, t0 = time.process_time(), time.perf_counter()
+                f()
+                ms.append((time.perf_counter() - t0) * 1e3)
+                cpu = min(cpu, (time.process_time() - c0) * 1e3 / args.threads)
+            ms.sort()
+            print(json.dumps({"impl": "pytorch", "shape": s, "pass": name, "min_ms": ms[0],
+                              "median_ms": ms[len(ms) // 2], "cpu_ms": cpu}), flush=True)
 
 
 def lines(cmd, env):
@@ -93,7 +105,7 @@ def main():
     print(f"{'shape N,C,K,H,k,s,p':<24} {'pass':<12} {'minidl ms':>10} {'torch ms':>10} "
           f"{'ratio (median of rounds)':>25} {'range':>12}" + ("   baseline ratio, range" if args.baseline else ""))
     for s in args.shapes:
-        for p in ["fwd", "grad_input", "grad_weight"]:
+        for p in ["fwd"] if s.startswith("mm,") else ["fwd", "grad_input", "grad_weight"]:
             def pick(ls):
                 return next(l for l in ls if l["shape"] == s and l["pass"] == p)
             ratios = [pick(t)[args.metric] / pick(m)[args.metric] for m, t in rounds]

@@ -332,6 +332,17 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(1, 19, 21, 9, 3, 2, 1), "one image, 9x9 -> 5x5: rows of 5 straddle the groups of 4"},
       {square(2, 6, 12, 11, 3, 2, 0, 2), "stride 2, dilation 2, no padding"},
       {square(2, 8, 16, 13, 3, 3, 1), "stride 3: gathers only"},
+      // Strided 3x3 forwards order the columns images innermost and copy
+      // whole vectors (one pixel of consecutive images) from a transposed x
+      // (conv2d_plan::ColumnOrder::kImagesInner); partial blocks of images go column by column:
+      {square(37, 12, 20, 8, 3, 2, 1), "stride 2, 8x8 -> 4x4, 37 images: blocks of 16, 16 and 5"},
+      {square(18, 9, 17, 9, 3, 2, 1), "stride 2, 9x9 -> 5x5, 18 images, odd channels"},
+      {square(32, 8, 12, 10, 3, 2, 1, 1, 2), "stride 2, groups 2, 32 images"},
+      {square(16, 300, 9, 6, 3, 2, 1), "stride 2, 16 images, two K blocks of channels (300 > 256)"},
+      // Grad weight in panels of 2 vectors where the output channels come
+      // in multiples of 2 but not 3 vectors (AVX-512: 32 and 64 channels):
+      {square(3, 10, 64, 6, 3, 1, 1), "64 output channels"},
+      {square(2, 12, 64, 7, 3, 2, 1, 1, 2), "stride 2, groups 2 of 32 output channels"},
   };
   check_cases(cases, Conv2dAlgo::kIm2colGemm, 900);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "minidl/ops/cpu/conv2d_pack.h"
+#include "minidl/ops/cpu/transpose8.h"
 
 using namespace minidl;
 
@@ -54,4 +55,51 @@ TEST_CASE("conv2d_pack: loads and shuffles give what the gathers give") {
   CHECK(conv2d_pack::kLoads<float> == (NR % 8 == 0));
   CHECK(fast_groups > 20);
   CHECK(gathered_groups > 20);
+}
+
+// ops/cpu/transpose8.h: 8 x 8 transposes of blocks whose 8 columns are one
+// or two runs of step 1 or 2, padding lanes zeroed, and refusing blocks that
+// are neither or that would read past the end (`limit`).
+TEST_CASE("transpose8::runs gives the scalar transpose or refuses") {
+  const int64_t lds = 40, size = 7 * lds + 64;  // the last row starts at 7 * lds: 64 floats readable from there
+  std::vector<float> s(static_cast<size_t>(size));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<float>(i) + 0.25f;
+  std::mt19937 rng(11);
+  int done = 0, refused = 0, two_runs = 0;
+  for (int step : {1, 2}) {
+    for (int trial = 0; trial < 400; ++trial) {
+      // Lanes [0, cut) from base0, [cut, 8) from base1 (cut = 8: one run), some lanes padding (-1).
+      const int cut = static_cast<int>(rng() % 9);
+      const auto base0 = static_cast<int64_t>(rng() % 60), base1 = static_cast<int64_t>(rng() % 60);
+      int64_t o[8];
+      for (int k = 0; k < 8; ++k) {
+        o[k] = (k < cut ? base0 : base1) + step * k;
+        if (rng() % 6 == 0) o[k] = -1;
+      }
+      if (trial % 50 == 0) o[3] = o[2] + 3 * step;  // a third run: refused
+      std::vector<float> d(64, -1.f);
+      const bool ok = step == 1 ? transpose8::runs<1>(s.data(), lds, o, 64, d.data(), 8)
+                                : transpose8::runs<2>(s.data(), lds, o, 64, d.data(), 8);
+      if (!ok) {
+        ++refused;
+        for (float v : d) REQUIRE(v == -1.f);  // nothing written
+        continue;
+      }
+      ++done;
+      two_runs += cut > 0 && cut < 8 && base0 != base1;
+      for (int k = 0; k < 8; ++k)
+        for (int r = 0; r < 8; ++r) {
+          const float want = o[k] < 0 ? 0.f : s[static_cast<size_t>(r * lds + o[k])];
+          REQUIRE(d[static_cast<size_t>(k * 8 + r)] == want);
+        }
+    }
+  }
+  // All lanes in the padding: zeros, and nothing read (the rows may end right there: ASan).
+  std::vector<float> tiny(static_cast<size_t>(7 * lds + 1), 1.f), zeros8(64, -1.f);
+  const int64_t pad[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  CHECK(transpose8::runs<2>(tiny.data(), lds, pad, 1, zeros8.data(), 8));
+  for (float v : zeros8) CHECK(v == 0.f);
+  CHECK(done > 200);
+  CHECK(two_runs > 50);
+  CHECK(refused > 20);  // third runs and runs reaching past 64 - 8 * step
 }

@@ -83,8 +83,16 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, NR = PV * L;
   V acc[kMR][NV];
+#pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  // C's tile is needed at the end: fetched into L1 while the products run
+  // (C lies in L2 or beyond, its rows far apart: waiting for it at the end
+  // took a tenth of the tile's time).
+  if (accumulate)
+    for (int r = 0; r < kMR; ++r)
+      for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + v * L);
   for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
     V x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
@@ -93,11 +101,18 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
       for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
     }
   }
-  for (int r = 0; r < kMR; ++r)
-    for (int v = 0; v < NV; ++v) {
-      T* p = c + r * ldc + v * L;
-      store(p, accumulate ? load(p) + acc[r][v] : acc[r][v]);
-    }
+  // Fully unrolled, so that acc stays in registers (else GCC kept it on the stack around the loop).
+  if (accumulate) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) store(c + r * ldc + v * L, load(c + r * ldc + v * L) + acc[r][v]);
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) store(c + r * ldc + v * L, acc[r][v]);
+  }
 }
 
 // micro_tile for the rows x cols corner of a tile (at an edge of C): the

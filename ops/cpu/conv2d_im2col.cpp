@@ -22,8 +22,12 @@
 // rows ([k][kMR]), the right one in panels of kNR columns ([k][kNR]), K in
 // blocks, and a micro-kernel keeping a kMR x kNR tile of the product in
 // registers. w is packed once per call, tap-major, and shared by the threads.
-// The forward packs X_t with ops/cpu/conv2d_pack.h (loads along output rows
-// where it can, gathers elsewhere); strided, its chunks keep output rows whole.
+// The columns of a chunk (their order, the taps each panel needs) are planned
+// in ops/cpu/conv2d_chunk_plan.h. The forward packs X_t with
+// ops/cpu/conv2d_pack.h: for kernels larger than 1x1, from x transposed to
+// images innermost, a vector of columns (one pixel of consecutive images) at
+// a time; for 1x1 ones with loads along output rows (whole rows when strided).
+// Grad weight packs its operands through 8x8 transposes (ops/cpu/transpose8.h).
 //
 // Threads: forward and grad input give each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
@@ -36,6 +40,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "minidl/ops/cpu/conv2d_chunk_plan.h"
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv2d_pack.h"
@@ -51,135 +56,23 @@ using conv2d_gemm::kNR;
 using conv2d_gemm::round_up;
 using conv2d_gemm::Slot;
 using conv2d_gemm::thread_buffer;
+using conv2d_plan::ChunkPlan;
+using conv2d_plan::ColumnOrder;
+using conv2d_plan::Plans;
 
 // K block over channels (forward, grad input): a packed panel (kKC x kNR)
 // stays in L1/L2 while the row tiles pass over it.
 constexpr int64_t kKC = 256;
+// Rows (of w) per block of the forward: kMC x kKC of packed w stays in L2
+// while the panels pass (at 512 rows, w's 512 KB per tap came from L3 once
+// per panel).
+constexpr int64_t kMC = 128;
 // K block over pixels (grad weight), in panels.
 constexpr int64_t kWeightGradPanels = 12;
 // Output pixels per chunk: the packed right operand of one K block
 // (kKC x this) stays in L2.
 constexpr int64_t kChunkCols = 1024;
 
-// ---- the columns of a chunk ----------------------------------------------------------------
-
-// Kernel offsets k (kh or kw) for which output position o reads inside the
-// input: 0 <= o*stride - pad + k*dilation < in. Always a range [lo, hi).
-struct Range {
-  int64_t lo = 0, hi = 0;
-  bool empty() const { return lo >= hi; }
-  bool operator==(const Range&) const = default;
-};
-Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
-  const int64_t base = o * stride - pad;
-  Range r;
-  r.lo = std::min(kernel, base >= 0 ? 0 : ceil_div(-base, dilation));
-  r.hi = std::clamp<int64_t>(in - base <= 0 ? 0 : ceil_div(in - base, dilation), r.lo, kernel);
-  return r;
-}
-
-// The output pixels of a chunk in GEMM column order, and the taps each panel needs.
-struct ChunkPlan {
-  int64_t images = 0, cols = 0, panels = 0;
-  std::vector<int64_t> n, oh, ow;                   // per column
-  std::vector<int64_t> out_off;                     // per column: see output_offset
-  std::vector<int64_t> column_of;                   // [n * Ho*Wo + oh * Wo + ow] -> its column
-  std::vector<std::vector<int64_t>> panels_of_tap;  // [kh * kW + kw] -> panels needing it
-
-  // whole_rows: one column group (the union of their taps) instead of
-  // corner/edge/inner ones, so that every output row is a run of columns
-  // (conv2d_pack's loads need them); costs the products of the padding
-  // columns' padding taps.
-  ChunkPlan(const Conv2dGeometry& g, int64_t images_, int64_t nr, bool whole_rows) : images(images_) {
-    // Output rows (and columns) grouped by their valid kernel rows (columns).
-    auto groups = [](int64_t count, auto range_of) {
-      std::vector<std::pair<Range, std::vector<int64_t>>> gs;
-      for (int64_t o = 0; o < count; ++o) {
-        const Range r = range_of(o);
-        auto it = std::find_if(gs.begin(), gs.end(), [&](const auto& e) { return e.first == r; });
-        if (it == gs.end()) {
-          gs.emplace_back(r, std::vector<int64_t>());
-          it = gs.end() - 1;
-        }
-        it->second.push_back(o);
-      }
-      return gs;
-    };
-    const auto row_groups =
-        groups(g.out_h, [&](int64_t o) { return tap_range(o, g.stride_h, g.pad_h, g.dilation_h, g.in_h, g.kernel_h); });
-    auto col_range = [&](int64_t o) { return tap_range(o, g.stride_w, g.pad_w, g.dilation_w, g.in_w, g.kernel_w); };
-    Range all_cols;
-    for (int64_t o = 0; o < g.out_w; ++o)
-      if (const Range r = col_range(o); !r.empty())
-        all_cols = all_cols.empty() ? r : Range{std::min(all_cols.lo, r.lo), std::max(all_cols.hi, r.hi)};
-    const auto col_groups = whole_rows ? groups(g.out_w, [&](int64_t) { return all_cols; }) : groups(g.out_w, col_range);
-    // Groups in snake order (the column groups run backwards on every other
-    // row group), so neighbouring groups share their kernel rows or columns
-    // and a panel that straddles two needs no more taps than the larger one.
-    std::vector<Range> col_kh, col_kw;
-    for (size_t ri = 0; ri < row_groups.size(); ++ri)
-      for (size_t ci = 0; ci < col_groups.size(); ++ci) {
-        const auto& [rr, rows] = row_groups[ri];
-        const auto& [cr, cs] = col_groups[ri % 2 == 0 ? ci : col_groups.size() - 1 - ci];
-        for (int64_t i = 0; i < images; ++i)
-          for (int64_t r : rows)
-            for (int64_t c : cs) {
-              n.push_back(i), oh.push_back(r), ow.push_back(c);
-              col_kh.push_back(rr.empty() || cr.empty() ? Range{} : rr);
-              col_kw.push_back(rr.empty() || cr.empty() ? Range{} : cr);
-            }
-      }
-    cols = static_cast<int64_t>(n.size());
-    column_of.resize(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j) {
-      out_off.push_back(n[col(j)] * g.out_channels * g.out_h * g.out_w + oh[col(j)] * g.out_w + ow[col(j)]);
-      column_of[static_cast<size_t>((n[col(j)] * g.out_h + oh[col(j)]) * g.out_w + ow[col(j)])] = j;
-    }
-    // A panel needs the taps valid for some of its columns (the bounding
-    // ranges of their kernel rows and columns).
-    panels = ceil_div(cols, nr);
-    panels_of_tap.resize(static_cast<size_t>(g.kernel_h * g.kernel_w));
-    for (int64_t p = 0; p < panels; ++p) {
-      Range h, w;
-      for (int64_t j = p * nr; j < std::min(cols, (p + 1) * nr); ++j) {
-        const Range a = col_kh[static_cast<size_t>(j)], b = col_kw[static_cast<size_t>(j)];
-        if (a.empty()) continue;
-        h = h.empty() ? a : Range{std::min(h.lo, a.lo), std::max(h.hi, a.hi)};
-        w = w.empty() ? b : Range{std::min(w.lo, b.lo), std::max(w.hi, b.hi)};
-      }
-      for (int64_t a = h.lo; a < h.hi; ++a)
-        for (int64_t b = w.lo; b < w.hi; ++b) panels_of_tap[static_cast<size_t>(a * g.kernel_w + b)].push_back(p);
-    }
-  }
-  size_t col(int64_t j) const { return static_cast<size_t>(j); }
-
-  // Offset of the input pixel that tap (a, b) of column j reads, from the
-  // chunk's first image and the channel's plane start; -1 in the padding or
-  // past the last column.
-  int64_t input_offset(const Conv2dGeometry& g, int64_t j, int64_t a, int64_t b) const {
-    if (j >= cols) return -1;
-    const int64_t ih = oh[col(j)] * g.stride_h - g.pad_h + a * g.dilation_h;
-    const int64_t iw = ow[col(j)] * g.stride_w - g.pad_w + b * g.dilation_w;
-    if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) return -1;
-    return n[col(j)] * g.in_channels * g.in_h * g.in_w + ih * g.in_w + iw;
-  }
-  // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
-  int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
-};
-
-// Plans for the chunk sizes of one call (all chunks but the last have the same size).
-class Plans {
- public:
-  Plans(const Conv2dGeometry& g, int64_t nb, int64_t nr, bool whole_rows = false) {
-    if (g.batch == 0) return;
-    full_.emplace_back(g, std::min(nb, g.batch), nr, whole_rows);
-    if (g.batch % nb != 0 && g.batch > nb) full_.emplace_back(g, g.batch % nb, nr, whole_rows);
-  }
-  const ChunkPlan& operator()(int64_t images) const { return full_[0].images == images ? full_[0] : full_[1]; }
-
- private:
-  std::vector<ChunkPlan> full_;
-};
 
 // Images per chunk: about `cols` output pixels, and a whole number of
 // chunks per thread (the threads share the chunks out).
@@ -195,6 +88,7 @@ struct Scratch {
   std::vector<int64_t> offsets;
   std::vector<int32_t> offsets32;  // the forward's, when they fit: gathers with 32-bit indices take half the instructions
   std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
+  std::vector<int64_t> vsrc;                // the forward's, images innermost: where each vector comes from
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -257,12 +151,21 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
           const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
           const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
-          for (int64_t t = 0; t < taps; ++t, d += inner * m_pad) {
-            const int64_t wt = V == WeightView::kTransposedFlipped ? taps - 1 - t : t;
+          // Source tap s of w goes to packed tap dt(s) (flipped: taps - 1 - s).
+          auto dt = [&](int64_t s) { return V == WeightView::kTransposedFlipped ? taps - 1 - s : s; };
+          int64_t s = 0;
+          if constexpr (std::is_same_v<T, float> && kMR == 8)
+            if (rows == kMR)  // 8 taps of the 8 rows at a time, transposed in registers
+              for (alignas(32) float tr[64]; s + 8 <= taps; s += 8) {
+                transpose8::block(src + s, row_step, tr, 8);
+                for (int64_t e = 0; e < 8; ++e) std::memcpy(d + dt(s + e) * inner * m_pad, tr + e * 8, sizeof tr / 8);
+              }
+          for (; s < taps; ++s) {
+            T* ds = d + dt(s) * inner * m_pad;
             if (rows == kMR) {
-              for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * row_step + wt];
+              for (int64_t r = 0; r < kMR; ++r) ds[r] = src[r * row_step + s];
             } else {
-              for (int64_t r = 0; r < kMR; ++r) d[r] = r < rows ? src[r * row_step + wt] : T(0);
+              for (int64_t r = 0; r < kMR; ++r) ds[r] = r < rows ? src[r * row_step + s] : T(0);
             }
           }
         }
@@ -286,56 +189,104 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const int64_t nb = chunk_images(g, kChunkCols);
-  // Strided: whole output rows, whose taps conv2d_pack reads as runs.
-  const Plans plans(g, nb, NR, g.stride_w > 1);
+  // Images innermost (see ColumnOrder): vectors of columns copied whole
+  // from a transposed x, no gathers (Zen 5, 1 thread: 3x3 stride 2 on 8x8
+  // maps 1.1x, stride 1 on 4x4 and 8x8 maps 1.07-1.25x, forward and grad
+  // input). Not for chunks of fewer images than a vector (they would go
+  // column by column), nor for 1x1 kernels, which read each pixel at most
+  // once (not worth transposing all of x): strided, their whole rows are
+  // loaded (ops/cpu/conv2d_pack.h).
+  const ColumnOrder order = g.kernel_h * g.kernel_w > 1 && std::min(nb, g.batch) >= conv2d_plan::kImageGroup
+                                ? ColumnOrder::kImagesInner
+                            : g.stride_w > 1 ? ColumnOrder::kWholeRows
+                                             : ColumnOrder::kPixelClasses;
+  const bool images_inner = order == ColumnOrder::kImagesInner;
+  constexpr int64_t NV = NR / conv2d_gemm::kLanes<T>;
+  const Plans plans(g, nb, NR, order);
   for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
     const ChunkPlan& plan = plans(images);
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
+    // x of the chunk and group, images innermost: [c][pixel][image].
+    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, images * Cg * HW) : nullptr;
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
     s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
+    s.vsrc.resize(static_cast<size_t>(plan.panels * NV));
     std::vector<char> started(static_cast<size_t>(plan.panels));
     const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
+      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt);
       for (int64_t a = 0; a < g.kernel_h; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
           const int64_t t = a * g.kernel_w + b;
           const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
           const auto np = static_cast<int64_t>(pt.size());
           if (np == 0) continue;
-          for (int64_t i = 0; i < np; ++i)
-            for (int64_t jj = 0; jj < NR; ++jj)
-              s.offsets[static_cast<size_t>(i * NR + jj)] =
-                  plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+          // Where the vectors come from (images innermost), and the offset
+          // of each column's input pixel where some column needs it.
+          bool by_columns = !images_inner;
+          if (images_inner)
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t q = 0; q < NV; ++q) {
+                const int64_t j = pt[static_cast<size_t>(i)] * NR + q * (NR / NV);
+                const int64_t pix = plan.input_pixel(g, j, a, b);
+                const bool whole = plan.one_pixel(j, NR / NV);
+                by_columns = by_columns || !whole;
+                s.vsrc[static_cast<size_t>(i * NV + q)] = !whole    ? conv2d_pack::kColumns
+                                                          : pix < 0 ? conv2d_pack::kZero
+                                                                    : pix * images + plan.n[plan.col(j)];
+              }
+          if (by_columns) {
+            for (int64_t i = 0; i < np; ++i)
+              for (int64_t jj = 0; jj < NR; ++jj)
+                s.offsets[static_cast<size_t>(i * NR + jj)] =
+                    plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
+            if (small) s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
+          }
           for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
-            // Loads of 8 from an offset must end before x does, for the last channel packed.
-            const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
-            const conv2d_pack::Group8* groups = nullptr;
-            if constexpr (conv2d_pack::kLoads<T>) {
-              conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
-              groups = s.groups.data();
-            }
-            if (small) {
-              s.offsets32.assign(s.offsets.begin(), s.offsets.begin() + np * NR);
-              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
+            if (images_inner) {
+              const T* xtk = xt + k0 * HW * images;
+              if (small) {
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets32.data(), bpack);
+              } else {
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets.data(), bpack);
+              }
             } else {
-              conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
+              // Loads of 8 from an offset must end before x does, for the last channel packed.
+              const int64_t limit = ((g.batch - n0) * g.in_channels - (gi * Cg + k0 + kc - 1)) * HW;
+              const conv2d_pack::Group8* groups = nullptr;
+              if constexpr (conv2d_pack::kLoads<T>) {
+                conv2d_pack::classify(s.offsets.data(), np * NR, g.stride_w, limit, s.groups.data());
+                groups = s.groups.data();
+              }
+              if (small) {
+                conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets32.data(), groups, bpack);
+              } else {
+                conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
+              }
             }
             const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
-            // Panel-major: a panel stays in L1 while the row tiles of w pass over it.
+            // Panel-major inside blocks of kMC rows: a panel stays in L1
+            // while the block's row tiles pass over it, and the block of w
+            // stays in L2 while the panels pass.
+            for (int64_t t0 = 0; t0 < m_pad / kMR; t0 += kMC / kMR) {
+              const int64_t t1 = std::min(m_pad / kMR, t0 + kMC / kMR);
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
-            for (int64_t i = 0; i < np; ++i)
-              for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
-                const int64_t p = pt[static_cast<size_t>(i)];
-                any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
-                         std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
-                         started[static_cast<size_t>(p)] || k0 > 0);
-              }
+              for (int64_t i = 0; i < np; ++i)
+                for (int64_t tile = t0; tile < t1; ++tile) {
+                  const int64_t p = pt[static_cast<size_t>(i)];
+                  any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
+                           std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
+                           started[static_cast<size_t>(p)] || k0 > 0);
+                }
+            }
           }
           if (Cg > 0)
             for (int64_t p : pt) started[static_cast<size_t>(p)] = 1;
@@ -347,9 +298,10 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
         if (!started[static_cast<size_t>(p)])
           for (int64_t m = 0; m < Kg; ++m)
             std::fill(out + m * cols + p * NR, out + m * cols + std::min(cols, (p + 1) * NR), T(0));
+      // m outer: a row of out stays in L1 while its images are written.
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
-      for (int64_t n = 0; n < images; ++n)
-        for (int64_t m = 0; m < Kg; ++m) {
+      for (int64_t m = 0; m < Kg; ++m)
+        for (int64_t n = 0; n < images; ++n) {
           const T bm = bias ? bias[gi * Kg + m] : T(0);
           T* ym = y + ((n0 + n) * g.out_channels + gi * Kg + m) * P;
           const T* om = out + m * cols;
@@ -446,9 +398,14 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   });
 }
 
-template <class T>
-void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t NR = kNR<T>;
+namespace {
+
+// Grad weight with panels of PV vectors of output channels (3, or 2 where
+// those come in multiples of 2 vectors but not 3: 256 with AVX-512 ran a
+// sixth panel of 16 at less than half speed).
+template <class T, int PV>
+void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t NR = PV * conv2d_gemm::kLanes<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G, taps = g.kernel_h * g.kernel_w;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
   const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
@@ -466,7 +423,7 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
     const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
     T* apack = thread_buffer<T>(Slot::kOperandA, kWeightGradPanels * NR * kMR);
     T* dyt = thread_buffer<T>(Slot::kTransform, m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
-    std::vector<int64_t> off(static_cast<size_t>(kWeightGradPanels * NR));
+    std::vector<int64_t> offs(static_cast<size_t>(taps * max_cols));  // [tap][column]: X_t's input offsets
     for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
       const ChunkPlan& plan = plans(std::min(nb, g.batch - n0));
       const int64_t cols = plan.cols, cols_pad = plan.panels * NR;
@@ -478,21 +435,53 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
         // column, every read was a cache line of its own: 2/3 of grad weight
         // on 1x1 stride-2 shapes).
         constexpr int64_t kColBlock = 64;
+        // Float: 8 rows of dy (from m0) at a time, 8 x 8 blocks through
+        // registers where 8 columns are at most two runs of pixels; false
+        // (and nothing done) unless 8 rows from m0 exist.
+        auto fast_dyt = [&](int64_t m0, int64_t j0, int64_t j_valid) {
+          if constexpr (!std::is_same_v<T, float> || NR % 8 != 0) {
+            return false;
+          } else {
+            if (m0 + 8 > Kg) return false;
+            T* d = dyt + (m0 / NR * max_cols) * NR + m0 % NR;
+            const T* src = dyg + m0 * P;
+            const int64_t limit = dy + g.batch * g.out_channels * P - (src + 7 * P);  // readable from row 7
+            for (int64_t j = j0; j < j_valid; j += 8) {
+              int64_t o[8];
+              for (int64_t k = 0; k < 8; ++k) o[k] = j + k < j_valid ? plan.output_offset(j + k) : -1;
+              if (!transpose8::runs<1>(src, P, o, limit, d + j * NR, NR)) {
+                for (int64_t r = 0; r < 8; ++r)
+                  for (int64_t k = j; k < std::min(j + 8, j_valid); ++k) d[k * NR + r] = src[r * P + plan.output_offset(k)];
+              }
+            }
+            return true;
+          }
+        };
         for (int64_t q = 0; q < m_panels; ++q)
           for (int64_t j0 = 0; j0 < cols_pad; j0 += kColBlock) {
             const int64_t j1 = std::min(cols_pad, j0 + kColBlock), j_valid = std::min(j1, cols);
-            for (int64_t mm = 0; mm < NR; ++mm) {
-              const int64_t m = q * NR + mm;
-              T* d = dyt + q * max_cols * NR + mm;
-              int64_t j = j0;
-              if (m < Kg)
-                for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
-              for (; j < j1; ++j) d[j * NR] = T(0);
+            for (int64_t mm0 = 0; mm0 < NR; mm0 += 8) {
+              const bool fast = fast_dyt(q * NR + mm0, j0, j_valid);
+              for (int64_t mm = mm0; mm < std::min(NR, mm0 + 8); ++mm) {
+                const int64_t m = q * NR + mm;
+                T* d = dyt + q * max_cols * NR + mm;
+                int64_t j = fast ? j_valid : j0;
+                if (m < Kg)
+                  for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
+                for (j = std::max(j, j_valid); j < j1; ++j) d[j * NR] = T(0);
+              }
             }
           }
-        for (int64_t a = 0; a < g.kernel_h; ++a)
-          for (int64_t b = 0; b < g.kernel_w; ++b) {
-            const int64_t t = a * g.kernel_w + b;
+        // The input offsets of every tap's columns; then tile by tile, so
+        // that the tile's rows of x stay in L2 over the taps (tap by tap,
+        // the chunk's x came from L3 once per tap).
+        for (int64_t t = 0; t < taps; ++t)
+          for (int64_t j = 0; j < cols_pad; ++j)
+            offs[static_cast<size_t>(t * max_cols + j)] = plan.input_offset(g, j, t / g.kernel_w, t % g.kernel_w);
+        for (int64_t tile = tid; tile < c_tiles; tile += nt) {
+          const int64_t rows = std::min(kMR, Cg - tile * kMR);
+          const T* src = xc + (gi * Cg + tile * kMR) * HW;
+          for (int64_t t = 0; t < taps; ++t) {
             const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
             // K blocks: runs of consecutive panels of pt, at most kWeightGradPanels long.
             for (size_t i0 = 0; i0 < pt.size();) {
@@ -500,28 +489,41 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
               while (i1 < pt.size() && pt[i1] == pt[i1 - 1] + 1 && static_cast<int64_t>(i1 - i0) < kWeightGradPanels)
                 ++i1;
               const int64_t j0 = pt[i0] * NR, kb = static_cast<int64_t>(i1 - i0) * NR;
-              for (int64_t j = 0; j < kb; ++j) off[static_cast<size_t>(j)] = plan.input_offset(g, j0 + j, a, b);
-              for (int64_t tile = tid; tile < c_tiles; tile += nt) {
-                // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR].
-                const int64_t rows = std::min(kMR, Cg - tile * kMR);
-                const T* src = xc + (gi * Cg + tile * kMR) * HW;
-                for (int64_t j = 0; j < kb; ++j) {
-                  const int64_t o = off[static_cast<size_t>(j)];
-                  T* d = apack + j * kMR;
-                  if (o < 0 || rows < kMR) {
-                    for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
-                  } else {
-                    for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
-                  }
+              const int64_t* off = offs.data() + t * max_cols + j0;
+              // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR];
+              // column j as kMR rows (0 in the padding and past the tile's rows).
+              auto column = [&](int64_t j) {
+                const int64_t o = off[j];
+                T* d = apack + j * kMR;
+                if (o < 0 || rows < kMR) {
+                  for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
+                } else {
+                  for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
                 }
-                T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
-                for (int64_t q = 0; q < m_panels; ++q)
-                  any_tile(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg,
-                           std::min(kMR, Cg - tile * kMR), std::min(NR, Kg - q * NR), true);
+              };
+              int64_t j = 0;
+              // Float, whole tiles of 8 rows: 8 columns at a time through
+              // registers where they read at most two runs of step 1 or 2
+              // (the stride) inside x.
+              if constexpr (std::is_same_v<T, float> && kMR == 8) {
+                const int64_t limit = x + g.batch * g.in_channels * HW - (src + 7 * HW);  // readable from row 7
+                for (; rows == kMR && j + 8 <= kb; j += 8) {
+                  const bool done = g.stride_w == 1   ? transpose8::runs<1>(src, HW, off + j, limit, apack + j * kMR, kMR)
+                                    : g.stride_w == 2 ? transpose8::runs<2>(src, HW, off + j, limit, apack + j * kMR, kMR)
+                                                      : false;
+                  if (!done)
+                    for (int64_t k = j; k < j + 8; ++k) column(k);
+                }
               }
+              for (; j < kb; ++j) column(j);
+              T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
+              for (int64_t q = 0; q < m_panels; ++q)
+                any_tile<T, PV>(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
+                         std::min(NR, Kg - q * NR), true);
               i0 = i1;
             }
           }
+        }
       }
     }
   }
@@ -539,6 +541,16 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
           for (int64_t m = m0; m < m1; ++m) dw[((gi * Kg + m) * Cg + c) * taps + t] = src[m];
         }
     }
+}
+
+}  // namespace
+
+template <class T>
+void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+  constexpr int64_t L = conv2d_gemm::kLanes<T>;
+  const int64_t Kg = g.out_channels / g.groups;
+  if (kMR >= 8 && Kg % (3 * L) != 0 && Kg % (2 * L) == 0) return backward_weight<T, 2>(g, dy, x, dw);
+  backward_weight<T, 3>(g, dy, x, dw);
 }
 
 template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);

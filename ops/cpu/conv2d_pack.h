@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/transpose8.h"
 
 namespace minidl::conv2d_pack {
 
@@ -122,6 +123,88 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
       for (int64_t jj = 0; jj < NR; ++jj) {
         const T v = src[std::max<Off>(off[jj], 0)];
         d[jj] = off[jj] >= 0 ? v : T(0);
+      }
+    }
+  }
+}
+
+// ---- images innermost (conv2d_plan::ColumnOrder::kImagesInner) -----------------------------
+
+// xt[c][p][n] = x[n * image_stride + c * HW + p] for `channels` channels of
+// `images` images: x with the images innermost, so that one pixel of
+// consecutive images is a run. Float in 8 x 8 blocks through registers. 16
+// images at a time, each read as one sequential stream over its channels
+// (all images at once were too many streams for the prefetchers; pixels
+// outer made x's rows, C * HW floats apart, evict one another from L1), and
+// xt written in whole cache lines.
+template <class T>
+void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, int64_t image_stride, const T* x,
+                  T* xt) {
+  constexpr int64_t B = 8;
+  for (int64_t n0 = 0; n0 < images; n0 += 2 * B) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t c = 0; c < channels; ++c) {
+      T* dst = xt + c * HW * images;
+      const T* src = x + c * HW;
+      for (int64_t p0 = 0; p0 < HW; p0 += B)
+        for (int64_t n1 = n0; n1 < std::min(images, n0 + 2 * B); n1 += B) {
+          const int64_t p_end = std::min(HW, p0 + B), n_end = std::min(images, n1 + B);
+          if constexpr (std::is_same_v<T, float>)
+            if (p_end - p0 == B && n_end - n1 == B) {
+              transpose8::block(src + n1 * image_stride + p0, image_stride, dst + p0 * images + n1, images);
+              continue;
+            }
+          for (int64_t p = p0; p < p_end; ++p)
+            for (int64_t n = n1; n < n_end; ++n) dst[p * images + n] = src[n * image_stride + p];
+        }
+    }
+  }
+}
+
+// Where a vector of L columns comes from: a run of xt's channel planes
+// (>= 0: its start), zeros (kZero: every column in the padding), or, where
+// the columns are not one pixel of consecutive images, x column by column
+// (kColumns).
+inline constexpr int64_t kZero = -1, kColumns = -2;
+
+// The panels of X_t from xt (channel c's plane at xt + c * plane) by vectors,
+// as pack_panels does from x by columns: vsrc[i * NR / L + q] says where
+// vector q of panel i comes from; offsets (pack_panels') are read for kColumns only.
+template <class T, class Off>
+void pack_vectors(bool parallel, int64_t np, int64_t kc, const T* xt, int64_t plane, const int64_t* vsrc, const T* x,
+                  int64_t HW, const Off* offsets, T* bpack) {
+  constexpr int64_t NR = conv2d_gemm::kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
+  static_assert(NR % L == 0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < np; ++i) {
+    const int64_t* vs = vsrc + i * NV;
+    if (std::all_of(vs, vs + NV, [](int64_t s) { return s != kColumns; })) {
+      // Row by row (each row of the panel written whole), zeros from a
+      // vector of zeros: no branch per row.
+      alignas(64) static const T zeros[NR / NV] = {};
+      const T* src[NV];
+      int64_t step[NV];
+      for (int64_t q = 0; q < NV; ++q) {
+        src[q] = vs[q] >= 0 ? xt + vs[q] : zeros;
+        step[q] = vs[q] >= 0 ? plane : 0;
+      }
+      T* d = bpack + i * kc * NR;
+      for (int64_t c = 0; c < kc; ++c, d += NR)
+        for (int64_t q = 0; q < NV; ++q) conv2d_gemm::store(d + q * L, conv2d_gemm::load(src[q] + c * step[q]));
+      continue;
+    }
+    for (int64_t q = 0; q < NV; ++q) {
+      T* d = bpack + i * kc * NR + q * L;
+      const int64_t s = vs[q];
+      if (s >= 0) {
+        const T* src = xt + s;
+        for (int64_t c = 0; c < kc; ++c, d += NR, src += plane) conv2d_gemm::store(d, conv2d_gemm::load(src));
+      } else if (s == kZero) {
+        for (int64_t c = 0; c < kc; ++c, d += NR) conv2d_gemm::store(d, conv2d_gemm::Vec<T>{});
+      } else {
+        const Off* off = offsets + i * NR + q * L;
+        for (int64_t c = 0; c < kc; ++c, d += NR)
+          for (int64_t jj = 0; jj < L; ++jj) d[jj] = off[jj] >= 0 ? x[c * HW + off[jj]] : T(0);
       }
     }
   }

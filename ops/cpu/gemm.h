@@ -1,5 +1,6 @@
-// Row-major GEMM on Eigen, for the ops that need matrix products (matmul,
-// linear). Internal to ops/: not part of the public API.
+// Row-major GEMM for the ops that need matrix products (matmul, linear):
+// float32 on ops/cpu/packed_sgemm.h, float64 on Eigen. Internal to ops/: not
+// part of the public API.
 //
 //   C = alpha * op(A) * op(B) + beta * C      (beta is 0 or 1)
 //   op(A) is m x k (A stored k x m when trans_a), op(B) is k x n; every
@@ -22,6 +23,9 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#include "minidl/ops/cpu/packed_sgemm.h"
 
 namespace minidl::detail {
 
@@ -37,6 +41,11 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  // float32 on the packed micro-kernel (ops/cpu/packed_sgemm.h: ~2x Eigen's
+  // GEMM with AVX-512); Eigen for float64 and alpha != 1.
+  if constexpr (std::is_same_v<T, float>)
+    if (alpha == 1.f && (beta == 0.f || beta == 1.f))
+      return packed_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta == 1.f, c, ldc);
   RowMajorMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {
     if (beta == T(0)) C.setZero();
@@ -69,10 +78,11 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     return;
   }
   // Split the longer side of C into `threads` blocks, rounded to whole
-  // micro-tiles (48 rows or 16 columns is a multiple of Eigen's AVX-512 tiles).
+  // micro-tiles (48 rows or columns: a multiple of Eigen's AVX-512 tiles
+  // and of packed_sgemm's).
   const bool split_rows = m >= n;
   const int64_t len = split_rows ? m : n;
-  const int64_t align = split_rows ? 48 : 16;
+  const int64_t align = 48;
   int64_t chunk = (len + threads - 1) / threads;
   chunk = std::min(len, (chunk + align - 1) / align * align);
   const int64_t blocks = (len + chunk - 1) / chunk;
