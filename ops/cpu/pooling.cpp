@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "minidl/core/half.h"
+#include "minidl/ops/cpu/convert_half.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/pooling.h"
 
@@ -104,6 +105,13 @@ void max_pool_2x2_row(const C* r0, const C* r1, C* y, int64_t* idx, int64_t OW, 
   }
 }
 
+// Rows of 16-bit values to float32 and back (the vectorized conversions;
+// narrowing an exact 16-bit value gives it back).
+inline void widen_row(const BFloat16* in, float* out, int64_t n) { half_convert_kernels().bf16_to_f32(in, out, n); }
+inline void widen_row(const Half* in, float* out, int64_t n) { half_convert_kernels().f16_to_f32(in, out, n); }
+inline void narrow_row(const float* in, BFloat16* out, int64_t n) { half_convert_kernels().f32_to_bf16(in, out, n); }
+inline void narrow_row(const float* in, Half* out, int64_t n) { half_convert_kernels().f32_to_f16(in, out, n); }
+
 // 16-bit planes go through float rows: converting is cheaper than comparing
 // 16-bit values one by one, and the float row loop vectorizes.
 template <class T>
@@ -114,9 +122,9 @@ void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, int64_t W, int64_t OH, 
     float *r0 = buf.data(), *r1 = r0 + W, *y = r1 + W;
     for (int64_t oh = 0; oh < OH; ++oh) {
       const T* x0 = xp + 2 * oh * W;
-      for (int64_t i = 0; i < 2 * W; ++i) r0[i] = load(x0[i]);
+      widen_row(x0, r0, 2 * W);
       max_pool_2x2_row(r0, r1, y, ip + oh * OW, OW, 2 * oh * W, W);
-      for (int64_t i = 0; i < OW; ++i) yp[oh * OW + i] = T(y[i]);  // one of the inputs: exact
+      narrow_row(y, yp + oh * OW, OW);  // one of the inputs: exact
     }
   } else {
     for (int64_t oh = 0; oh < OH; ++oh)
@@ -174,7 +182,7 @@ void max_pool_backward_kernel(const T* gy, const int64_t* idx, T* gx, const Pool
       thread_local std::vector<float> sum;
       sum.assign(static_cast<size_t>(in_plane), 0.0f);
       for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) sum[static_cast<size_t>(idx[o])] += load(gy[o]);
-      for (int64_t i = 0; i < in_plane; ++i) gxp[i] = T(sum[static_cast<size_t>(i)]);
+      narrow_row(sum.data(), gxp, in_plane);
     } else {
       std::fill(gxp, gxp + in_plane, T(0));
       for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) gxp[idx[o]] += gy[o];
