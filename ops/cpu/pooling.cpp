@@ -78,7 +78,6 @@ inline Compute<T> load(T v) {
 
 // The window is x[2oh..2oh+1][2ow..2ow+1] (all inside: no padding, floor
 // division); taps in the general nest's order, so ties and NaNs pick the same index.
-template <class T>
 bool is_plain_2x2(const PoolGeometry& g) {
   return !g.adaptive && g.kernel[0] == 1 && g.stride[0] == 1 && g.padding[0] == 0 && g.in[0] == 1 &&
          g.kernel[1] == 2 && g.kernel[2] == 2 && g.stride[1] == 2 && g.stride[2] == 2 && g.padding[1] == 0 &&
@@ -135,7 +134,7 @@ void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, int64_t W, int64_t OH, 
 template <class T>
 void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry g) {
   const int64_t H = g.in[1], W = g.in[2], in_plane = g.in_plane(), out_plane = g.out_plane();
-  if (is_plain_2x2<T>(g)) {
+  if (is_plain_2x2(g)) {
 #pragma omp parallel for schedule(static) if (g.planes * in_plane >= kParallelWork)
     for (int64_t p = 0; p < g.planes; ++p)
       max_pool_2x2_plane(x + p * in_plane, y + p * out_plane, idx + p * out_plane, W, g.out[1], g.out[2]);
