@@ -9,7 +9,8 @@
 // Prints one JSON object per op:
 //   {"op":"conv2d_fwd_bwd","shape":"...","f32_ms":..,"bf16_dot_ms":..,"bf16_f32path_ms":..,"f32_over_bf16_dot":..,
 //    "cpu_f32_ms":..,...}
-// Options: --threads N (default 2), --reps N (default 15).
+// Options: --threads N (default 2), --reps N (default 15), --only gemm|layers
+// (layers: SmallNet's convs at batch 16 and the ops between them, batch 32).
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -97,12 +99,36 @@ int main(int argc, char** argv) {
   omp_set_num_threads(options.threads);
   const int reps = options.reps;
   std::printf("{\"avx512_bf16\":%s,\"threads\":%d}\n", cpu::cpu_has_avx512_bf16() ? "true" : "false", options.threads);
+  std::string only = "gemm";
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
   using V = const std::vector<Tensor>&;
+  const Conv2dParams pad1{.padding = {1, 1}};
+  if (only == "layers") {
+    compare("conv2d_fwd_bwd", "x 16x64x32x32, w 128x64x3x3", {{16, 64, 32, 32}, {128, 64, 3, 3}},
+            [&](V a) { return conv2d(a[0], a[1], Tensor(), pad1); }, reps);
+    compare("conv2d_fwd_bwd", "x 16x128x16x16, w 256x128x3x3", {{16, 128, 16, 16}, {256, 128, 3, 3}},
+            [&](V a) { return conv2d(a[0], a[1], Tensor(), pad1); }, reps);
+    compare("conv2d_fwd_bwd", "x 16x256x8x8, w 512x256x3x3", {{16, 256, 8, 8}, {512, 256, 3, 3}},
+            [&](V a) { return conv2d(a[0], a[1], Tensor(), pad1); }, reps);
+    compare("max_pool2d_fwd_bwd", "x 32x128x32x32, 2x2", {{32, 128, 32, 32}},
+            [&](V a) { return max_pool2d(a[0], {2, 2}); }, reps);
+    compare("adaptive_max_pool2d_fwd_bwd", "x 32x512x4x4 -> 1x1", {{32, 512, 4, 4}},
+            [&](V a) { return adaptive_max_pool2d(a[0], {1, 1}); }, reps);
+    compare("relu_fwd_bwd", "x 32x128x16x16", {{32, 128, 16, 16}}, [&](V a) { return relu(a[0]); }, reps);
+    compare("batch_norm_fwd_bwd", "x 32x128x16x16, float32 weight", {{32, 128, 16, 16}, {128}, {128}},
+            [&](V a) {
+              return batch_norm(a[0], Tensor(), Tensor(), a[1].to(kFloat32), a[2].to(kFloat32), true, 0.1, 1e-5);
+            },
+            reps);
+    compare("add_fwd_bwd", "32x64x32x32 + 32x64x32x32", {{32, 64, 32, 32}, {32, 64, 32, 32}},
+            [&](V a) { return add(a[0], a[1]); }, reps);
+    return 0;
+  }
   compare("matmul_fwd_bwd", "512x512 @ 512x512", {{512, 512}, {512, 512}}, [](V a) { return matmul(a[0], a[1]); },
           reps);
   compare("linear_fwd_bwd", "x 128x1024, W 1024x1024", {{128, 1024}, {1024, 1024}, {1024}},
           [](V a) { return linear(a[0], a[1], a[2]); }, reps);
-  const Conv2dParams pad1{.padding = {1, 1}};
   compare("conv2d_fwd_bwd", "x 64x32x32x32, w 32x32x3x3", {{64, 32, 32, 32}, {32, 32, 3, 3}},
           [&](V a) { return conv2d(a[0], a[1], Tensor(), pad1); }, reps);
   compare("conv2d_fwd_bwd", "x 64x64x16x16, w 64x64x3x3", {{64, 64, 16, 16}, {64, 64, 3, 3}},

@@ -217,13 +217,17 @@ def bench_train(args):
 
     amp = args.amp == "bf16"
 
+    cpu = [float("inf")]  # least process CPU time of a step / threads, as bench_train.cpp's cpu_ms
+
     def step():
+        c0 = time.process_time()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
             logits = model(x)
         loss = F.cross_entropy(logits.float(), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        cpu[0] = min(cpu[0], (time.process_time() - c0) * 1e3 / args.threads)
 
     ms = median_ms(step, args.reps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
@@ -231,7 +235,7 @@ def bench_train(args):
     print(json.dumps({"impl": "pytorch", "op": "train_step_" + args.model, "shape": shape,
                       "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
                       "version": "torch " + torch.__version__, "images_per_s": round(1e3 * batch / ms, 1),
-                      "peak_rss_mib": round(peak, 1)}), flush=True)
+                      "peak_rss_mib": round(peak, 1), "cpu_ms": round(cpu[0], 3)}), flush=True)
     if args.profile:
         phases = {"forward": [], "loss+zero_grad": [], "backward": [], "sgd step": []}
         for _ in range(args.reps):

@@ -19,6 +19,7 @@
 // the model's shapes (smallnet: every layer; resnet18: one 3x3 conv per
 // stage), to see where the time goes (bench_torch.py --suite train --profile 1 prints the same for PyTorch).
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +42,14 @@ double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+// Process CPU time in ms (all threads): on a loaded machine the least CPU
+// time of a step, divided by the thread count, says more than its wall time.
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
 }
 
 double elapsed_ms(std::chrono::steady_clock::time_point t0) {
@@ -111,11 +120,15 @@ void profile_resnet18_convs(int64_t n, int reps) {
   }
 }
 
-void print_step(const std::string& model_name, int64_t batch, const std::string& shape, double ms, int threads) {
+// cpu_ms: the least process CPU time of one step divided by threads (negative: not measured).
+void print_step(const std::string& model_name, int64_t batch, const std::string& shape, double ms, int threads,
+                double cpu_ms = -1.0) {
   std::printf(
       "{\"impl\":\"minidl\",\"op\":\"train_step_%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,"
-      "\"threads\":%d,\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f}\n",
+      "\"threads\":%d,\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f",
       model_name.c_str(), shape.c_str(), ms, threads, 1000.0 * static_cast<double>(batch) / ms, peak_rss_mib());
+  if (cpu_ms >= 0) std::printf(",\"cpu_ms\":%.3f", cpu_ms);
+  std::printf("}\n");
   std::fflush(stdout);
 }
 
@@ -166,8 +179,10 @@ static int program(int argc, char** argv) {
   if (amp_mode != "off" && amp_mode != "bf16")
     throw examples::UsageError("--amp: expected off or bf16, got " + amp_mode);
   const examples::MixedPrecision amp(amp_mode, kCPU);
+  double cpu_ms = 1e30;
   const double ms = bench::median_ms(
       [&] {
+        const double c0 = process_cpu_ms();
         Tensor logits;
         {
           auto region = amp.autocast();
@@ -177,10 +192,11 @@ static int program(int argc, char** argv) {
         sgd.zero_grad();
         loss.backward();
         sgd.step();
+        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
       },
       options.reps);
   print_step(model_name, batch, "batch " + std::to_string(batch) + (amp.enabled() ? " " + amp_mode : ""), ms,
-             options.threads);
+             options.threads, cpu_ms);
 
   if (profile) {
     // Phase times, each the median over reps steps (the phases of one step

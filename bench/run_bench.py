@@ -159,6 +159,20 @@ def main():
         print()
         print_table(f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
                     f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}", train_rows, best, train_row)
+        cpu_rows = [r for r in train_rows if "cpu_ms" in best[("minidl",) + r]]
+        if cpu_rows:
+            # Process CPU time of one step / threads, least over all reps and rounds: on a
+            # loaded machine it moves much less than wall time.
+            def least_cpu(impl, op, shape):
+                return min(l["cpu_ms"] for l in raw if (l["impl"], l["op"], l["shape"]) == (impl, op, shape) and "cpu_ms" in l)
+
+            def cpu_row(op, shape, m, t):
+                mc, tc = least_cpu("minidl", op, shape), least_cpu("pytorch", op, shape)
+                return f"{op:<22} {shape:<16} {mc:>14.1f} {tc:>14.1f} {tc / mc:>6.2f}"
+
+            print()
+            print_table(f"{'training step':<22} {'shape':<16} {'minidl cpu ms':>14} {'torch cpu ms':>14} {'ratio':>6}",
+                        cpu_rows, best, cpu_row)
     print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
 
 

@@ -1,11 +1,15 @@
 // CPU kernels of the elementwise binary ops (ops/binary.h's kernel interface):
 // strided loops with fast paths for the contiguous and broadcast-scalar
 // layouts, tensor-scalar ops, the broadcast-gradient reduction of
-// sum_to_shape, and fill_.
+// sum_to_shape, and fill_. add, sub, mul and div of two float16/bfloat16
+// tensors read and write them directly (float32 math, one rounding: what
+// Float32Compute's widened copies gave, without the copies); the rest of the
+// 16-bit ops go through Float32Compute.
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "minidl/core/half.h"
 #include "minidl/ops/binary.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
@@ -158,10 +162,37 @@ void fill_cpu(const Tensor& out, double value) {
   });
 }
 
+template <class T>
+void arithmetic_half(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const float s = static_cast<float>(alpha);
+  auto run = [&](auto f) { binary_loop<T>(out, a, b, f); };
+  auto F = [](T v) { return static_cast<float>(v); };
+  switch (op) {
+    case BinaryOp::Add:
+      if (alpha == 1.0) return run([F](T x, T y) { return T(F(x) + F(y)); });
+      return run([F, s](T x, T y) { return T(F(x) + s * F(y)); });
+    case BinaryOp::Sub:
+      if (alpha == 1.0) return run([F](T x, T y) { return T(F(x) - F(y)); });
+      return run([F, s](T x, T y) { return T(F(x) - s * F(y)); });
+    case BinaryOp::Mul: return run([F](T x, T y) { return T(F(x) * F(y)); });
+    case BinaryOp::Div: return run([F](T x, T y) { return T(F(x) / F(y)); });
+    default: MINIDL_ASSERT(false);
+  }
+}
+
+void binary_any_cpu(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div;
+  if (arithmetic && a.dtype() == out.dtype() && b.dtype() == out.dtype()) {
+    if (out.dtype() == kBFloat16) return arithmetic_half<BFloat16>(op, alpha, out, a, b);
+    if (out.dtype() == kFloat16) return arithmetic_half<Half>(op, alpha, out, a, b);
+  }
+  cpu::Float32Compute<binary_cpu, 2>::run(op, alpha, out, a, b);
+}
+
 }  // namespace
 
 void register_binary_cpu_kernels() {
-  binary_stub.set(DeviceType::CPU, cpu::Float32Compute<binary_cpu, 2>::run);
+  binary_stub.set(DeviceType::CPU, binary_any_cpu);
   binary_scalar_stub.set(DeviceType::CPU, cpu::Float32Compute<binary_scalar_cpu, 1>::run);
   sum_to_stub.set(DeviceType::CPU, cpu::Float32Compute<sum_to_cpu, 0>::run);
   fill_stub.set(DeviceType::CPU, fill_cpu);

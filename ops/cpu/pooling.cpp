@@ -2,11 +2,19 @@
 // OpenMP task per N*C plane. Each output's window is precomputed per dimension
 // (the taps inside the input, and for avg the padded extent), so window pools,
 // dilation, ceil_mode and adaptive bins share one loop nest; 2-D is D = 1.
+// The 2x2 stride-2 window of every CNN has its own loop (a fifth of a SmallNet
+// training step went to the general nest). max pooling reads float16/bfloat16
+// directly (comparisons in float32; the output is one of the inputs, the
+// gradient summed in float32 and rounded once: what Float32Compute's widened
+// copies gave, without them); avg pooling keeps Float32Compute.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "minidl/core/half.h"
+#include "minidl/ops/cpu/convert_half.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/pooling.h"
 
@@ -59,10 +67,80 @@ int64_t taps_per_output(const PoolGeometry& g) {
 
 // ---- max -----------------------------------------------------------------------
 
+// float for the 16-bit types (their math is float32), else T.
+template <class T>
+using Compute = std::conditional_t<is_half_v<T>, float, T>;
+
+template <class T>
+inline Compute<T> load(T v) {
+  return static_cast<Compute<T>>(v);
+}
+
+// The window is x[2oh..2oh+1][2ow..2ow+1] (all inside: no padding, floor
+// division); taps in the general nest's order, so ties and NaNs pick the same index.
+bool is_plain_2x2(const PoolGeometry& g) {
+  return !g.adaptive && g.kernel[0] == 1 && g.stride[0] == 1 && g.padding[0] == 0 && g.in[0] == 1 &&
+         g.kernel[1] == 2 && g.kernel[2] == 2 && g.stride[1] == 2 && g.stride[2] == 2 && g.padding[1] == 0 &&
+         g.padding[2] == 0 && g.dilation[1] == 1 && g.dilation[2] == 1 && 2 * g.out[1] <= g.in[1] &&
+         2 * g.out[2] <= g.in[2];
+}
+
+// One output row of the 2x2 window from input rows r0, r1 (C: float or
+// double). Selects, not branches: random data mispredicts them.
+template <class C>
+void max_pool_2x2_row(const C* r0, const C* r1, C* y, int64_t* idx, int64_t OW, int64_t i0, int64_t W) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    // best starts at the first tap: the general nest's -inf start picks it too.
+    C best = r0[2 * ow];
+    int64_t tap = 0;
+    const C v[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+    for (int k = 0; k < 3; ++k) {
+      const bool take = (v[k] > best) | (v[k] != v[k]);  // NaN propagates (the last NaN's index), as in PyTorch
+      best = take ? v[k] : best;
+      tap = take ? k + 1 : tap;
+    }
+    y[ow] = best;
+    idx[ow] = i0 + (tap >> 1) * W + 2 * ow + (tap & 1);
+  }
+}
+
+// Rows of 16-bit values to float32 and back (the vectorized conversions;
+// narrowing an exact 16-bit value gives it back).
+inline void widen_row(const BFloat16* in, float* out, int64_t n) { half_convert_kernels().bf16_to_f32(in, out, n); }
+inline void widen_row(const Half* in, float* out, int64_t n) { half_convert_kernels().f16_to_f32(in, out, n); }
+inline void narrow_row(const float* in, BFloat16* out, int64_t n) { half_convert_kernels().f32_to_bf16(in, out, n); }
+inline void narrow_row(const float* in, Half* out, int64_t n) { half_convert_kernels().f32_to_f16(in, out, n); }
+
+// 16-bit planes go through float rows: converting is cheaper than comparing
+// 16-bit values one by one, and the float row loop vectorizes.
+template <class T>
+void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, int64_t W, int64_t OH, int64_t OW) {
+  if constexpr (is_half_v<T>) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(2 * W + OW));
+    float *r0 = buf.data(), *r1 = r0 + W, *y = r1 + W;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const T* x0 = xp + 2 * oh * W;
+      widen_row(x0, r0, 2 * W);
+      max_pool_2x2_row(r0, r1, y, ip + oh * OW, OW, 2 * oh * W, W);
+      narrow_row(y, yp + oh * OW, OW);  // one of the inputs: exact
+    }
+  } else {
+    for (int64_t oh = 0; oh < OH; ++oh)
+      max_pool_2x2_row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, yp + oh * OW, ip + oh * OW, OW, 2 * oh * W, W);
+  }
+}
+
 template <class T>
 void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry g) {
-  const PlaneTaps t(g);
   const int64_t H = g.in[1], W = g.in[2], in_plane = g.in_plane(), out_plane = g.out_plane();
+  if (is_plain_2x2(g)) {
+#pragma omp parallel for schedule(static) if (g.planes * in_plane >= kParallelWork)
+    for (int64_t p = 0; p < g.planes; ++p)
+      max_pool_2x2_plane(x + p * in_plane, y + p * out_plane, idx + p * out_plane, W, g.out[1], g.out[2]);
+    return;
+  }
+  const PlaneTaps t(g);
 #pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;
@@ -72,34 +150,42 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
         for (const Taps& tw : t.w) {
           // First tap inside the input: PyTorch's index when the window holds only -inf.
           int64_t best_i = (pos(td, td.lo) * H + pos(th, th.lo)) * W + pos(tw, tw.lo);
-          T best = -std::numeric_limits<T>::infinity();
+          Compute<T> best = -std::numeric_limits<Compute<T>>::infinity();
           for (int64_t a = td.lo; a < td.hi; ++a)
             for (int64_t b = th.lo; b < th.hi; ++b) {
               const int64_t row = (pos(td, a) * H + pos(th, b)) * W;
               for (int64_t c = tw.lo; c < tw.hi; ++c) {
                 const int64_t i = row + pos(tw, c);
-                const T v = xp[i];
+                const Compute<T> v = load(xp[i]);
                 if (v > best || std::isnan(v)) {  // NaN propagates, as in PyTorch
                   best = v;
                   best_i = i;
                 }
               }
             }
-          y[o] = best;
+          y[o] = static_cast<T>(best);  // one of the inputs: exact in T
           idx[o++] = best_i;
         }
   }
 }
 
-// Routes each dy to its argmax (windows may overlap: contributions add).
+// Routes each dy to its argmax (windows may overlap: contributions add, for
+// the 16-bit types in a float32 plane rounded once).
 template <class T>
 void max_pool_backward_kernel(const T* gy, const int64_t* idx, T* gx, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
 #pragma omp parallel for schedule(static) if (g.planes * (in_plane + out_plane) >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     T* gxp = gx + p * in_plane;
-    std::fill(gxp, gxp + in_plane, T(0));
-    for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) gxp[idx[o]] += gy[o];
+    if constexpr (is_half_v<T>) {
+      thread_local std::vector<float> sum;
+      sum.assign(static_cast<size_t>(in_plane), 0.0f);
+      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) sum[static_cast<size_t>(idx[o])] += load(gy[o]);
+      narrow_row(sum.data(), gxp, in_plane);
+    } else {
+      std::fill(gxp, gxp + in_plane, T(0));
+      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) gxp[idx[o]] += gy[o];
+    }
   }
 }
 
@@ -187,16 +273,27 @@ void avg_pool_backward_kernel(const T* gy, T* gx, const PoolGeometry g) {
 
 // ---- dispatch ------------------------------------------------------------------
 
+// float32, float64, and float16/bfloat16 read directly.
+template <class F>
+void dispatch_with_half(DType dtype, const char* op, F&& f) {
+  if (dtype == kBFloat16) return f(BFloat16{});
+  if (dtype == kFloat16) return f(Half{});
+  MINIDL_DISPATCH_FLOATING(dtype, op, [&] { f(scalar_t{}); });
+}
+
 void max_pool_forward_cpu(const Tensor& x, const Tensor& y, const Tensor& indices, const PoolGeometry& g) {
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "max_pool", [&] {
-    max_pool_forward_kernel(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(), g);
+  dispatch_with_half(x.dtype(), "max_pool", [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_forward_kernel(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+                            indices.data_ptr<int64_t>(), g);
   });
 }
 
 void max_pool_backward_cpu(const Tensor& grad_y, const Tensor& indices, const Tensor& grad_x, const PoolGeometry& g) {
-  MINIDL_DISPATCH_FLOATING(grad_x.dtype(), "max_pool_backward", [&] {
-    max_pool_backward_kernel(grad_y.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(), grad_x.data_ptr<scalar_t>(),
-                             g);
+  dispatch_with_half(grad_x.dtype(), "max_pool_backward", [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_backward_kernel(static_cast<const T*>(grad_y.raw_data()), indices.data_ptr<int64_t>(),
+                             static_cast<T*>(grad_x.raw_data()), g);
   });
 }
 
@@ -214,8 +311,8 @@ void avg_pool_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const Poo
 }  // namespace
 
 void register_pooling_cpu_kernels() {
-  max_pool_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<max_pool_forward_cpu, 1>::run);
-  max_pool_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<max_pool_backward_cpu, 2>::run);
+  max_pool_forward_stub.set(DeviceType::CPU, max_pool_forward_cpu);
+  max_pool_backward_stub.set(DeviceType::CPU, max_pool_backward_cpu);
   avg_pool_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_forward_cpu, 1>::run);
   avg_pool_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_backward_cpu, 1>::run);
 }

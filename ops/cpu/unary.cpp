@@ -1,7 +1,11 @@
 // CPU kernels of the elementwise unary ops and activations (ops/unary.h's
 // kernel interface): forward y = f(x) and backward dx = g * f'(.) from the
 // saved x or y, as the table at the top of ops/unary.cpp lists.
+// relu on float16/bfloat16 reads and writes them directly (its result is the
+// input or 0, exact in any type); every other op on them goes through
+// Float32Compute.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "minidl/ops/cpu/float32_compute.h"
@@ -156,11 +160,57 @@ void unary_backward_cpu(UnaryOp op, const UnaryParams& p, const Tensor& dx, cons
                            [&] { unary_backward_cpu_typed<scalar_t>(op, p, dx, grad, saved); });
 }
 
+// relu on the 16-bit types, on their bits (a loop the compiler vectorizes,
+// which float conversions and struct selects were not): v < 0 is sign set,
+// not -0, not NaN (magnitude above the infinity's bits Inf). Inf is a
+// template constant: a captured uint16_t may alias the output, which stops
+// the vectorizer.
+template <uint16_t Inf>
+void relu_bits(const Tensor& out, const Tensor& x) {
+  unary_loop<uint16_t>(out, x, [](uint16_t v) -> uint16_t {
+    const uint16_t m = v & 0x7FFF;
+    const bool negative = (v & 0x8000) != 0 && m != 0 && m <= Inf;
+    return negative ? 0 : v;
+  });
+}
+
+// dx = y > 0 ? g : 0.
+template <uint16_t Inf>
+void relu_backward_bits(const Tensor& dx, const Tensor& grad, const Tensor& saved) {
+  backward_loop<uint16_t>(dx, grad, saved, [](uint16_t g, uint16_t y) -> uint16_t {
+    const bool positive = (y & 0x8000) == 0 && y != 0 && y <= Inf;
+    return positive ? g : 0;
+  });
+}
+
+bool relu_half(UnaryOp op, const Tensor& out, const Tensor& x) {
+  if (op != UnaryOp::Relu || out.dtype() != x.dtype()) return false;
+  if (x.dtype() == kBFloat16) return relu_bits<0x7F80>(out, x), true;
+  if (x.dtype() == kFloat16) return relu_bits<0x7C00>(out, x), true;
+  return false;
+}
+
+bool relu_backward_half(UnaryOp op, const Tensor& dx, const Tensor& grad, const Tensor& saved) {
+  if (op != UnaryOp::Relu || dx.dtype() != grad.dtype() || saved.dtype() != grad.dtype()) return false;
+  if (grad.dtype() == kBFloat16) return relu_backward_bits<0x7F80>(dx, grad, saved), true;
+  if (grad.dtype() == kFloat16) return relu_backward_bits<0x7C00>(dx, grad, saved), true;
+  return false;
+}
+
+void unary_any_cpu(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
+  if (!relu_half(op, out, x)) cpu::Float32Compute<unary_cpu, 2>::run(op, p, out, x);
+}
+
+void unary_backward_any_cpu(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
+                            const Tensor& saved) {
+  if (!relu_backward_half(op, dx, grad, saved)) cpu::Float32Compute<unary_backward_cpu, 2>::run(op, p, dx, grad, saved);
+}
+
 }  // namespace
 
 void register_unary_cpu_kernels() {
-  unary_stub.set(DeviceType::CPU, cpu::Float32Compute<unary_cpu, 2>::run);
-  unary_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<unary_backward_cpu, 2>::run);
+  unary_stub.set(DeviceType::CPU, unary_any_cpu);
+  unary_backward_stub.set(DeviceType::CPU, unary_backward_any_cpu);
 }
 
 }  // namespace minidl
