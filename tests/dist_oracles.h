@@ -31,12 +31,17 @@
 
 namespace minidl::testing {
 
-// Conv2d + ReLU + Linear + ReLU + Linear in float64, initialized from `seed`
-// (CPU generator), then moved to `device`.
-inline std::shared_ptr<nn::Module> conv_net(uint64_t seed, Device device = kCPU) {
+// Conv2d [+ BatchNorm2d] + ReLU + Linear + ReLU + Linear in float64,
+// initialized from `seed` (CPU generator), then moved to `device`.
+inline std::shared_ptr<nn::Module> conv_net(uint64_t seed, Device device = kCPU, bool batch_norm = false) {
   manual_seed(seed);
-  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)), nn::ReLU(), nn::Flatten(),
-                     nn::Linear(4 * 5 * 5, 8), nn::ReLU(), nn::Linear(8, 3));
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)));
+  if (batch_norm) net->push_back(nn::BatchNorm2d(4));
+  net->push_back(nn::ReLU());
+  net->push_back(nn::Flatten());
+  net->push_back(nn::Linear(4 * 5 * 5, 8));
+  net->push_back(nn::ReLU());
+  net->push_back(nn::Linear(8, 3));
   net->to(kFloat64);
   if (!device.is_cpu()) net->to(device);
   return net.ptr();
@@ -78,12 +83,19 @@ struct DdpOracle {
   Device device = kCPU;
   double tol = 1e-12;  // float64; a GPU's kernels sum in other orders than the CPU's
   dist::ProcessGroupPtr group = nullptr;  // the default group when null
+  // A BatchNorm2d after the conv, a SyncBatchNorm under DDP: W x B with
+  // SyncBN == one process x W*B with BatchNorm (gradients, parameters and
+  // running stats); needs equal per-rank batches (DDP averages rank means).
+  bool sync_bn = false;
 };
 
 inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
   const Device dev = o.device;
-  auto ref = conv_net(7);              // the single-process reference, on the CPU
-  auto model = conv_net(7 + rank, dev);  // different initial parameters on every rank
+  auto ref = conv_net(7, kCPU, o.sync_bn);  // the single-process reference, on the CPU
+  // Different initial parameters on every rank.
+  std::shared_ptr<nn::Module> model = conv_net(7 + rank, kCPU, o.sync_bn);
+  if (o.sync_bn) model = nn::convert_sync_batch_norm(model, o.group);
+  if (!dev.is_cpu()) model->to(dev);
   DIST_REQUIRE(rank == 0 || !params_equal(*model, *ref), << "ranks should start different");
   dist::DistributedDataParallel ddp(model, o.options, o.group);
   DIST_REQUIRE(params_equal(*model, *ref), << "construction must broadcast rank 0's parameters");
@@ -117,9 +129,13 @@ inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
     ref_opt.step();
   }
   require_params_close(*model, *ref, o.tol, "after 3 steps" + on);
+  const auto buffers = model->named_buffers(), ref_buffers = ref->named_buffers();
+  DIST_REQUIRE(buffers.size() == ref_buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)  // SyncBN's running stats == BatchNorm's over the whole batch
+    dist_require_close(buffers[i].second, ref_buffers[i].second, o.tol, o.tol, (buffers[i].first + on).c_str());
 
   // The state dict has the plain model's keys (no "module." prefix).
-  auto plain = conv_net(99, dev);
+  auto plain = conv_net(99, dev, o.sync_bn);
   plain->load_state_dict(ddp.module()->state_dict());
   require_params_close(*plain, *model, 0.0, "state_dict round trip" + on);
 }

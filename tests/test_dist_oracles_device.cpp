@@ -3,7 +3,8 @@
 // tensors through host memory as it stages CUDA tensors: the CPU build's
 // stand-in for "Gloo with CUDA tensors" (tests/test_cuda_dist_oracles.cpp runs
 // the same oracles on a GPU). Same tolerances as on the CPU: the test device
-// runs the CPU kernels.
+// runs the CPU kernels. The DDP + SyncBatchNorm oracle (a converted
+// BatchNorm2d inside DDP) runs here on the CPU too.
 #include <functional>
 #include <string>
 
@@ -38,5 +39,15 @@ TEST_CASE("SyncBatchNorm oracle on the test device: 4 x 2 and uneven 3, 2, 1, 0 
   check_ranks(4, [](int rank, int world) {
     set_num_threads(1);
     for (const SyncBnCase& c : sync_bn_four_rank_cases()) sync_bn_oracle(rank, world, c, kTestDevice);
+  });
+}
+
+TEST_CASE("DDP + SyncBatchNorm oracle, 4 ranks x 2 == BatchNorm over 8, on the CPU and the test device") {
+  check_ranks(4, [](int rank, int world) {
+    set_num_threads(1);
+    for (Device dev : {kCPU, kTestDevice})
+      ddp_oracle(rank, world,
+                 {.per_rank = 2, .options = dist::DDPOptions().bucket_cap_mb(0.001), .expect_several_buckets = true,
+                  .device = dev, .sync_bn = true});
   });
 }
