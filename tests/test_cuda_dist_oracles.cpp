@@ -3,10 +3,13 @@
 //   (b) Gloo with CUDA tensors: 4 processes sharing cuda:0 (Gloo stages them
 //       through pinned host memory; NCCL refuses two ranks on one GPU):
 //       DDP 4 x 2 (several buckets, default buckets, gradient_as_bucket_view),
-//       SyncBN 4 x 2 and uneven 3, 2, 1, 0 (an empty rank), DDP + SyncBN 4 x 2.
-//   (c) NCCL at world size 1 (one GPU): DDP 1 x 8, SyncBatchNormFunction
-//       itself (its all-gather and all-reduce over NCCL) == BatchNorm; and at
-//       world N = min(GPUs, 4) when N >= 2 GPUs exist: the (b) oracles with
+//       SyncBN 4 x 2 and uneven 3, 2, 1, 0 (an empty rank), DDP + SyncBN 4 x 2;
+//       with 2 processes, no_sync, find_unused_parameters, broadcast_buffers
+//       and the unused-parameter error (tests/ddp_feature_checks.h).
+//   (c) NCCL at world size 1 (one GPU): DDP 1 x 8, find_unused_parameters,
+//       the unused-parameter error, SyncBatchNormFunction itself (its
+//       all-gather and all-reduce over NCCL) == BatchNorm; and at
+//       world N = min(GPUs, 4) when N >= 2 GPUs exist: the (b) checks with
 //       one GPU per rank (uneven N-1, ..., 0), and the timeout: a rank that
 //       never issues a collective fails the other within the timeout, naming
 //       it. With one GPU the NCCL timeout path is covered by the fake
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "minidl/core/cuda.h"
+#include "tests/ddp_feature_checks.h"
 #include "tests/dist_oracles.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
@@ -127,6 +131,9 @@ TEST_CASE("NCCL at world size 1: DDP 1 x 8 and SyncBatchNormFunction == the CPU 
     ddp_oracle(rank, world,
                {.per_rank = 8, .options = dist::DDPOptions().bucket_cap_mb(0.001).gradient_as_bucket_view(true),
                 .expect_several_buckets = true, .device = gpu, .tol = kGpuTol});
+    // find_unused_parameters' int64 flags and the bucket views over NCCL.
+    find_unused_oracle(rank, world, gpu, /*as_view=*/true, nullptr, kGpuTol);
+    unused_parameter_error(rank, gpu);
     // The SyncBN module skips synchronizing at world size 1 (PyTorch's
     // need_sync); the function itself runs its collectives over NCCL.
     manual_seed(11);
@@ -157,6 +164,12 @@ TEST_CASE("NCCL at world size N (one GPU per rank, N = min(GPUs, 4) >= 2): DDP, 
     const Device gpu(DeviceType::CUDA, rank);
     ddp_oracles(rank, w, gpu);
     for (const SyncBnCase& c : sync_bn_cases(w)) sync_bn_oracle(rank, w, c, gpu);
+    for (bool as_view : {false, true}) {
+      no_sync_oracle(rank, w, gpu, as_view, kGpuTol);
+      find_unused_oracle(rank, w, gpu, as_view, nullptr, kGpuTol);
+    }
+    broadcast_buffers_check(rank, gpu);
+    unused_parameter_error(rank, gpu);
   }, "nccl");
 }
 
@@ -182,4 +195,17 @@ TEST_CASE("NCCL timeout (>= 2 GPUs): a rank that never issues a collective fails
     DIST_REQUIRE(took < 10.0, << "took " << took << " s for a 2 s timeout");
     DIST_REQUIRE_THROWS_CONTAINS(dist::default_group()->broadcast(t, 0), "unusable after an earlier collective failed");
   }, "nccl", 2000ms);
+}
+
+TEST_CASE("Gloo with CUDA tensors, 2 processes on cuda:0: no_sync, find_unused_parameters, broadcast_buffers, "
+          "the unused-parameter error") {
+  check_ranks(2, [](int rank, int world) {
+    const Device gpu(DeviceType::CUDA, 0);
+    for (bool as_view : {false, true}) {
+      no_sync_oracle(rank, world, gpu, as_view, kGpuTol);
+      find_unused_oracle(rank, world, gpu, as_view, nullptr, kGpuTol);
+    }
+    broadcast_buffers_check(rank, gpu);
+    unused_parameter_error(rank, gpu);
+  }, "gloo");
 }

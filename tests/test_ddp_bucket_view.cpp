@@ -1,6 +1,8 @@
-// DDP's gradient_as_bucket_view, and the ordering of the reducer's work
-// against its all-reduces, on the CPU and on the test device (forked ranks
-// over Gloo, tests/dist_test_util.h).
+// DDP's gradient_as_bucket_view, the ordering of the reducer's work against
+// its all-reduces, and DDP's features (no_sync, find_unused_parameters,
+// broadcast_buffers, the unused-parameter error; tests/ddp_feature_checks.h)
+// on the CPU and on the test device (forked ranks over Gloo,
+// tests/dist_test_util.h).
 //
 // Ordering: LateGroup wraps Gloo so that an all-reduce's (or broadcast's)
 // result lands in the tensor only when wait() is called on its Work; until
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/ddp_feature_checks.h"
 #include "tests/dist_oracles.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
@@ -98,39 +101,6 @@ class LateGroup final : public dist::ProcessGroup {
   dist::ProcessGroupPtr inner_;
 };
 
-// fc2(relu(fc1(x))) [+ branch(relu(fc1(x))) when use_branch].
-class TwoHeadsImpl : public nn::Module {
- public:
-  TwoHeadsImpl() : Module("TwoHeads") {
-    fc1 = register_module("fc1", nn::Linear(4, 6));
-    fc2 = register_module("fc2", nn::Linear(6, 2));
-    branch = register_module("branch", nn::Linear(6, 2));
-    to(kFloat64);
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = fc1(x).relu();
-    Tensor out = fc2(h);
-    if (use_branch) out = out + branch(h);
-    return out;
-  }
-  nn::Linear fc1{nullptr}, fc2{nullptr}, branch{nullptr};
-  bool use_branch = false;
-};
-MINIDL_MODULE(TwoHeads);
-
-TwoHeads two_heads(uint64_t seed, Device device) {
-  manual_seed(seed);
-  TwoHeads net;
-  if (!device.is_cpu()) net->to(device);
-  return net;
-}
-
-bool is_view_into_bucket(const Tensor& grad, const dist::DistributedDataParallel& ddp) {
-  for (size_t b = 0; b < ddp.reducer().num_buckets(); ++b)
-    if (grad.defined() && grad.impl()->storage == ddp.reducer().bucket_tensor(b).impl()->storage) return true;
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("DDP ordering: results that land only at wait() still give the oracle's gradients; no synchronize()") {
@@ -155,36 +125,20 @@ TEST_CASE("DDP ordering with find_unused_parameters: a branch used on rank 0 onl
   check_ranks(2, [](int rank, int world) {
     for (Device dev : {kCPU, kTestDevice}) {
       for (bool as_view : {false, true}) {
-        const std::string what = dev.str() + (as_view ? ", bucket views" : ", copies");
         auto group = std::make_shared<LateGroup>(dist::default_group());
-        TwoHeads ref = two_heads(7, kCPU), net = two_heads(7 + rank, dev);
-        net->use_branch = (rank == 0);
-        dist::DistributedDataParallel ddp(
-            net, dist::DDPOptions().find_unused_parameters(true).gradient_as_bucket_view(as_view).bucket_cap_mb(0.0001),
-            group);
-        optim::SGD opt(net->parameters(), 0.1, 0.9), ref_opt(ref->parameters(), 0.1, 0.9);
-        for (int step = 0; step < 2; ++step) {
-          manual_seed(400 + step);
-          Tensor x = randn({2 * world, 4}, kFloat64), y = randn({2 * world, 2}, kFloat64);
-          opt.zero_grad();
-          mse_loss(ddp(rows(x, 2 * rank, 2).to(dev)), rows(y, 2 * rank, 2).to(dev)).backward();
-          ref_opt.zero_grad();
-          Tensor total;
-          for (int r = 0; r < world; ++r) {  // the mean over ranks of each rank's loss
-            ref->use_branch = (r == 0);
-            Tensor loss = mse_loss(ref->forward(rows(x, 2 * r, 2)), rows(y, 2 * r, 2)) * (1.0 / world);
-            total = total.defined() ? total + loss : loss;
-          }
-          total.backward();
-          require_grads_close(*net, *ref, 1e-12, "branch on rank 0 only, " + what);
-          // Rank 1 never used the branch; the average still reaches it, as a bucket view when asked.
-          DIST_REQUIRE(is_view_into_bucket(net->branch->weight.grad(), ddp) == as_view, << what);
-          opt.step();
-          ref_opt.step();
-        }
-        DIST_REQUIRE(group->synchronizes == 0, << what);
+        find_unused_oracle(rank, world, dev, as_view, group, 1e-12);
+        DIST_REQUIRE(group->synchronizes == 0, << dev);
       }
     }
+  });
+}
+
+// On the CPU these are tests/test_ddp.cpp's; on CUDA, tests/test_cuda_dist_oracles.cpp.
+TEST_CASE("DDP on the test device: no_sync, broadcast_buffers, the unused-parameter error (copies and bucket views)") {
+  check_ranks(2, [](int rank, int world) {
+    for (bool as_view : {false, true}) no_sync_oracle(rank, world, kTestDevice, as_view, 1e-12);
+    broadcast_buffers_check(rank, kTestDevice);
+    unused_parameter_error(rank, kTestDevice);
   });
 }
 
