@@ -204,13 +204,14 @@ sys.exit(0 if abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
   # test_cuda_dist_oracles above.
   if [ -d "$here/data" ]; then
     local launch_run=(--data "$here/data" --limit-train 256 --limit-test 64 --width 0.25 --batch-size 32 --epochs 1
-                      --device cuda --workers 1)
+                      --workers 1)
     step train_launch_1gpu 60 "$unpacked/examples/minidl-launch" --nproc-per-node 1 "$unpacked/examples/train_cifar10" \
-      "${launch_run[@]}" --log-dir "$(mktemp -d)"
+      "${launch_run[@]}" --device cuda --log-dir "$(mktemp -d)"
     step train_launch_1gpu_is_nccl 5 grep -q "backend nccl" "$logs/train_launch_1gpu.log"
+    # Both ranks on cuda:0 (whatever the GPU count): auto must fall back to gloo.
     step train_launch_shared_gpu_syncbn 90 "$unpacked/examples/minidl-launch" --nproc-per-node 2 \
-      "$unpacked/examples/train_cifar10" "${launch_run[@]}" --norm syncbatchnorm --log-dir "$(mktemp -d)"
-    step train_launch_shared_gpu_is_gloo 5 grep -q "backend gloo (auto: 2 processes on this node share" \
+      "$unpacked/examples/train_cifar10" "${launch_run[@]}" --device cuda:0 --norm syncbatchnorm --log-dir "$(mktemp -d)"
+    step train_launch_shared_gpu_is_gloo 5 grep -q "backend gloo (auto: 2 processes on this node all use cuda:0" \
       "$logs/train_launch_shared_gpu_syncbn.log"
     grep -h "ddp:" "$logs/train_launch_1gpu.log" "$logs/train_launch_shared_gpu_syncbn.log" 2>/dev/null \
       | sed 's/^/   train_launch: /' | tee -a "$summary"
