@@ -209,7 +209,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (auto& bucket : buckets)
     for (size_t& position : bucket) position = params.size() - 1 - position;
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), std::move(buckets), group_,
-                                       options_.find_unused_parameters());
+                                       options_.find_unused_parameters(), options_.gradient_as_bucket_view());
 }
 
 void DistributedDataParallel::sync_buffers() {

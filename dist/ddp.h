@@ -40,6 +40,8 @@
 // other ranks with rank 0's. Unlike PyTorch, an eval or no_grad forward never
 // broadcasts, so evaluating on one rank alone cannot hang.
 //
+// gradient_as_bucket_view (default false): see dist/reducer.h.
+//
 // find_unused_parameters (default false): see dist/reducer.h. Without it, a
 // parameter that gets no gradient makes the next forward throw
 // "Expected to have finished reduction in the prior iteration ..." with the
@@ -49,7 +51,11 @@
 // Devices: the model may live on any one device type. The buckets, the
 // broadcasts and the metadata collectives (the shape check) use tensors on
 // the parameters' device, as PyTorch, so a device backend (NCCL) gets device
-// tensors; Gloo stages them through the host. Packed tensors travel in the
+// tensors; Gloo stages them through the host. A training step reads nothing
+// on the host and never blocks it (Work::wait() only orders the caller's
+// stream after a collective, for NCCL); the one exception is
+// find_unused_parameters' flags (dist/reducer.h). Construction reads the
+// model signatures on the host (once). Packed tensors travel in the
 // backend's wire_dtype (Gloo: uint8 as int64, half types as float32).
 //
 // State dict: unlike PyTorch, the wrapper is not itself a Module, so there is
@@ -75,6 +81,9 @@ struct DDPOptions {
   MINIDL_ARG(std::optional<double>, bucket_cap_mb) = std::nullopt;
   MINIDL_ARG(bool, broadcast_buffers) = true;
   MINIDL_ARG(bool, find_unused_parameters) = false;
+  // Each .grad a view into its bucket (one gradient-sized copy less per step;
+  // see dist/reducer.h).
+  MINIDL_ARG(bool, gradient_as_bucket_view) = false;
 };
 
 class DistributedDataParallel {

@@ -42,8 +42,12 @@ std::vector<std::vector<size_t>> compute_bucket_assignment_by_size(const std::ve
 }
 
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, std::vector<std::vector<size_t>> buckets,
-                 ProcessGroupPtr group, bool find_unused_parameters)
-    : params_(std::move(params)), names_(std::move(names)), group_(std::move(group)), find_unused_(find_unused_parameters) {
+                 ProcessGroupPtr group, bool find_unused_parameters, bool gradient_as_bucket_view)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      group_(std::move(group)),
+      find_unused_(find_unused_parameters),
+      as_view_(gradient_as_bucket_view) {
   MINIDL_CHECK(group_ != nullptr, "Reducer: expected a process group, got null");
   MINIDL_CHECK(names_.size() == params_.size(), "Reducer: got ", params_.size(), " parameters but ", names_.size(),
                " names");
@@ -76,6 +80,16 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, std
     MINIDL_CHECK(bucket_of_[i] != SIZE_MAX, "Reducer: parameter ", names_[i], " is in no bucket");
   ready_.assign(n, 0);
   locally_used_.assign(n, 0);
+  if (as_view_) {  // PyTorch's initialize_bucket_views: existing gradients move into their slots
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor grad = params_[i].grad();
+      if (!grad.defined()) continue;
+      Tensor slot = bucket_view(i);
+      slot.copy_(grad);
+      params_[i].set_grad(slot);
+    }
+  }
   for (size_t i = 0; i < n; ++i)
     hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { autograd_hook(i); }));
 }
@@ -116,6 +130,13 @@ Tensor Reducer::bucket_view(size_t index) const {
   const Bucket& b = buckets_[bucket_of_[index]];
   const Tensor& p = params_[index];
   return b.flat.narrow(0, b.offsets[slot_of_[index]], p.numel()).view(p.shape());
+}
+
+bool Reducer::is_bucket_view(size_t index, const Tensor& t) const {
+  const Bucket& b = buckets_[bucket_of_[index]];
+  return t.defined() && t.impl()->storage == b.flat.impl()->storage &&
+         t.storage_offset() == b.flat.storage_offset() + b.offsets[slot_of_[index]] && t.is_contiguous() &&
+         t.shape() == params_[index].shape();
 }
 
 void Reducer::ensure_prior_reduction_finished() const {
@@ -198,12 +219,16 @@ void Reducer::autograd_hook(size_t index) {
 
 void Reducer::mark_ready(size_t index) {
   NoGradGuard no_grad;
-  Tensor slot = bucket_view(index);
   Tensor grad = params_[index].grad();
-  if (grad.defined())
-    slot.copy_(grad);
-  else
-    slot.zero_();  // an unused parameter contributes zeros
+  if (!is_bucket_view(index, grad)) {  // a bucket view already holds its gradient
+    Tensor slot = bucket_view(index);
+    if (grad.defined()) {
+      slot.copy_(grad);
+      if (as_view_) params_[index].set_grad(slot);
+    } else {
+      slot.zero_();  // an unused parameter contributes zeros; its .grad stays undefined
+    }
+  }
   ready_[index] = 1;
   ++num_ready_;
   if (--buckets_[bucket_of_[index]].pending == 0) launch_ready_buckets();
@@ -231,22 +256,31 @@ void Reducer::finalize_backward() {
   expect_hooks_ = false;
   require_finalize_ = false;
   const double world = static_cast<double>(group_->size());
+  // wait() orders this thread's stream after each all-reduce (NCCL: an event
+  // wait, the host goes on); the division and the copies below queue after it.
   for (Bucket& b : buckets_) {
     WorkPtr work = std::move(b.work);
     work->wait();
     b.flat.div_(world);
   }
+  // A parameter this rank used is used globally: the flags are read on the
+  // host (a device read) only when some parameter was unused here, as
+  // PyTorch's lazy local_used_map wait.
   std::vector<int64_t> used_anywhere;
   if (find_unused_) {
     WorkPtr work = std::move(used_work_);
     work->wait();
-    used_anywhere = used_flags_.to_vector<int64_t>();
+    if (std::find(locally_used_.begin(), locally_used_.end(), 0) != locally_used_.end())
+      used_anywhere = used_flags_.to_vector<int64_t>();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (find_unused_ && used_anywhere[i] == 0) continue;  // no rank used it: .grad stays as it was
-    Tensor average = bucket_view(i);
+    if (!used_anywhere.empty() && used_anywhere[i] == 0) continue;  // no rank used it: .grad stays as it was
     Tensor grad = params_[i].grad();
-    if (grad.defined())
+    if (is_bucket_view(i, grad)) continue;  // gradient_as_bucket_view: the bucket is the gradient
+    Tensor average = bucket_view(i);
+    if (as_view_ && !grad.defined())
+      params_[i].set_grad(average);  // used elsewhere, not here (PyTorch: grad = bucket_view_in)
+    else if (grad.defined())
       grad.copy_(average);
     else
       params_[i].set_grad(average.clone());

@@ -28,9 +28,32 @@
 // its bucket unfinished, and the next forward throws PyTorch's "Expected to
 // have finished reduction in the prior iteration ..." naming those parameters.
 //
+// gradient_as_bucket_view (PyTorch's option of that name): each .grad is a
+// view into its bucket, so the hooks copy nothing for a gradient that already
+// is one (AccumulateGrad adds into the view in place) and finalize copies
+// nothing back: the averaged bucket is the gradients. At construction a
+// defined .grad is copied into its slot and replaced by the view; a fresh
+// .grad (after zero_grad(set_to_none)) is copied into its slot by the hook
+// and replaced by the view, as PyTorch's mark_variable_ready_dense. Saves one
+// gradient-sized copy per step; the optimizer must then update .grad in place
+// (all of minidl's do), and replacing .grad by another tensor just costs one
+// copy at the next hook.
+//
+// Devices and streams: every tensor the reducer makes lives on the
+// parameters' device, and nothing in backward blocks the host or reads device
+// memory, with one exception kept from PyTorch: with find_unused_parameters,
+// the all-reduced "used" flags are read on the host, lazily, only when some
+// parameter was unused on this rank (the flags go up as one host-to-device
+// copy per iteration, as PyTorch's local_used_map). The hooks' copies into
+// the buckets, the division and the copies back into .grad run on the calling
+// thread's current stream; finalize calls Work::wait() on each bucket before
+// touching it, which for NCCL makes that stream wait for the all-reduce's end
+// event (no host block) and for Gloo returns once the result is back on the
+// device. Work::synchronize() is never called.
+//
 // Not implemented (PyTorch has them): rebuilding buckets from the observed
-// gradient order after the first iteration, static_graph,
-// gradient_as_bucket_view, communication hooks, sparse gradients, Join.
+// gradient order after the first iteration, static_graph, communication
+// hooks, sparse gradients, Join, and refusing detach_() on a bucket view.
 #pragma once
 
 #include <cstddef>
@@ -61,7 +84,7 @@ class Reducer {
   // `params` (those requiring grad, in registration order) and their names;
   // `buckets` lists parameter indices, in launch order.
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, std::vector<std::vector<size_t>> buckets,
-          ProcessGroupPtr group, bool find_unused_parameters);
+          ProcessGroupPtr group, bool find_unused_parameters, bool gradient_as_bucket_view = false);
   ~Reducer();  // removes the hooks; waits for all-reduces still in flight
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -79,6 +102,10 @@ class Reducer {
   const std::vector<size_t>& bucket_params(size_t b) const { return buckets_.at(b).params; }
   int64_t bucket_bytes(size_t b) const;
   Device bucket_device(size_t b) const { return buckets_.at(b).flat.device(); }  // the parameters' device
+  // Bucket b's flat tensor (what is all-reduced); with gradient_as_bucket_view
+  // the .grad of its parameters are views into it.
+  const Tensor& bucket_tensor(size_t b) const { return buckets_.at(b).flat; }
+  bool gradient_as_bucket_view() const { return as_view_; }
   // One entry per bucket launched in the current (or last) iteration: which
   // bucket, and how many parameters had their gradient ready at that moment.
   // grads_ready < num_params() means the all-reduce started while backward
@@ -106,6 +133,7 @@ class Reducer {
   void launch_ready_buckets();
   void finalize_backward();
   Tensor bucket_view(size_t index) const;  // param index's slot, shaped like the param
+  bool is_bucket_view(size_t index, const Tensor& t) const;  // t is that very slot
   void wait_in_flight() noexcept;
 
   std::vector<Tensor> params_;
@@ -115,6 +143,7 @@ class Reducer {
   std::vector<HookId> hook_ids_;
   ProcessGroupPtr group_;
   bool find_unused_;
+  bool as_view_;
 
   // Per-iteration state.
   bool expect_hooks_ = false;     // a synced forward armed this backward

@@ -29,6 +29,12 @@
 #       losses must agree, and bench_gpu --suite graph (batch-32 step time,
 #       eager against replay) in the summary. test_cuda_graph is not run
 #       under memcheck: PYTORCH_NO_CUDA_MEMORY_CACHING=1 has no private pools.
+#       DDP/SyncBN on CUDA (issue 15, written without a GPU):
+#       test_cuda_dist_oracles (Gloo-on-CUDA with 4 processes on the one GPU,
+#       NCCL at world 1, world N and the NCCL timeout only with >= 2 GPUs),
+#       and train_cifar10 under minidl-launch: --backend auto picks nccl for
+#       one process per GPU and gloo for 2 processes sharing it. Not under
+#       memcheck (forked ranks).
 #
 # Why binaries built here rather than a build there: the GPU machine has none
 # of our Debian dependencies (Eigen, doctest, nlohmann-json, Gloo, ...) and
@@ -45,8 +51,8 @@ prepare() {
   # The tests that need a device; the CPU-only ones (*_math, registry,
   # caching allocator, strided index) ran here in make test and build-cuda.
   local tests=(test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor
-               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph)
-  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 amp_bn_demo bench_gpu
+               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph test_cuda_dist_oracles)
+  cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 amp_bn_demo bench_gpu minidl-launch
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
   staging=$(mktemp -d) && mkdir "$staging/bin" "$staging/examples" "$staging/bench"
@@ -55,6 +61,7 @@ prepare() {
   done
   strip -o "$staging/examples/train_cifar10" "$build/examples/train_cifar10"
   strip -o "$staging/examples/amp_bn_demo" "$build/examples/amp_bn_demo"
+  strip -o "$staging/examples/minidl-launch" "$build/bin/minidl-launch"
   strip -o "$staging/bench/bench_gpu" "$build/bench/bench_gpu"
   # The CIFAR-10 subset for the training run (../shared does not travel).
   local data=$root/../shared/data/cifar10-subset
@@ -162,7 +169,10 @@ run() {
   }
   local json=()
   local t
-  for t in "$bin"/*; do step "$(basename "$t")" 90 "$t"; done
+  # test_cuda_dist_oracles forks up to 4 ranks, each with its own CUDA context: more time.
+  for t in "$bin"/*; do
+    case $(basename "$t") in test_cuda_dist_oracles) step "$(basename "$t")" 150 "$t" ;; *) step "$(basename "$t")" 90 "$t" ;; esac
+  done
   # The convolutions again through cuDNN's graph API (experimental, opt-in:
   # ops/cudnn/conv_graph.h), compared with the CPU as above.
   for t in test_cuda_ops test_cuda_blas_dnn; do
@@ -187,6 +197,26 @@ sys.exit(0 if abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
     for t in train_cifar10_eager_b32 train_cifar10_cuda_graph cuda_graph_loss_matches_eager; do
       tail -n 2 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
     done
+  fi
+  # Issue 15: train_cifar10 under minidl-launch on the GPU. --backend auto must
+  # pick nccl with one process per GPU, and gloo (CUDA tensors staged through
+  # host memory) when 2 processes share the GPU; the shared run trains with
+  # SyncBatchNorm and DDP over Gloo-on-CUDA. The oracles themselves (DDP,
+  # SyncBN, uneven and empty ranks, Gloo-on-CUDA and NCCL) are
+  # test_cuda_dist_oracles above.
+  if [ -d "$here/data" ]; then
+    local launch_run=(--data "$here/data" --limit-train 256 --limit-test 64 --width 0.25 --batch-size 32 --epochs 1
+                      --workers 1)
+    step train_launch_1gpu 60 "$unpacked/examples/minidl-launch" --nproc-per-node 1 "$unpacked/examples/train_cifar10" \
+      "${launch_run[@]}" --device cuda --log-dir "$(mktemp -d)"
+    step train_launch_1gpu_is_nccl 5 grep -q "backend nccl" "$logs/train_launch_1gpu.log"
+    # Both ranks on cuda:0 (whatever the GPU count): auto must fall back to gloo.
+    step train_launch_shared_gpu_syncbn 90 "$unpacked/examples/minidl-launch" --nproc-per-node 2 \
+      "$unpacked/examples/train_cifar10" "${launch_run[@]}" --device cuda:0 --norm syncbatchnorm --log-dir "$(mktemp -d)"
+    step train_launch_shared_gpu_is_gloo 5 grep -q "backend gloo (auto: 2 processes on this node all use cuda:0" \
+      "$logs/train_launch_shared_gpu_syncbn.log"
+    grep -h "ddp:" "$logs/train_launch_1gpu.log" "$logs/train_launch_shared_gpu_syncbn.log" 2>/dev/null \
+      | sed 's/^/   train_launch: /' | tee -a "$summary"
   fi
   step bench_cuda_graph 120 "$unpacked/bench/bench_gpu" --suite graph --rounds 5
   grep '"op"' "$logs/bench_cuda_graph.log" 2>/dev/null | sed 's/^/   bench_cuda_graph: /' | tee -a "$summary"

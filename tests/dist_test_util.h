@@ -81,12 +81,14 @@ inline std::string fresh_rendezvous_path() {
   return path;
 }
 
-// Forks `world` ranks. With init (the default) each rank joins a gloo process
-// group over a fresh file:// rendezvous before calling fn, and destroys it
-// after. Returns "" on success, else one line per failed rank.
+// Forks `world` ranks. With init (the default) each rank joins a process
+// group of `backend` (gloo unless told) over a fresh file:// rendezvous before
+// calling fn, and destroys it after; for nccl, LOCAL_RANK is the rank (its
+// GPU). Returns "" on success, else one line per failed rank.
 inline std::string run_ranks(int world, const std::function<void(int rank, int world)>& fn,
                              std::chrono::seconds deadline = std::chrono::seconds(120), bool init = true,
-                             dist::Milliseconds collective_timeout = dist::Milliseconds(60000)) {
+                             dist::Milliseconds collective_timeout = dist::Milliseconds(60000),
+                             const std::string& backend = "gloo") {
   const std::string rdzv = "file://" + fresh_rendezvous_path();
   std::fflush(stdout);
   std::fflush(stderr);
@@ -97,7 +99,8 @@ inline std::string run_ranks(int world, const std::function<void(int rank, int w
     if (pid == 0) {
       int code = 0;
       try {
-        if (init) dist::init_process_group("gloo", rdzv, world, rank, collective_timeout);
+        if (init && backend == "nccl") setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+        if (init) dist::init_process_group(backend, rdzv, world, rank, collective_timeout);
         fn(rank, world);
         if (init) dist::destroy_process_group();
       } catch (const std::exception& e) {

@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "minidl/dist/ddp.h"
+#include "tests/dist_oracles.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::run_ranks;
+using namespace minidl::testing;  // the oracle and its helpers (tests/dist_oracles.h)
 
 namespace {
 
@@ -39,15 +41,6 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Conv2d + ReLU + Linear + ReLU + Linear in float64, initialized from `seed`.
-std::shared_ptr<nn::Module> conv_net(uint64_t seed) {
-  manual_seed(seed);
-  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)), nn::ReLU(), nn::Flatten(),
-                     nn::Linear(4 * 5 * 5, 8), nn::ReLU(), nn::Linear(8, 3));
-  net->to(kFloat64);
-  return net.ptr();
-}
 
 // fc2(relu(fc1(x))) [+ branch(relu(fc1(x))) when use_branch], and a buffer.
 class BranchNetImpl : public nn::Module {
@@ -76,82 +69,26 @@ BranchNet branch_net(uint64_t seed) {
   return BranchNet();
 }
 
-// Samples [start, start + n) of a batch.
-Tensor rows(const Tensor& t, int64_t start, int64_t n) { return t.narrow(0, start, n); }
-
-void require_params_close(nn::Module& a, nn::Module& b, double tol, const char* what) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  DIST_REQUIRE(pa.size() == pb.size(), << what);
-  for (size_t i = 0; i < pa.size(); ++i)
-    testing::dist_require_close(pa[i].second, pb[i].second, tol, tol, (std::string(what) + " " + pa[i].first).c_str());
-}
-
-void require_grads_close(nn::Module& a, nn::Module& b, double tol, const char* what) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    DIST_REQUIRE(pa[i].second.grad().defined() == pb[i].second.grad().defined(), << what << " " << pa[i].first);
-    if (pa[i].second.grad().defined())
-      testing::dist_require_close(pa[i].second.grad(), pb[i].second.grad(), tol, tol,
-                                  (std::string(what) + " grad of " + pa[i].first).c_str());
-  }
-}
-
-bool params_equal(nn::Module& a, nn::Module& b) {
-  auto pa = a.parameters(), pb = b.parameters();
-  for (size_t i = 0; i < pa.size(); ++i)
-    if (pa[i].to_vector<double>() != pb[i].to_vector<double>()) return false;
-  return true;
-}
-
-// The oracle: `world` ranks x `per_rank` samples == one process x world*per_rank
-// samples, after 3 SGD steps with momentum 0.9 and a mean-reduced loss. The
-// reference model is built in every rank with rank 0's seed.
-void oracle(int rank, int world, int64_t per_rank, const dist::DDPOptions& options, bool expect_several_buckets) {
-  auto ref = conv_net(7);
-  auto model = conv_net(7 + rank);  // different initial parameters on every rank
-  DIST_REQUIRE(rank == 0 || !params_equal(*model, *ref), << "ranks should start different");
-  dist::DistributedDataParallel ddp(model, options);
-  DIST_REQUIRE(params_equal(*model, *ref), << "construction must broadcast rank 0's parameters");
-  if (expect_several_buckets)
-    DIST_REQUIRE(ddp.reducer().num_buckets() > 1, << ddp.reducer().num_buckets());
-  else
-    DIST_REQUIRE(ddp.reducer().num_buckets() == 1, << ddp.reducer().num_buckets());
-
-  optim::SGD opt(model->parameters(), 0.05, 0.9), ref_opt(ref->parameters(), 0.05, 0.9);
-  const int64_t batch = world * per_rank;
-  for (int step = 0; step < 3; ++step) {
-    manual_seed(1000 + step);  // the same data on every rank
-    Tensor x = randn({batch, 2, 5, 5}, kFloat64), y = randn({batch, 3}, kFloat64);
-    opt.zero_grad();
-    mse_loss(ddp(rows(x, rank * per_rank, per_rank)), rows(y, rank * per_rank, per_rank)).backward();
-    ref_opt.zero_grad();
-    mse_loss(ref->forward(x), y).backward();
-    require_grads_close(*model, *ref, kTol, "averaged gradient");
-    opt.step();
-    ref_opt.step();
-  }
-  require_params_close(*model, *ref, kTol, "after 3 steps");
-
-  // The state dict has the plain model's keys (no "module." prefix).
-  auto plain = conv_net(99);
-  plain->load_state_dict(ddp.module()->state_dict());
-  require_params_close(*plain, *model, 0.0, "state_dict round trip");
-}
-
 }  // namespace
 
+// The oracle (tests/dist_oracles.h) with CPU tensors; on the test device in
+// tests/test_dist_oracles_device.cpp, on CUDA in tests/test_cuda_dist_oracles.cpp.
 TEST_CASE("DDP oracle: 4 ranks x 2 == 1 process x 8, several buckets") {
   check_ranks(4, [](int rank, int world) {
-    oracle(rank, world, 2, dist::DDPOptions().bucket_cap_mb(0.001), /*expect_several_buckets=*/true);
+    ddp_oracle(rank, world, {.per_rank = 2, .options = dist::DDPOptions().bucket_cap_mb(0.001),
+                             .expect_several_buckets = true});
   });
 }
 
 TEST_CASE("DDP oracle: 4 ranks x 2 == 1 process x 8, default buckets") {
-  check_ranks(4, [](int rank, int world) { oracle(rank, world, 2, dist::DDPOptions(), false); });
+  check_ranks(4, [](int rank, int world) { ddp_oracle(rank, world, {.per_rank = 2}); });
 }
 
 TEST_CASE("DDP oracle: 2 ranks x 3 == 1 process x 6") {
-  check_ranks(2, [](int rank, int world) { oracle(rank, world, 3, dist::DDPOptions().bucket_cap_mb(0.001), true); });
+  check_ranks(2, [](int rank, int world) {
+    ddp_oracle(rank, world, {.per_rank = 3, .options = dist::DDPOptions().bucket_cap_mb(0.001),
+                             .expect_several_buckets = true});
+  });
 }
 
 TEST_CASE("DDP no_sync: two local micro-batches and one synced == the large batch") {

@@ -109,10 +109,10 @@ struct Trained {
 // Three DDP steps (SGD with momentum and weight decay, gradients clipped by
 // the sync-free Tensor form) on this rank's share of a fixed batch: rank r
 // holds 5 - 2r samples, so the SyncBN counts differ between ranks.
-Trained train(Device device, int rank) {
+Trained train(Device device, int rank, bool as_view = false) {
   auto group = std::make_shared<DeviceOnlyGroup>(dist::default_group(), device);
   std::shared_ptr<nn::Module> model = sync_bn_net(device, group);
-  dist::DistributedDataParallel ddp(model, {}, group);
+  dist::DistributedDataParallel ddp(model, dist::DDPOptions().gradient_as_bucket_view(as_view), group);
   for (size_t b = 0; b < ddp.reducer().num_buckets(); ++b)
     DIST_REQUIRE(ddp.reducer().bucket_device(b) == device, << "bucket " << b);
   optim::SGD opt(model->parameters(), 0.05, 0.9, 0.0, 1e-3);
@@ -174,12 +174,16 @@ void require_same(const nn::NamedTensors& a, const nn::NamedTensors& b) {
 
 }  // namespace
 
-TEST_CASE("DDP + SyncBatchNorm on the test device over Gloo equal the same run on the CPU") {
+TEST_CASE("DDP + SyncBatchNorm on the test device over Gloo equal the same run on the CPU (copies and bucket views)") {
   const std::string failures = run_ranks(2, [](int rank, int world) {
     const Trained cpu = train(kCPU, rank);
     const Trained dev = train(kTestDevice, rank);
     require_same(cpu.params, dev.params);
     require_same(cpu.buffers, dev.buffers);
+    // gradient_as_bucket_view: the same bits, and as device-clean.
+    const Trained view = train(kTestDevice, rank, /*as_view=*/true);
+    require_same(cpu.params, view.params);
+    require_same(cpu.buffers, view.buffers);
     // Training moved the parameters and the running statistics.
     const Trained fresh{sync_bn_net(kCPU)->named_parameters(), sync_bn_net(kCPU)->named_buffers()};
     DIST_REQUIRE(::minidl::testing::max_abs_diff(fresh.params[0].second, dev.params[0].second) > 1e-6);

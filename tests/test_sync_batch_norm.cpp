@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "minidl/dist/sync_batch_norm.h"
+#include "tests/dist_oracles.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 
@@ -30,12 +31,10 @@ using namespace minidl;
 using minidl::testing::dist_require_close;
 using minidl::testing::RankFailure;
 using minidl::testing::run_ranks;
+using minidl::testing::SyncBnCase;
+using minidl::testing::sync_bn_oracle;
 
 namespace {
-
-std::pair<double, double> tolerances(DType dtype) {
-  return dtype == kFloat64 ? std::make_pair(1e-10, 1e-10) : std::make_pair(1e-4, 1e-5);
-}
 
 // Runs f and requires a minidl::Error whose message contains `needle`.
 template <class F>
@@ -50,151 +49,30 @@ void require_throws(F&& f, const std::string& needle) {
   throw RankFailure("expected an error containing '" + needle + "', got none");
 }
 
-// Every dim but the channel dim.
-Shape reduce_dims(int64_t dim) {
-  Shape dims{0};
-  for (int64_t d = 2; d < dim; ++d) dims.push_back(d);
-  return dims;
-}
-
-std::shared_ptr<nn::BatchNormImplBase> make_reference(const nn::BatchNormOptions& o, size_t input_dim) {
-  if (input_dim <= 3) return std::make_shared<nn::BatchNorm1dImpl>(o);
-  if (input_dim == 4) return std::make_shared<nn::BatchNorm2dImpl>(o);
-  return std::make_shared<nn::BatchNorm3dImpl>(o);
-}
-
-struct Case {
-  std::string label;
-  std::vector<int64_t> split;  // each rank's batch size; split.size() == world
-  Shape rest;                  // (C, *)
-  DType dtype = kFloat64;
-  std::optional<double> momentum = 0.1;
-  bool affine = true;
-  bool track = true;
-  int steps = 3;
-};
-
-void run_case(int rank, int world, const Case& c) {
-  DIST_REQUIRE(static_cast<int>(c.split.size()) == world, << c.label);
-  const int64_t C = c.rest[0];
-  int64_t N = 0, offset = 0;
-  for (int r = 0; r < world; ++r) {
-    if (r < rank) offset += c.split[r];
-    N += c.split[r];
-  }
-  const int64_t n = c.split[rank];
-  Shape full{N};
-  full.insert(full.end(), c.rest.begin(), c.rest.end());
-  const Shape dims = reduce_dims(static_cast<int64_t>(full.size()));
-  const auto [rtol, atol] = tolerances(c.dtype);
-  auto close = [&, rtol = rtol, atol = atol](const Tensor& a, const Tensor& b, const std::string& what) {
-    dist_require_close(a, b, rtol, atol, (c.label + ": " + what).c_str());
-  };
-
-  const auto options = nn::BatchNormOptions(C).momentum(c.momentum).affine(c.affine).track_running_stats(c.track);
-  auto ref = make_reference(options, full.size());
-  auto sync = std::make_shared<nn::SyncBatchNormImpl>(options);
-  ref->to(c.dtype);
-  sync->to(c.dtype);
-  if (c.affine) {
-    manual_seed(1000);
-    const Tensor w = randn({C}, c.dtype) * 0.5 + 1.0, b = randn({C}, c.dtype);
-    NoGradGuard no_grad;
-    ref->weight.copy_(w), ref->bias.copy_(b);
-    sync->weight.copy_(w), sync->bias.copy_(b);
-  }
-
-  for (int step = 0; step < c.steps; ++step) {
-    const std::string at = " (step " + std::to_string(step) + ")";
-    manual_seed(2000 + step);  // the same full batch on every rank
-    const Tensor x = randn(full, c.dtype) * 1.5 + 0.3 * step;
-    const Tensor g = randn(full, c.dtype);
-    ref->zero_grad();
-    sync->zero_grad();
-
-    Tensor xr = x.clone();
-    xr.requires_grad_();
-    const Tensor yr = ref->forward(xr);
-    (yr * g).sum().backward();
-
-    Tensor xl = x.narrow(0, offset, n).clone();
-    xl.requires_grad_();
-    const Tensor gl = g.narrow(0, offset, n);
-    const Tensor yl = sync->forward(xl);
-    (yl * gl).sum().backward();
-
-    DIST_REQUIRE(yl.shape() == xl.shape(), << c.label << at);
-    close(yl, yr.narrow(0, offset, n), "output" + at);
-    DIST_REQUIRE(xl.grad().defined(), << c.label << at);
-    close(xl.grad(), xr.grad().narrow(0, offset, n), "input gradient" + at);
-
-    if (c.affine) {
-      // Local gradients: this rank's share, from an independent xhat.
-      const Tensor mean = x.mean(dims, true), var = x.var(dims, false, true);
-      const Tensor xhat = ((x - mean) / (var + 1e-5).sqrt()).narrow(0, offset, n);
-      DIST_REQUIRE(sync->weight.grad().defined() && sync->bias.grad().defined(), << c.label << at);
-      close(sync->weight.grad(), (gl * xhat).sum(dims), "local weight gradient" + at);
-      close(sync->bias.grad(), gl.sum(dims), "local bias gradient" + at);
-      // Summed over ranks (what DDP's all-reduce does, before averaging): the global gradient.
-      Tensor gw = sync->weight.grad().clone(), gb = sync->bias.grad().clone();
-      dist::all_reduce(gw);
-      dist::all_reduce(gb);
-      close(gw, ref->weight.grad(), "weight gradient summed over ranks" + at);
-      close(gb, ref->bias.grad(), "bias gradient summed over ranks" + at);
-    } else {
-      DIST_REQUIRE(!sync->weight.defined() && !sync->bias.defined(), << c.label);
-    }
-
-    if (c.track) {
-      close(sync->running_mean, ref->running_mean, "running_mean" + at);
-      close(sync->running_var, ref->running_var, "running_var" + at);
-      DIST_REQUIRE(sync->num_batches_tracked.item<int64_t>() == step + 1, << c.label << at);
-      DIST_REQUIRE(ref->num_batches_tracked.item<int64_t>() == step + 1, << c.label << at);
-    } else {
-      DIST_REQUIRE(!sync->running_mean.defined() && !sync->running_var.defined(), << c.label);
-      DIST_REQUIRE(!sync->num_batches_tracked.defined(), << c.label);
-    }
-  }
-
-  int64_t per_channel = n;
-  for (size_t d = 2; d < full.size(); ++d) per_channel *= full[d];
-  if (!c.track && per_channel > 1) {
-    // Without running stats, eval normalizes with batch statistics too, but
-    // with this rank's own: eval never synchronizes (PyTorch's need_sync).
-    sync->eval();
-    manual_seed(3000);
-    const Tensor x = randn(full, c.dtype).narrow(0, offset, n);
-    const Tensor local = batch_norm(x, Tensor(), Tensor(), sync->weight, sync->bias, true, 0.0, 1e-5);
-    close(sync->forward(x), local, "eval without running stats = local batch statistics");
-  }
-}
-
 int64_t sum_of(const std::vector<int64_t>& v) {
   int64_t s = 0;
   for (int64_t x : v) s += x;
   return s;
 }
 
-void run_cases(int world, const std::vector<Case>& cases) {
-  for (const Case& c : cases) REQUIRE(static_cast<int>(c.split.size()) == world);
+void run_cases(int world, const std::vector<SyncBnCase>& cases) {
+  for (const SyncBnCase& c : cases) REQUIRE(static_cast<int>(c.split.size()) == world);
   const std::string failures = run_ranks(world, [&](int rank, int w) {
     set_num_threads(1);
-    for (const Case& c : cases) run_case(rank, w, c);
+    for (const SyncBnCase& c : cases) sync_bn_oracle(rank, w, c);
   });
   CHECK_MESSAGE(failures.empty(), failures);
 }
 
 }  // namespace
 
+// The oracle (tests/dist_oracles.h) with CPU tensors; on the test device in
+// tests/test_dist_oracles_device.cpp, on CUDA in tests/test_cuda_dist_oracles.cpp.
 TEST_CASE("SyncBatchNorm over 4 ranks equals BatchNorm over the whole batch") {
-  run_cases(4, {
-                   {"4 x 2, float64", {2, 2, 2, 2}, {3, 5, 4}},
-                   {"4 x 2, float32", {2, 2, 2, 2}, {3, 5, 4}, kFloat32},
-                   {"uneven 3, 2, 1, 0, float64", {3, 2, 1, 0}, {3, 5, 4}},
-                   {"uneven 3, 2, 1, 0, float32", {3, 2, 1, 0}, {3, 5, 4}, kFloat32},
-                   {"5-D input, 0, 2, 1, 2", {0, 2, 1, 2}, {2, 3, 2, 3}},
-                   {"3-D input (N, C, L), one sample each", {1, 1, 1, 1}, {4, 3}},
-               });
+  std::vector<SyncBnCase> cases = minidl::testing::sync_bn_four_rank_cases();  // 4 x 2, uneven 3, 2, 1, 0
+  cases.push_back({"5-D input, 0, 2, 1, 2", {0, 2, 1, 2}, {2, 3, 2, 3}});
+  cases.push_back({"3-D input (N, C, L), one sample each", {1, 1, 1, 1}, {4, 3}});
+  run_cases(4, cases);
 }
 
 TEST_CASE("SyncBatchNorm over 2 ranks: uneven, one value per channel, affine=false, no running stats") {
