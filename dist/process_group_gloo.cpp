@@ -1,13 +1,15 @@
 // ProcessGroupGloo: argument checks on the caller's thread, the collective
-// itself on the group's worker thread through Gloo's algorithms:
-//   all_reduce              gloo::allreduce (ring), AVG = SUM / size
+// itself on the group's worker thread (or on the thread that waits for it, when
+// it is next and none runs) through Gloo:
+//   all_reduce              Gloo's ring, or a one-step exchange for small
+//                           tensors (dist/gloo_all_reduce.h); AVG = SUM / size
 //   broadcast               gloo::broadcast
 //   all_gather              gloo::allgatherv into one buffer, then split
 //   all_gather_into_tensor  gloo::allgather
-//   reduce_scatter          gloo::allreduce of the concatenated inputs, then
+//   reduce_scatter          all_reduce of the concatenated inputs, then
 //                           this rank's slice (as PyTorch's gloo backend)
 //   barrier                 gloo::barrier
-// The worker reports the collective it runs to a CollectiveWatchdog
+// The running thread reports the collective to a CollectiveWatchdog
 // (dist/watchdog.h), whose arrival marks name the ranks that never came when
 // a collective fails.
 //
