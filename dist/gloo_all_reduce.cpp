@@ -24,16 +24,14 @@ namespace {
 // (gloo/types.h); the tag (the collective's sequence number) tells calls apart.
 constexpr uint8_t kExchangeSlotPrefix = 0x4d;
 
-// Up to this many bytes per rank a 2-rank group exchanges (one step, the
-// ring's traffic). Above it the ring's pipelining wins: measured with 2
-// busy-loop processes on 2 cores (bench/RESULTS.md), exchange vs ring was
-// 0.16 vs 1.5 ms at 64 KiB, 0.18 vs 1.2 ms at 256 KiB, but 0.74 vs 0.52 ms at
-// 1 MiB and 8.4 vs 4.4 ms at 4 MiB (one big message has no overlap of the
-// transfer with the reduce, and needs a size-sized scratch buffer). Larger
-// groups exchange only small tensors, where the ring's 2 * (size - 1) steps
-// cost more than the extra traffic.
-constexpr int64_t kExchangeMaxBytes2 = 256 << 10;
-constexpr int64_t kExchangeMaxBytesN = 64 << 10;
+// Up to this many bytes per rank a group exchanges. Measured for 2 ranks
+// on 2 shared cores (bench/RESULTS.md "all_reduce under contention"): the
+// exchange won at 4-64 KiB in every run (0.09-0.3 ms vs the ring's 0.3-1.5
+// ms), was bimodal at 256 KiB (0.14-1.9 ms; one big message both ways), and
+// lost at 1 and 4 MiB (no overlap of the transfer with the reduce, and a
+// size-sized scratch buffer). For more ranks it also sends size / 2 times
+// the ring's traffic, which small tensors can afford.
+constexpr int64_t kExchangeMaxBytes = 64 << 10;
 
 template <class T, class F>
 void reduce_loop(void* c_, const void* a_, const void* b_, size_t n, F f) {
@@ -143,8 +141,8 @@ GlooAllReduceAlgo choose_gloo_all_reduce(int64_t bytes, int size) {
     if (std::strcmp(forced, "exchange") == 0) return GlooAllReduceAlgo::kExchange;
     MINIDL_FAIL("all_reduce: MINIDL_GLOO_ALLREDUCE must be ring or exchange, got '", forced, "'");
   }
-  if (size == 2) return bytes <= kExchangeMaxBytes2 ? GlooAllReduceAlgo::kExchange : GlooAllReduceAlgo::kRing;
-  return bytes <= kExchangeMaxBytesN ? GlooAllReduceAlgo::kExchange : GlooAllReduceAlgo::kRing;
+  (void)size;  // one threshold fits the group sizes measured (2) and bounds the traffic of larger ones
+  return bytes <= kExchangeMaxBytes ? GlooAllReduceAlgo::kExchange : GlooAllReduceAlgo::kRing;
 }
 
 void gloo_all_reduce(const std::shared_ptr<gloo::Context>& ctx, void* data, DType dtype, size_t n, ReduceOp op,

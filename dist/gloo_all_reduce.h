@@ -10,9 +10,9 @@
 //             reduces the size() buffers itself, in rank order (so every
 //             rank gets the same bits). One dependent step; for 2 ranks the
 //             same bytes on the wire as the ring; for more ranks size / 2
-//             times the ring's per-rank traffic, so only small tensors take
-//             it there. It needs a scratch buffer of
-//             (size - 1) * bytes, kept by the group between calls.
+//             times the ring's per-rank traffic. Taken up to 64 KiB per
+//             rank; it needs a scratch buffer of (size - 1) * bytes, kept
+//             by the group between calls.
 //
 // When another job shares the cores every wake-up can wait for a scheduler
 // tick (bench/RESULTS.md "all_reduce under contention"): fewer dependent

@@ -107,8 +107,8 @@ TEST_CASE("exchange: the sum in rank order, the same bits on every rank") {
 TEST_CASE("choose_gloo_all_reduce: exchange for small tensors, the ring above; MINIDL_GLOO_ALLREDUCE forces one") {
   unsetenv("MINIDL_GLOO_ALLREDUCE");
   CHECK(choose_gloo_all_reduce(4, 2) == GlooAllReduceAlgo::kExchange);
-  CHECK(choose_gloo_all_reduce(256 << 10, 2) == GlooAllReduceAlgo::kExchange);
-  CHECK(choose_gloo_all_reduce((256 << 10) + 4, 2) == GlooAllReduceAlgo::kRing);
+  CHECK(choose_gloo_all_reduce(64 << 10, 2) == GlooAllReduceAlgo::kExchange);
+  CHECK(choose_gloo_all_reduce((64 << 10) + 4, 2) == GlooAllReduceAlgo::kRing);
   CHECK(choose_gloo_all_reduce(64 << 10, 3) == GlooAllReduceAlgo::kExchange);
   CHECK(choose_gloo_all_reduce((64 << 10) + 8, 4) == GlooAllReduceAlgo::kRing);
   setenv("MINIDL_GLOO_ALLREDUCE", "ring", 1);
@@ -127,7 +127,7 @@ TEST_CASE("several outstanding Works of both algorithms, waited in any order and
       std::vector<Tensor> ts;
       std::vector<WorkPtr> works;
       for (int k = 0; k < 8; ++k) {
-        // Alternating exchange (4 KiB) and ring (1 MiB + 4 bytes) sized tensors.
+        // Alternating ring (1 MiB + 4 bytes) and exchange (4 KiB) sized tensors.
         const int64_t n = k % 2 ? 1024 : (1 << 18) + 1;
         ts.push_back(full({n}, double(rank + k), kFloat32));
         works.push_back(all_reduce(ts.back(), ReduceOp::SUM, nullptr, /*async_op=*/true));
