@@ -3,8 +3,7 @@
 // connectFullMesh exchanges addresses under the store's keys).
 //
 // One worker thread per group runs the collectives in the order they were
-// issued, so async calls keep the same order on every rank; a thread that
-// waits on the next collective to run, while none runs, runs it itself. Tensors on any
+// issued, so async calls keep the same order on every rank. Tensors on any
 // device are staged through host copies (see process_group_gloo.cpp). Its Work blocks
 // the host in wait() (Gloo computes on host memory, so "later work ordered
 // after" needs the host to wait). A collective that fails (a peer's
@@ -63,34 +62,31 @@ class ProcessGroupGloo : public ProcessGroup {
     int64_t bytes = 0;  // for the profile only
     GlooProfile::Clock::time_point issued;
   };
-  // The collectives not yet started, shared with the Works: a thread that
-  // waits on the collective at the front runs it itself (no hand-off to the
-  // worker and back, two thread wake-ups fewer) unless one is running.
+  // The collectives not yet started.
   struct Queue {
     std::mutex mutex;
     std::condition_variable cv;  // the worker waits on it
     std::deque<Task> tasks;
-    bool busy = false;           // a collective is running (worker or waiter)
     bool stopping = false;
   };
   // bytes: the payload, for MINIDL_GLOO_PROFILE's breakdown.
   WorkPtr enqueue(std::string name, std::function<void(uint32_t tag)> run, int64_t bytes = 0);
   void worker_loop();
-  // Runs `task` and finishes its Work (with `queue_->busy` set by the caller).
+  // Runs `task` and finishes its Work (worker thread).
   void run_task(Task& task);
 
   std::shared_ptr<Store> store_;
   Milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::shared_ptr<Queue> queue_;
+  std::unique_ptr<Queue> queue_;
   uint64_t next_seq_ = 0;  // under queue_->mutex
   // After a failure Gloo's pairs are in an unknown state: later collectives
-  // fail at once with the first error (the thread running a collective only).
+  // fail at once with the first error (worker thread only).
   bool broken_ = false;
   std::string broken_reason_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   std::unique_ptr<GlooProfile> profile_;  // MINIDL_GLOO_PROFILE only
-  std::vector<unsigned char> scratch_;     // the all-reduce exchange's (running thread only)
+  std::vector<unsigned char> scratch_;     // the all-reduce exchange's (worker thread only)
   std::thread worker_;
 };
 

@@ -3,7 +3,7 @@
 // against values each rank computes itself (every op and dtype, sizes that do
 // not divide into the ring's segments), the exchange's rank-order sum (the same
 // bits on every rank), the size-based choice, several outstanding Works
-// (the waiting thread runs the next collective itself), and a timeout on the ring.
+// (run in issue order by the worker), and a timeout on the ring.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -137,8 +137,7 @@ TEST_CASE("several outstanding Works of both algorithms, waited in any order and
         DIST_REQUIRE(works[k]->is_completed());
         DIST_REQUIRE(ts[k].max().item<double>() == e && ts[k].min().item<double>() == e, << "work " << k);
       };
-      // Round 0: in issue order (each wait may run its collective on this
-      // thread); 1: the last first (runs on the worker); 2: several threads.
+      // Round 0: waited in issue order; 1: the last first; 2: from several threads.
       if (round == 0) {
         for (int k = 0; k < 8; ++k) works[k]->wait(), check(k);
       } else if (round == 1) {
