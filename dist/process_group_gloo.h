@@ -19,7 +19,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "minidl/dist/gloo_profile.h"
 #include "minidl/dist/process_group.h"
 #include "minidl/dist/store.h"
 #include "minidl/dist/watchdog.h"
@@ -57,23 +59,34 @@ class ProcessGroupGloo : public ProcessGroup {
     uint64_t seq;
     std::function<void(uint32_t tag)> run;
     std::shared_ptr<WorkGloo> work;
+    int64_t bytes = 0;  // for the profile only
+    GlooProfile::Clock::time_point issued;
   };
-  WorkPtr enqueue(std::string name, std::function<void(uint32_t tag)> run);
+  // The collectives not yet started.
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable cv;  // the worker waits on it
+    std::deque<Task> tasks;
+    bool stopping = false;
+  };
+  // bytes: the payload, for MINIDL_GLOO_PROFILE's breakdown.
+  WorkPtr enqueue(std::string name, std::function<void(uint32_t tag)> run, int64_t bytes = 0);
   void worker_loop();
+  // Runs `task` and finishes its Work (worker thread).
+  void run_task(Task& task);
 
   std::shared_ptr<Store> store_;
   Milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::mutex mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
-  uint64_t next_seq_ = 0;
+  std::unique_ptr<Queue> queue_;
+  uint64_t next_seq_ = 0;  // under queue_->mutex
   // After a failure Gloo's pairs are in an unknown state: later collectives
   // fail at once with the first error (worker thread only).
   bool broken_ = false;
   std::string broken_reason_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::unique_ptr<GlooProfile> profile_;  // MINIDL_GLOO_PROFILE only
+  std::vector<unsigned char> scratch_;     // the all-reduce exchange's (worker thread only)
   std::thread worker_;
 };
 

@@ -20,14 +20,14 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   thread_.join();
 }
 
+// No notify: waking the watchdog's thread for every collective costs a
+// context switch each time, on cores another job may be using; the thread
+// looks again within mark_after() (loop()).
 void CollectiveWatchdog::set_running(uint64_t seq) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = true;
-    running_seq_ = seq;
-    running_since_ = Clock::now();
-  }
-  cv_.notify_all();
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = true;
+  running_seq_ = seq;
+  running_since_ = Clock::now();
 }
 
 void CollectiveWatchdog::set_idle() {
@@ -63,7 +63,9 @@ void CollectiveWatchdog::loop() {
       }
       cv_.wait_until(lock, due);
     } else {
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      // Idle (or this collective is marked): look again soon enough that a
+      // collective is marked within 2 * mark_after() of its start.
+      cv_.wait_for(lock, std::min(Milliseconds(200), mark_after()));
     }
   }
 }
