@@ -11,7 +11,7 @@
 set -uo pipefail
 train=$1 data=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-common=(--data "$data" --limit-train 256 --limit-test 64 --width 0.125 --batch-size 32 --epochs 6 --threads 1
+common=(--data "$data" --limit-train 256 --limit-test 64 --width 0.125 --batch-size 32 --epochs 10 --threads 1
         --workers 0 --lr 0.05 --schedule cosine)
 
 timeout 300 "$train" "${common[@]}" --log-dir "$work/straight" --save-final "$work/straight.safetensors" \
@@ -38,7 +38,9 @@ for attempt in 1 2 3 4 5 6 7 8; do
     wait "$pid" || { echo "FAILED: run $attempt exited non-zero"; tail "$work/run$attempt.log"; exit 1; }
     break
   fi
-  sleep "0.$((RANDOM % 400 + 100))"  # 0.1-0.5 s: into the next epoch, sometimes into its checkpoint
+  # 10-99 ms: into the next epoch (~0.1 s each at this size on one thread),
+  # sometimes into its checkpoint; a longer wait lets fast machines finish.
+  sleep "0.0$((RANDOM % 90 + 10))"
   if kill -KILL "$pid" 2>/dev/null; then
     kills=$((kills + 1))
     wait "$pid" 2>/dev/null
