@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minidl/dist/ddp.h"
+#include "tests/ddp_feature_checks.h"
 #include "tests/dist_oracles.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
@@ -42,32 +43,8 @@ std::string error_of(const std::function<void()>& fn) {
 }
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// fc2(relu(fc1(x))) [+ branch(relu(fc1(x))) when use_branch], and a buffer.
-class BranchNetImpl : public nn::Module {
- public:
-  BranchNetImpl() : Module("BranchNet") {
-    fc1 = register_module("fc1", nn::Linear(4, 6));
-    fc2 = register_module("fc2", nn::Linear(6, 2));
-    branch = register_module("branch", nn::Linear(6, 2));
-    stat = register_buffer("stat", zeros({2}));
-    to(kFloat64);
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = fc1(x).relu();
-    Tensor out = fc2(h);
-    if (use_branch) out = out + branch(h);
-    return out;
-  }
-  nn::Linear fc1{nullptr}, fc2{nullptr}, branch{nullptr};
-  Tensor stat;
-  bool use_branch = false;
-};
-MINIDL_MODULE(BranchNet);
-
-BranchNet branch_net(uint64_t seed) {
-  manual_seed(seed);
-  return BranchNet();
-}
+// fc2(relu(fc1(x))) [+ branch(...)], and a buffer (tests/ddp_feature_checks.h).
+testing::TwoHeads branch_net(uint64_t seed) { return testing::two_heads(seed, kCPU); }
 
 }  // namespace
 
