@@ -3,7 +3,8 @@
 // bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
 // shape names; bench/gpu_report.py joins the two into a table of ratios.
 //
-//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train|graph]
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train|graph|profile]
+//             [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
 //
 // Timing: each round synchronizes the device, runs the work `iters` times,
 // synchronizes again and divides the host time by iters (a round of many
@@ -21,6 +22,12 @@
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
 // (train_cifar10 --cuda-graph's case; written without a GPU, not yet run).
+//
+// --suite profile: 3 warm-up training steps of --model at --batch (cuDNN's
+// algorithm search among them), then 2 steps between cuda::profiler_start and
+// profiler_stop, for `ncu --profile-from-start off` (scripts/gpu-check.sh
+// profile; bench_gpu_torch.py --suite profile is the twin): the per-kernel
+// times of a step on both sides, where the step's time goes.
 //
 // Without a usable CUDA device it prints the reason and exits 77 (skipped).
 // --device cpu (or test) runs the same code on that device, slowly: a dry
@@ -46,6 +53,9 @@ struct Options {
   Device device{DeviceType::CUDA, 0};
   int rounds = 7;
   std::string suite = "all";
+  std::string model = "resnet18";  // --suite profile
+  int64_t batch = 128;
+  bool fp16 = false;
 };
 
 std::string dims(const Shape& s) {
@@ -255,6 +265,19 @@ void graph_step(const Options& o, const std::string& name, int64_t batch) {
   std::fflush(stdout);
 }
 
+// --suite profile: the steps a profiler records (see the comment at the top).
+void profile_steps(const Options& o) {
+  TrainStep step(o, o.model, o.batch, /*capturable=*/false, o.fp16);
+  for (int i = 0; i < 3; ++i) step();
+  cuda::synchronize(o.device.index);
+  cuda::profiler_start();
+  for (int i = 0; i < 2; ++i) step();
+  cuda::synchronize(o.device.index);
+  cuda::profiler_stop();
+  std::printf("{\"impl\":\"minidl\",\"op\":\"profile_%s\",\"shape\":\"batch %lld\",\"steps\":2}\n",
+              o.model.c_str(), static_cast<long long>(o.batch));
+}
+
 int program(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
@@ -262,15 +285,30 @@ int program(int argc, char** argv) {
     if (std::strcmp(argv[i], "--device") == 0) o.device = Device(argv[i + 1]);
     else if (std::strcmp(argv[i], "--rounds") == 0) o.rounds = static_cast<int>(std::max<int64_t>(1, examples::parse_int_arg(argv[i + 1], "--rounds")));
     else if (std::strcmp(argv[i], "--suite") == 0) o.suite = argv[i + 1];
+    else if (std::strcmp(argv[i], "--model") == 0) o.model = argv[i + 1];
+    else if (std::strcmp(argv[i], "--batch") == 0) o.batch = std::max<int64_t>(1, examples::parse_int_arg(argv[i + 1], "--batch"));
+    else if (std::strcmp(argv[i], "--amp") == 0) {
+      const std::string amp = argv[i + 1];
+      if (amp != "off" && amp != "fp16") throw examples::UsageError("--amp must be off or fp16, got " + amp);
+      o.fp16 = amp == "fp16";
+    }
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
-  if (o.suite != "all" && o.suite != "ops" && o.suite != "train" && o.suite != "graph")
-    throw examples::UsageError("--suite must be all, ops, train or graph, got " + o.suite);
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "train" && o.suite != "graph" && o.suite != "profile")
+    throw examples::UsageError("--suite must be all, ops, train, graph or profile, got " + o.suite);
+  if (o.model != "resnet18" && o.model != "smallnet")
+    throw examples::UsageError("--model must be resnet18 or smallnet, got " + o.model);
   if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
     std::printf("bench_gpu: skipped: %s\n", cuda::unavailable_reason().c_str());
     return 77;
   }
   backends::cudnn::set_benchmark(true);
+  if (o.suite == "profile") {
+    MINIDL_CHECK(o.device.is_cuda(), "bench_gpu --suite profile: the profiler markers need a CUDA device, got ",
+                 o.device.str());
+    profile_steps(o);
+    return 0;
+  }
   if (o.suite == "graph") {
     graph_step(o, "smallnet", 32);
     graph_step(o, "resnet18", 32);
@@ -294,6 +332,7 @@ int program(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train|graph]",
+  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train|graph|profile] "
+                                       "[--model resnet18|smallnet] [--batch N] [--amp off|fp16]",
                                        [&] { return program(argc, argv); });
 }

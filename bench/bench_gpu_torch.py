@@ -3,7 +3,11 @@
 (rounds of `iters` calls between two synchronizations, the median round per call),
 one JSON object a line with the same op and shape names.
 
-  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|train]
+  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|train|profile]
+                                   [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
+
+--suite profile: 3 warm-up steps, then 2 between torch.cuda.profiler.start
+and stop, for `ncu --profile-from-start off` (bench_gpu --suite profile's twin).
 
 Settings as bench_gpu: cudnn.benchmark on, cuDNN TF32 on (PyTorch's default),
 matmul TF32 off unless the op name says tf32. Models from bench/bench_torch.py.
@@ -101,8 +105,9 @@ def matmul_suite(a):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def train_step(a, name, batch, fp16=False):
-    """float32, or fp16: the forward under torch.autocast float16 and a GradScaler."""
+def make_step(a, name, batch, fp16):
+    """bench_gpu's TrainStep: SGD lr 0.1 momentum 0.9 wd 5e-4 on a fixed random batch;
+    fp16: the forward under torch.autocast float16 and a GradScaler."""
     torch.manual_seed(0)
     model = (ResNet18Cifar() if name == "resnet18" else small_net()).to(a.dev).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
@@ -122,6 +127,11 @@ def train_step(a, name, batch, fp16=False):
         scaler.step(opt)
         scaler.update()
 
+    return step
+
+
+def train_step(a, name, batch, fp16=False):
+    step = make_step(a, name, batch, fp16)
     step()
     cuda = a.dev.type == "cuda"
     if cuda:
@@ -131,6 +141,20 @@ def train_step(a, name, batch, fp16=False):
     report(("train_step_fp16_" if fp16 else "train_step_") + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
     if not fp16:
         report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
+
+
+def profile_steps(a):
+    step = make_step(a, a.model, a.batch, a.amp == "fp16")
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize(a.dev)
+    torch.cuda.profiler.start()
+    for _ in range(2):
+        step()
+    torch.cuda.synchronize(a.dev)
+    torch.cuda.profiler.stop()
+    print(json.dumps({"impl": "pytorch", "op": "profile_" + a.model, "shape": f"batch {a.batch}", "steps": 2}),
+          flush=True)
 
 
 def enqueue_ms(dev, f, rounds):
@@ -150,13 +174,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--suite", choices=["all", "ops", "train"], default="all")
+    ap.add_argument("--suite", choices=["all", "ops", "train", "profile"], default="all")
+    ap.add_argument("--model", choices=["resnet18", "smallnet"], default="resnet18")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--amp", choices=["off", "fp16"], default="off")
     a = ap.parse_args()
     a.dev = torch.device(a.device)  # cpu: a dry run of this script where there is no GPU
     if a.dev.type == "cuda" and not torch.cuda.is_available():
         print("bench_gpu_torch: skipped: torch.cuda.is_available() is false")
         sys.exit(77)
     torch.backends.cudnn.benchmark = True
+    if a.suite == "profile":
+        if a.dev.type != "cuda":
+            sys.exit("bench_gpu_torch.py --suite profile: the profiler markers need a CUDA device")
+        profile_steps(a)
+        return
     if a.suite != "train":
         conv_suite(a)
         norm_suite(a)

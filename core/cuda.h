@@ -30,6 +30,12 @@ void set_device(int index);  // throws for an index outside [0, device_count())
 // Blocks the host until every stream of device `index` (-1: the current
 // device) has finished its work.
 void synchronize(int index = -1);
+// Bracket the work a profiler started with "profile from start off" records
+// (cudaProfilerStart/Stop, torch.cuda.profiler.start/stop), e.g.
+// `ncu --profile-from-start off`: the steps after a warm-up, not cuDNN's
+// algorithm search. Without a profiler attached they do nothing.
+void profiler_start();
+void profiler_stop();
 
 // ---- the caching allocator's statistics (torch.cuda's names), in bytes -----
 // Per device (-1: the current device). Before the first CUDA allocation, and

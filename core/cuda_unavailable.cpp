@@ -19,6 +19,8 @@ int device_count() { return 0; }
 int current_device() { MINIDL_FAIL("cuda::current_device: ", kReason); }
 void set_device(int index) { MINIDL_FAIL("cuda::set_device(", index, "): ", kReason); }
 void synchronize(int index) { MINIDL_FAIL("cuda::synchronize(", index, "): ", kReason); }
+void profiler_start() { MINIDL_FAIL("cuda::profiler_start: ", kReason); }
+void profiler_stop() { MINIDL_FAIL("cuda::profiler_stop: ", kReason); }
 
 size_t memory_allocated(int) { return 0; }
 size_t max_memory_allocated(int) { return 0; }

@@ -14,6 +14,11 @@
 #   scripts/gpu-check.sh bench     # there: bench_gpu and bench/bench_gpu_torch.py
 #       on the same GPU (and PyTorch on cuDNN's legacy API), the table of
 #       ratios in bench-report.md under $OUT (bench/gpu_report.py).
+#   scripts/gpu-check.sh profile   # there: where a training step's GPU time
+#       goes, per kernel, minidl next to PyTorch: Nsight Compute (ncu) around
+#       2 steps of ResNet-18 and SmallNet (batch 128) on each side, summed by
+#       kind of kernel (bench/gpu_kernel_report.py) into profile-report.md,
+#       the raw exports in profile-raw.tar.gz under $OUT.
 #   scripts/gpu-check.sh run       # there, via the device tool's `run` with
 #       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
 #       Python wheels, runs every test binary, then the CUDA tests under
@@ -93,6 +98,7 @@ prepare() {
   [ "$kib" -lt $((52 * 1024)) ] || { echo "gpu-check prepare: $carry is ${kib} KiB, too big to carry with the checkout (64 MiB in all)" >&2; exit 1; }
   echo "now, with the device tool: run(command='bash $carry/gpu-check.sh run', carry=['$carry'], timeout_s=540)"
   echo "and for the benchmarks:       run(command='bash $carry/gpu-check.sh bench', carry=['$carry'], timeout_s=400)"
+  echo "and where a step's time goes:  run(command='bash $carry/gpu-check.sh profile', carry=['$carry'], timeout_s=300)"
 }
 
 # There: unpacks the binaries (sets $unpacked) and points LD_LIBRARY_PATH at
@@ -136,6 +142,43 @@ bench() {
     echo "Against PyTorch with TORCH_CUDNN_V8_API_DISABLED=1 (cuDNN's legacy API, as minidl):"
     python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch-legacy.jsonl" --device "$gpu"
   } | tee "$out/bench-report.md"
+}
+
+# There: ncu records only the steps between the profiler markers of
+# bench_gpu --suite profile and its PyTorch twin (after their warm-up and
+# cuDNN's algorithm search); each kernel is replayed alone for its duration,
+# caches and clocks left as they are.
+profile() {
+  setup_there || return 1
+  local ncu gpu tmp report=$out/profile-report.md
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [ -n "$ncu" ] || { echo "gpu-check profile: ncu (Nsight Compute) not found" >&2; return 1; }
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  tmp=$(mktemp -d)
+  local ncu_args=(--profile-from-start off --metrics gpu__time_duration.sum --cache-control none --clock-control none
+                  --target-processes all -f)
+  echo "## Per-kernel GPU time of a training step on ${gpu:-no GPU} ($(date -u +%FT%TZ))" | tee "$report"
+  local model side tag rc
+  for model in resnet18 smallnet; do
+    tag=${model}_b128
+    timeout "${PROFILE_TIMEOUT_S:-150}" "$ncu" "${ncu_args[@]}" -o "$tmp/minidl_$tag" \
+      "$unpacked/bench/bench_gpu" --suite profile --model "$model" --batch 128 > "$tmp/minidl_$tag.log" 2>&1
+    echo "ncu bench_gpu $tag: exit $?"
+    timeout "${PROFILE_TIMEOUT_S:-150}" "$ncu" "${ncu_args[@]}" -o "$tmp/pytorch_$tag" \
+      python3 "$here/../bench/bench_gpu_torch.py" --suite profile --model "$model" --batch 128 > "$tmp/pytorch_$tag.log" 2>&1
+    echo "ncu bench_gpu_torch.py $tag: exit $?"
+    rc=0
+    for side in minidl pytorch; do
+      "$ncu" --import "$tmp/${side}_$tag.ncu-rep" --csv --page raw > "$tmp/${side}_$tag.csv" 2>> "$tmp/${side}_$tag.log" || rc=1
+    done
+    if [ $rc -eq 0 ]; then
+      python3 "$here/../bench/gpu_kernel_report.py" --steps 2 --title "$model, batch 128, float32 (2 steps)" \
+        "$tmp/minidl_$tag.csv" "$tmp/pytorch_$tag.csv" 2>&1 | tee -a "$report"
+    else
+      echo "gpu-check profile: $tag: ncu --import failed (logs in profile-raw.tar.gz)" | tee -a "$report"
+    fi
+  done
+  tar -C "$tmp" -czf "$out/profile-raw.tar.gz" --exclude='*.ncu-rep' . && rm -rf "$tmp"
 }
 
 run() {
@@ -275,5 +318,6 @@ case ${1:-} in
   prepare) prepare ;;
   run) run ;;
   bench) bench ;;
-  *) echo "usage: $0 prepare|run|bench (see the comment at the top)" >&2; exit 2 ;;
+  profile) profile ;;
+  *) echo "usage: $0 prepare|run|bench|profile (see the comment at the top)" >&2; exit 2 ;;
 esac

@@ -1,5 +1,7 @@
 // Devices: availability (never throws, never crashes), the current device,
 // DeviceGuard, synchronize, and the error check every CUDA call goes through.
+#include <cuda_profiler_api.h>
+
 #include <cstring>
 #include <mutex>
 
@@ -78,6 +80,9 @@ void synchronize(int index) {
   DeviceGuard guard(index < 0 ? current_device() : index);
   MINIDL_CUDA_CHECK_OP(cudaDeviceSynchronize(), "cuda::synchronize");
 }
+
+void profiler_start() { MINIDL_CUDA_CHECK_OP(cudaProfilerStart(), "cuda::profiler_start"); }
+void profiler_stop() { MINIDL_CUDA_CHECK_OP(cudaProfilerStop(), "cuda::profiler_stop"); }
 
 DeviceGuard::DeviceGuard(Device device) : DeviceGuard(device.is_cuda() ? device.index : -1) {}
 
