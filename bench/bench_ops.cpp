@@ -2,7 +2,7 @@
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
 // runs both and compares. Options: --threads N (default 2), --reps N (default 15),
-// --only matmul|conv|volume (default: all).
+// --only matmul|conv|volume|overhead (default: all).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -142,11 +142,51 @@ void bench_conv3d(const Conv3dCase& c) {
          3 * flops);
 }
 
+// --only overhead: what the framework costs per call when the arithmetic is
+// nothing (dispatch, allocation, autograd bookkeeping): 1000 calls per timed
+// run on tiny tensors. The host's share of every op on a GPU too. PyTorch's
+// twin runs from Python, as its users call it.
+void bench_overhead() {
+  manual_seed(0);
+  const std::string calls = "x1000 calls";
+  auto per_1000 = [](const std::function<void()>& f) {
+    return median_ms([&] {
+      for (int i = 0; i < 1000; ++i) f();
+    });
+  };
+  const Tensor a = randn({1}), b = randn({1});
+  {
+    NoGradGuard no_grad;
+    report("overhead_add", "1 element, " + calls, per_1000([&] { (void)(a + b); }), 0);
+  }
+  Tensor ag = randn({1}).requires_grad_(), bg = randn({1}).requires_grad_();
+  report("overhead_add_grad", "1 element, requires_grad, " + calls, per_1000([&] { (void)(ag + bg); }), 0);
+  Tensor x = randn({4, 16}), w = (randn({16, 16}) * 0.1).requires_grad_(), bias = zeros({16}).requires_grad_();
+  report("overhead_linear_fwd_bwd", "(4,16)x(16,16), sum, backward, " + calls, per_1000([&] {
+           w.set_grad(Tensor());
+           bias.set_grad(Tensor());
+           linear(x, w, bias).sum().backward();
+         }),
+         0);
+  // A full training step of a 3-layer MLP: forward, MSE, zero_grad, backward, SGD with momentum.
+  nn::Sequential mlp(nn::Linear(16, 16), nn::ReLU(), nn::Linear(16, 16), nn::ReLU(), nn::Linear(16, 1));
+  optim::SGDOptions so(0.01);
+  so.momentum = 0.9;
+  optim::SGD sgd(std::vector<optim::ParamGroup>{mlp->parameters()}, so);
+  const Tensor target = randn({4, 1});
+  report("overhead_mlp_step", "3x Linear(16) + ReLU, MSE, SGD momentum, batch 4, " + calls, per_1000([&] {
+           sgd.zero_grad();
+           mse_loss(mlp->forward(x), target).backward();
+           sgd.step();
+         }),
+         0);
+}
+
 }  // namespace
 
 static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
-  // --only matmul|conv|volume runs one group (the default: all).
+  // --only matmul|conv|volume|overhead runs one group (the default: all).
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
@@ -171,6 +211,7 @@ static int program(int argc, char** argv) {
     bench_conv3d({2, 64, 32, 16, 32, 32, 2, 2, 0, true});  // UNet3d upsampling 2x2x2 stride 2
     bench_volume();
   }
+  if (want("overhead")) bench_overhead();
   return 0;
 }
 

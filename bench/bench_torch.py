@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume]
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead]
 (--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
@@ -283,6 +283,44 @@ def bench_volume(args):
     report("upsample_trilinear_fwd_bwd", name, median_ms(up_fwd_bwd, args.reps), 2 * up_taps, args.threads)
 
 
+def bench_overhead(args):
+    """Twin of bench_ops.cpp's bench_overhead (--only overhead): 1000 calls per timed run on tiny tensors."""
+    torch.manual_seed(0)
+    calls = "x1000 calls"
+
+    def per_1000(f):
+        def run():
+            for _ in range(1000):
+                f()
+        return median_ms(run, args.reps)
+
+    a, b = torch.randn(1), torch.randn(1)
+    with torch.no_grad():
+        report("overhead_add", "1 element, " + calls, per_1000(lambda: a + b), 0, args.threads)
+    ag, bg = torch.randn(1).requires_grad_(), torch.randn(1).requires_grad_()
+    report("overhead_add_grad", "1 element, requires_grad, " + calls, per_1000(lambda: ag + bg), 0, args.threads)
+    x = torch.randn(4, 16)
+    w, bias = (torch.randn(16, 16) * 0.1).requires_grad_(), torch.zeros(16).requires_grad_()
+
+    def linear_fwd_bwd():
+        w.grad = bias.grad = None
+        F.linear(x, w, bias).sum().backward()
+
+    report("overhead_linear_fwd_bwd", "(4,16)x(16,16), sum, backward, " + calls, per_1000(linear_fwd_bwd), 0,
+           args.threads)
+    mlp = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+    sgd = torch.optim.SGD(mlp.parameters(), lr=0.01, momentum=0.9)
+    target = torch.randn(4, 1)
+
+    def mlp_step():
+        sgd.zero_grad()
+        F.mse_loss(mlp(x), target).backward()
+        sgd.step()
+
+    report("overhead_mlp_step", "3x Linear(16) + ReLU, MSE, SGD momentum, batch 4, " + calls, per_1000(mlp_step), 0,
+           args.threads)
+
+
 def time_op(name, leaves, f, reps):
     """Twin of bench_train.cpp's time_op: forward + backward with a ones upstream gradient."""
     times = []
@@ -330,7 +368,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
-    parser.add_argument("--only", choices=["matmul", "conv", "volume"], help="--suite ops: run one group")
+    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead"], help="--suite ops: run one group")
     parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
@@ -362,6 +400,8 @@ def main():
         bench_conv3d(2, 32, 32, 32, 64, 64, 3, 1, 1, args)  # the issue's target: a UNet3d 3x3x3 conv
         bench_conv3d(2, 64, 32, 16, 32, 32, 2, 2, 0, args, transposed=True)  # UNet3d upsampling
         bench_volume(args)
+    if want("overhead"):
+        bench_overhead(args)
 
 if __name__ == "__main__":
     main()
