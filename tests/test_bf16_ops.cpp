@@ -59,6 +59,12 @@ std::vector<Case> cases() {
       {"conv2d 1x1 padding 1 (stride 1, grad input by col2im)", {{3, 5, 4, 6}, {7, 5, 1, 1}, {7}},
        conv(Conv2dParams{.padding = {1, 1}}, true)},
       {"conv2d batch 6, 1x1 (chunks, no im2col per image)", {{6, 8, 3, 3}, {5, 8, 1, 1}}, conv(Conv2dParams{}, false)},
+      {"conv2d stride 2, 10 output columns (im2col's 8-wide gathers)", {{2, 3, 17, 19}, {4, 3, 3, 3}},
+       conv(Conv2dParams{.stride = {2, 2}, .padding = {1, 1}}, false)},
+      {"conv2d 13 output columns (im2col's 8-, 4- and 1-wide copies)", {{2, 3, 5, 13}, {4, 3, 3, 3}, {4}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d stride 3, dilation 2", {{2, 3, 13, 14}, {5, 3, 3, 3}},
+       conv(Conv2dParams{.stride = {3, 3}, .padding = {2, 2}, .dilation = {2, 2}}, false)},
       {"conv2d kernel larger than the input with padding", {{2, 2, 3, 3}, {3, 2, 5, 5}},
        conv(Conv2dParams{.padding = {2, 2}}, false)},
   };

@@ -13,7 +13,10 @@
 // Chunks: images enough that J >= kMinCols (the packed weights then serve
 // enough columns; a 4x4 map alone has 16), and at least one chunk per thread.
 // Threads take whole chunks, their GEMMs single-threaded; a single chunk
-// (one image) lets the GEMM split itself. A 1x1 kernel with stride 1 and no
+// (one image) lets the GEMM split itself. im2col copies each input plane once
+// into a zero-bordered buffer and takes every row from there (strided
+// convolutions, maps narrower than 16), or, on wider "same" maps, shifts whole
+// planes. A 1x1 kernel with stride 1 and no
 // padding needs no im2col for a one-image chunk: cols is the image.
 #include <omp.h>
 
@@ -106,18 +109,64 @@ void im2col_same(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFlo
       }
 }
 
+// d[0, n) = s[0, n * step) at step 1 or 2, 8 (or 4) elements per vector move.
+// Reads up to one element past s[(n - 1) * step] (kPlaneSlack covers it).
+inline void copy_row(uint16_t* d, const uint16_t* s, int64_t n, int64_t step) {
+  typedef uint16_t U4 __attribute__((vector_size(8)));
+  typedef uint16_t U8 __attribute__((vector_size(16)));
+  int64_t i = 0;
+  if (step == 1) {
+    for (; i + 8 <= n; i += 8) std::memcpy(d + i, s + i, sizeof(U8));
+    for (; i + 4 <= n; i += 4) std::memcpy(d + i, s + i, sizeof(U4));
+    for (; i < n; ++i) d[i] = s[i];
+    return;
+  }
+  if (step == 2) {
+    for (; i + 8 <= n; i += 8) {
+      U8 a, b;
+      std::memcpy(&a, s + 2 * i, sizeof a);
+      std::memcpy(&b, s + 2 * i + 8, sizeof b);
+      const U8 even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+      std::memcpy(d + i, &even, sizeof even);
+    }
+    for (; i + 4 <= n; i += 4) {
+      U8 a;
+      std::memcpy(&a, s + 2 * i, sizeof a);
+      const U4 even = __builtin_shufflevector(a, a, 0, 2, 4, 6);
+      std::memcpy(d + i, &even, sizeof even);
+    }
+  }
+  for (; i < n; ++i) d[i] = s[i * step];
+}
+constexpr int64_t kPlaneSlack = 16;
+
+// im2col through a zero-bordered copy of each input plane (Slot::kTransform,
+// unused otherwise by the bfloat16 kernels): every output row of every tap is
+// then one vector copy, or gather, without bounds checks. On small maps and
+// strided convolutions the per-row bounds work of the direct version cost as
+// much as a third of the forward.
+void im2col_padded(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFloat16* cols, int64_t ld) {
+  const int64_t PH = g.in_h + 2 * g.pad_h, PW = g.in_w + 2 * g.pad_w, OW = g.out_w;
+  BFloat16* pp = thread_buffer<BFloat16>(Slot::kTransform, PH * PW + kPlaneSlack);
+  zero_fill(pp, PH * PW + kPlaneSlack);  // the border stays 0; the interior is overwritten per channel
+  for (int64_t c = 0; c < d.Cg; ++c) {
+    for (int64_t ih = 0; ih < g.in_h; ++ih)
+      std::memcpy(pp + (ih + g.pad_h) * PW + g.pad_w, x + c * d.HW + ih * g.in_w,
+                  static_cast<size_t>(g.in_w) * sizeof(BFloat16));
+    for (int64_t a = 0; a < g.kernel_h; ++a)
+      for (int64_t b = 0; b < g.kernel_w; ++b) {
+        // Output (oh, ow) reads pp[(oh * sh + a * dh) * PW + ow * sw + b * dw]: always inside pp.
+        uint16_t* dst = reinterpret_cast<uint16_t*>(cols + ((c * g.kernel_h + a) * g.kernel_w + b) * ld);
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(pp + a * g.dilation_h * PW + b * g.dilation_w);
+        for (int64_t oh = 0; oh < g.out_h; ++oh, dst += OW, src += g.stride_h * PW) copy_row(dst, src, OW, g.stride_w);
+      }
+  }
+}
+
 // cols (CK rows, pitch ld) of one image's group x (Cg planes).
 void im2col(const Conv2dGeometry& g, const Dims& d, const BFloat16* x, BFloat16* cols, int64_t ld) {
-  if (g.stride_h == 1 && g.stride_w == 1 && g.out_w == g.in_w) return im2col_same(g, d, x, cols, ld);
-  for_each_cols_row(g, d.Cg, [&](int64_t c, int64_t row, int64_t oh, int64_t ih, int64_t b, int64_t lo, int64_t hi) {
-    BFloat16* dst = cols + row * ld + oh * g.out_w;
-    if (ih < 0 || ih >= g.in_h || lo >= hi) return zero_fill(dst, g.out_w);
-    const BFloat16* src = x + c * d.HW + ih * g.in_w + b * g.dilation_w - g.pad_w;
-    zero_fill(dst, lo);
-    if (g.stride_w == 1) std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(BFloat16));
-    else for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.stride_w];
-    zero_fill(dst + hi, g.out_w - hi);
-  });
+  if (g.stride_h == 1 && g.stride_w == 1 && g.out_w == g.in_w && g.out_w >= 16) return im2col_same(g, d, x, cols, ld);
+  im2col_padded(g, d, x, cols, ld);
 }
 
 // dx (Cg planes, float32) += dcols (CK rows, pitch ld) put back where im2col took it.
