@@ -12,6 +12,7 @@
 
 #include "minidl/ops/conv2d.h"  // Conv2dGeometry
 #include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"  // conv2d_threads
 
 namespace minidl::conv2d_plan {
 
@@ -38,7 +39,7 @@ struct Range {
   bool empty() const { return lo >= hi; }
   bool operator==(const Range&) const = default;
 };
-Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
+inline Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
   const int64_t base = o * stride - pad;
   Range r;
   r.lo = std::min(kernel, base >= 0 ? 0 : ceil_div(-base, dilation));
@@ -159,6 +160,19 @@ struct ChunkPlan {
   // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
   int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
 };
+
+// Output pixels per chunk: the packed right operand of one K block of the
+// forward (256 channels x this) stays in L2.
+constexpr int64_t kChunkCols = 1024;
+
+// Images per chunk: about `cols` output pixels, and a whole number of
+// chunks per thread (the threads share the chunks out).
+inline int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
+  const int64_t threads = conv2d_threads(g);
+  const int64_t target = std::max<int64_t>(1, cols / (g.out_h * g.out_w));
+  const int64_t chunks = std::max(threads, conv2d_gemm::round_up(ceil_div(g.batch, target), threads));
+  return std::max<int64_t>(1, ceil_div(g.batch, chunks));
+}
 
 // Plans for the chunk sizes of one call (all chunks but the last have the same size).
 class Plans {
