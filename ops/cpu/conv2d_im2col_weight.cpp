@@ -56,39 +56,79 @@ constexpr int64_t kWeightGradPanels = 12;
 constexpr int64_t kXRows = 8;
 static_assert(kXRows % kMR == 0);
 
-// dY^T of a chunk and group as the GEMM's right operand: dyt[q][j][NR] holds
-// output channels [q * NR, q * NR + NR) of column j, 0 past Kg and past the
-// chunk's columns (up to its last whole panel). ld: columns per panel q.
-template <class T, int64_t NR>
-void pack_dyt(const Conv2dGeometry& g, const ChunkPlan& plan, const T* dyg, int64_t Kg, int64_t ld, T* dyt) {
-  const int64_t P = g.out_h * g.out_w, m_panels = ceil_div(Kg, NR), cols = plan.cols;
-  for (int64_t q = 0; q < m_panels; ++q)
-    std::fill(dyt + (q * ld + cols) * NR, dyt + (q * ld + plan.panels * NR) * NR, T(0));
-  if (const int64_t used = Kg - (m_panels - 1) * NR; used < NR)
-    for (int64_t j = 0; j < cols; ++j) {
-      T* d = dyt + ((m_panels - 1) * ld + j) * NR;
-      std::fill(d + used, d + NR, T(0));
+// The output channels in panels of 2 or 3 vectors (the micro-tile's
+// columns). With AVX-512 (kMR 8) as many of 2 as can be: 8 x 32 tiles (16
+// accumulators) ran faster than 8 x 48 ones (Zen 5, 1 thread: 64 x 128 ->
+// 256 at 16x16, 4 x 48 + 2 x 32 panels 10.8 ms against 8 x 32's 10.5; 256 ->
+// 512 at 8x8 10.2 against 9.5). With AVX2 (kMR 4) as many of 3 as can be:
+// 4 x 16 tiles have 8 accumulators, which barely cover the FMAs' latency,
+// and a last panel of 1 vector (128 = 5 x 24 + 8) only 4 (64 -> 128 at
+// 32x32: 4 x 24 + 2 x 16 panels 23.2 ms against 24.0). Panel q holds
+// channels [m0[q], m0[q] + its width) and starts at m0[q] * ld in dY^T,
+// its column j at + j * its width.
+template <class T>
+struct MPanels {
+  std::vector<int64_t> m0, vectors;
+  explicit MPanels(int64_t Kg) {
+    constexpr int64_t L = conv2d_gemm::kLanes<T>;
+    const int64_t V = ceil_div(Kg, L);
+    int64_t threes = kMR >= 8 ? (V % 2 == 1 && V >= 3 ? 1 : 0) : V / 3;
+    while (threes > 0 && (V - 3 * threes) % 2 != 0) --threes;
+    for (int64_t q = 0, m = 0; m < Kg; ++q) {
+      m0.push_back(m);
+      vectors.push_back(q < threes ? 3 : 2);
+      m += vectors.back() * L;
     }
-  // Float: blocks of 8 rows (channels) by 8 pixels through registers.
-  constexpr bool kBlocks = std::is_same_v<T, float> && NR % 8 == 0;
+  }
+  int64_t count() const { return static_cast<int64_t>(m0.size()); }
+  int64_t width(int64_t q) const { return vectors[static_cast<size_t>(q)] * conv2d_gemm::kLanes<T>; }
+  int64_t end() const { return m0.back() + width(count() - 1); }  // Kg rounded up to the panels
+};
+
+// dY^T of a chunk and group as the GEMM's right operand, in the panels of
+// mp: channel m of column j at dyt[m0 * ld + j * width + m - m0] (m0, width:
+// m's panel's); 0 past Kg and past the chunk's columns (up to its last whole
+// column panel, cols_pad). ld: the most columns of a chunk.
+template <class T>
+void pack_dyt(const Conv2dGeometry& g, const ChunkPlan& plan, const MPanels<T>& mp, int64_t cols_pad, const T* dyg,
+              int64_t Kg, int64_t ld, T* dyt) {
+  const int64_t P = g.out_h * g.out_w, cols = plan.cols;
+  for (int64_t q = 0; q < mp.count(); ++q) {
+    const int64_t w = mp.width(q);
+    T* d = dyt + mp.m0[static_cast<size_t>(q)] * ld;
+    std::fill(d + cols * w, d + cols_pad * w, T(0));
+    if (const int64_t used = Kg - mp.m0[static_cast<size_t>(q)]; used < w)
+      for (int64_t j = 0; j < cols; ++j) std::fill(d + j * w + used, d + j * w + w, T(0));
+  }
+  // Where channel m's value of column 0 goes, and the column step.
+  std::vector<int64_t> base(static_cast<size_t>(Kg)), step(static_cast<size_t>(Kg));
+  for (int64_t q = 0; q < mp.count(); ++q)
+    for (int64_t m = mp.m0[static_cast<size_t>(q)]; m < std::min(Kg, mp.m0[static_cast<size_t>(q)] + mp.width(q)); ++m) {
+      base[static_cast<size_t>(m)] = mp.m0[static_cast<size_t>(q)] * ld + m - mp.m0[static_cast<size_t>(q)];
+      step[static_cast<size_t>(m)] = mp.width(q);
+    }
+  // Float: blocks of 8 rows (channels) by 8 pixels through registers (the
+  // panels' widths are whole vectors, so 8 rows from a multiple of 8 lie in one).
+  constexpr bool kBlocks = std::is_same_v<T, float> && conv2d_gemm::kLanes<T> % 8 == 0;
   const int64_t m8 = kBlocks ? Kg / 8 * 8 : 0, p8 = kBlocks ? P / 8 * 8 : 0;
   for (int64_t n = 0; n < plan.images; ++n) {
     const int64_t* col = plan.column_of.data() + n * P;
     const T* dyn = dyg + n * g.out_channels * P;
     for (int64_t m0 = 0; m0 < m8; m0 += 8) {
-      T* d = dyt + m0 / NR * ld * NR + m0 % NR;
+      T* d = dyt + base[static_cast<size_t>(m0)];
+      const int64_t w = step[static_cast<size_t>(m0)];
       if constexpr (kBlocks)
         for (int64_t p0 = 0; p0 < p8; p0 += 8) {
           transpose8::F8 r[8];
           for (int k = 0; k < 8; ++k) std::memcpy(&r[k], dyn + (m0 + k) * P + p0, sizeof r[k]);
-          transpose8::store_columns_at(r, [&](int k) { return d + col[p0 + k] * NR; });
+          transpose8::store_columns_at(r, [&](int k) { return d + col[p0 + k] * w; });
         }
       for (int64_t p = p8; p < P; ++p)
-        for (int64_t r = 0; r < 8; ++r) d[col[p] * NR + r] = dyn[(m0 + r) * P + p];
+        for (int64_t r = 0; r < 8; ++r) d[col[p] * w + r] = dyn[(m0 + r) * P + p];
     }
     for (int64_t m = m8; m < Kg; ++m) {
-      T* d = dyt + m / NR * ld * NR + m % NR;
-      for (int64_t p = 0; p < P; ++p) d[col[p] * NR] = dyn[m * P + p];
+      T* d = dyt + base[static_cast<size_t>(m)];
+      for (int64_t p = 0; p < P; ++p) d[col[p] * step[static_cast<size_t>(m)]] = dyn[m * P + p];
     }
   }
 }
@@ -113,15 +153,16 @@ void transpose_x(const Conv2dGeometry& g, int64_t images, const T* xg, int64_t r
   std::fill_n(xt + images * HW * kXRows, kXRows, T(0));
 }
 
-// Grad weight with panels of PV vectors of output channels (3, or 2 where
-// those come in multiples of 2 vectors but not 3: 256 with AVX-512 ran a
-// sixth panel of 16 at less than half speed).
-template <class T, int PV>
+template <class T>
 void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t NR = PV * conv2d_gemm::kLanes<T>;
+  // Columns per panel of the plan (the unit of the K blocks and of the taps
+  // skipped): as the panels of dY^T are wide (AVX-512, 64 -> 128 at 32x32:
+  // 12.0 ms with 32, 12.4-12.8 with 48).
+  constexpr int64_t NR = (kMR >= 8 ? 2 : 3) * conv2d_gemm::kLanes<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G, taps = g.kernel_h * g.kernel_w;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
-  const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
+  const int64_t c_tiles = ceil_div(Cg, kMR);
+  const MPanels<T> mp(std::max<int64_t>(Kg, 1));
   // dW_t^T per group and tap: dwt[gi][t][c][m], summed into over all chunks.
   T* dwt = thread_buffer<T>(Slot::kSums, G * taps * Cg * Kg);
   std::fill_n(dwt, G * taps * Cg * Kg, T(0));
@@ -139,7 +180,7 @@ void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
   {
     const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
     T* apack = thread_buffer<T>(Slot::kOperandA, kWeightGradPanels * NR * kMR);
-    T* dyt = thread_buffer<T>(Slot::kTransform, m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
+    T* dyt = thread_buffer<T>(Slot::kTransform, mp.end() * max_cols);  // dY^T of the chunk and group (pack_dyt)
     T* xt = x_transposed ? thread_buffer<T>(Slot::kRows, (std::min(nb, g.batch) * HW + 1) * kXRows) : nullptr;
     // [tap][column]: where X_t's column reads, a row of xt (x transposed) or an offset into x (-1: padding).
     std::vector<int64_t> offs(static_cast<size_t>(taps * max_cols));
@@ -158,7 +199,7 @@ void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
         }
       const T* xc = x + n0 * g.in_channels * HW;
       for (int64_t gi = 0; gi < G; ++gi) {
-        pack_dyt<T, NR>(g, plan, dy + (n0 * g.out_channels + gi * Kg) * P, Kg, max_cols, dyt);
+        pack_dyt<T>(g, plan, mp, cols_pad, dy + (n0 * g.out_channels + gi * Kg) * P, Kg, max_cols, dyt);
         // Unit by unit, tile by tile, so that the tile's rows of x stay in
         // L2 over the taps (tap by tap, the chunk's x came from L3 once per tap).
         for (int64_t unit = tid; unit < units; unit += nt) {
@@ -211,9 +252,15 @@ void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
                   for (; j < kb; ++j) column(j);
                 }
                 T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
-                for (int64_t q = 0; q < m_panels; ++q)
-                  any_tile<T, PV>(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
-                                  std::min(NR, Kg - q * NR), true);
+                for (int64_t q = 0; q < mp.count(); ++q) {
+                  const int64_t m0 = mp.m0[static_cast<size_t>(q)], w = mp.width(q);
+                  const T* b = dyt + m0 * max_cols + j0 * w;
+                  if (mp.vectors[static_cast<size_t>(q)] == 3) {
+                    any_tile<T, 3>(kb, apack, b, c_tile + m0, Kg, rows, std::min(w, Kg - m0), true);
+                  } else {
+                    any_tile<T, 2>(kb, apack, b, c_tile + m0, Kg, rows, std::min(w, Kg - m0), true);
+                  }
+                }
                 i0 = i1;
               }
             }
@@ -242,10 +289,7 @@ void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
 
 template <class T>
 void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t L = conv2d_gemm::kLanes<T>;
-  const int64_t Kg = g.out_channels / g.groups;
-  if (kMR >= 8 && Kg % (3 * L) != 0 && Kg % (2 * L) == 0) return backward_weight<T, 2>(g, dy, x, dw);
-  backward_weight<T, 3>(g, dy, x, dw);
+  backward_weight(g, dy, x, dw);
 }
 
 template void conv2d_im2col_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
