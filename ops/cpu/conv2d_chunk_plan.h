@@ -86,10 +86,21 @@ struct ChunkPlan {
     // kImagesInner: inside each pixel group, the images in blocks of
     // kImageGroup, each block pixel after pixel with its images side by side.
     const bool inner = order == ColumnOrder::kImagesInner;
-    for (size_t ri = 0; ri < row_groups.size(); ++ri)
-      for (size_t ci = 0; ci < col_groups.size(); ++ci) {
+    // Groups of whole panels (columns a multiple of nr) first: then no panel
+    // straddles two of them, to compute the larger one's taps for the
+    // other's columns (64 images on 4x4 maps, 3x3 stride 2: 576 inner, 2 x 192
+    // edge and 64 corner columns; in snake order, 2.3% of the products).
+    std::vector<std::pair<size_t, size_t>> order_of_groups;
+    for (int whole = 1; whole >= 0; --whole)
+      for (size_t ri = 0; ri < row_groups.size(); ++ri)
+        for (size_t ci = 0; ci < col_groups.size(); ++ci) {
+          const size_t c = ri % 2 == 0 ? ci : col_groups.size() - 1 - ci;
+          const auto size = static_cast<int64_t>(row_groups[ri].second.size() * col_groups[c].second.size()) * images;
+          if ((size % nr == 0) == (whole == 1)) order_of_groups.emplace_back(ri, c);
+        }
+    for (const auto& [ri, ci] : order_of_groups) {
         const auto& [rr, rows] = row_groups[ri];
-        const auto& [cr, cs] = col_groups[ri % 2 == 0 ? ci : col_groups.size() - 1 - ci];
+        const auto& [cr, cs] = col_groups[ci];
         // (Plain copies: clang 14's lambdas cannot capture structured bindings.)
         const Range kh = rr.empty() || cr.empty() ? Range{} : rr, kw = rr.empty() || cr.empty() ? Range{} : cr;
         auto push = [&](int64_t i, int64_t r, int64_t c) {
