@@ -4,7 +4,7 @@
 // that leave a partial group, and with AVX2 a partial second tile of 4),
 // maps whose pixel counts are not multiples of 8 (the tails of the 8 x 8
 // transposes of x and dy), output channel counts that need panels of 3 and
-// of 2 vectors mixed, the untransposed path (1x1 stride 2); 1, 2 and 3
+// of 2 vectors mixed, chunks cut short by the size of dY^T, the untransposed path (1x1 stride 2); 1, 2 and 3
 // threads; and the column order of ops/cpu/conv2d_chunk_plan.h
 // (pixel groups of whole panels first: no panel straddles two of them).
 #include <omp.h>
@@ -85,6 +85,8 @@ TEST_CASE("im2col grad weight at the edges of its blocking (float32 and float64)
       {square(2, 8, 80, 6, 3, 2, 1), "80 output channels: 5 AVX-512 vectors (3 + 2), 10 AVX2 ones (3 + 3 + 2 + 2)"},
       {square(2, 4, 7, 5, 3, 1, 1), "fewer than 8 input and output channels: only partial blocks"},
       {square(37, 12, 36, 4, 3, 1, 1), "4x4 maps, 37 images: several chunks, the last one smaller"},
+      {square(70, 4, 160, 4, 3, 1, 1),
+       "160 output channels: chunks cut to keep dY^T within 512 KB (float 35 + 35 images, double 24 + 24 + 22)"},
       {square(5, 24, 20, 8, 1, 2, 0), "1x1 stride 2: x not transposed (a quarter of it is read)"},
       {square(3, 17, 33, 7, 2, 2, 0), "2x2 kernel stride 2, no padding: x not transposed, odd sizes"},
   };
