@@ -138,6 +138,15 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
           const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
           const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
+          // 1x1 kernels, forward: 8 channels of the 8 rows at a time,
+          // transposed in registers (row by row, 8 loads Cg apart per
+          // channel: 6% of a 1x1 stride-2 forward with 512 rows).
+          if constexpr (std::is_same_v<T, float> && kMR == 8 && V == WeightView::kForward)
+            if (taps == 1 && rows == kMR && k % 8 == 0 && k + 8 <= inner) {
+              transpose8::block(src, row_step, d, kMR);
+              k += 7;
+              continue;
+            }
           // Source tap s of w goes to packed tap dt(s) (flipped: taps - 1 - s).
           auto dt = [&](int64_t s) { return V == WeightView::kTransposedFlipped ? taps - 1 - s : s; };
           int64_t s = 0;
