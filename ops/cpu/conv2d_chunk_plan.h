@@ -99,26 +99,26 @@ struct ChunkPlan {
           if ((size % nr == 0) == (whole == 1)) order_of_groups.emplace_back(ri, c);
         }
     for (const auto& [ri, ci] : order_of_groups) {
-        const auto& [rr, rows] = row_groups[ri];
-        const auto& [cr, cs] = col_groups[ci];
-        // (Plain copies: clang 14's lambdas cannot capture structured bindings.)
-        const Range kh = rr.empty() || cr.empty() ? Range{} : rr, kw = rr.empty() || cr.empty() ? Range{} : cr;
-        auto push = [&](int64_t i, int64_t r, int64_t c) {
-          n.push_back(i), oh.push_back(r), ow.push_back(c);
-          col_kh.push_back(kh);
-          col_kw.push_back(kw);
-        };
-        if (inner) {
-          for (int64_t i0 = 0; i0 < images; i0 += kImageGroup)
-            for (int64_t r : rows)
-              for (int64_t c : cs)
-                for (int64_t i = i0; i < std::min(images, i0 + kImageGroup); ++i) push(i, r, c);
-        } else {
-          for (int64_t i = 0; i < images; ++i)
-            for (int64_t r : rows)
-              for (int64_t c : cs) push(i, r, c);
-        }
+      const auto& [rr, rows] = row_groups[ri];
+      const auto& [cr, cs] = col_groups[ci];
+      // (Plain copies: clang 14's lambdas cannot capture structured bindings.)
+      const Range kh = rr.empty() || cr.empty() ? Range{} : rr, kw = rr.empty() || cr.empty() ? Range{} : cr;
+      auto push = [&](int64_t i, int64_t r, int64_t c) {
+        n.push_back(i), oh.push_back(r), ow.push_back(c);
+        col_kh.push_back(kh);
+        col_kw.push_back(kw);
+      };
+      if (inner) {
+        for (int64_t i0 = 0; i0 < images; i0 += kImageGroup)
+          for (int64_t r : rows)
+            for (int64_t c : cs)
+              for (int64_t i = i0; i < std::min(images, i0 + kImageGroup); ++i) push(i, r, c);
+      } else {
+        for (int64_t i = 0; i < images; ++i)
+          for (int64_t r : rows)
+            for (int64_t c : cs) push(i, r, c);
       }
+    }
     cols = static_cast<int64_t>(n.size());
     column_of.resize(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) {

@@ -128,8 +128,8 @@ enum class Pass { kForward, kInput, kWeight };
 // strided grad weight the im2col one (see above), and so do strided
 // forwards up to 16x16 outputs: there the im2col GEMM also beats the
 // shifted planes' computing of the skipped pixels (Zen 5, 1 thread, CPU
-// time, 64 x 64 -> 128 at 32x32: 3x3 stride 2 15.0 against 15.7 ms, AVX2
-// 23.1 against 25.6; 1x1 stride 2 2.1 against 3.3, AVX2 3.0 against 4.7).
+// time, 64 x 64 -> 128 at 32x32: 3x3 stride 2 13.4 against 15.7 ms, AVX2
+// 22.3 against 25.6; 1x1 stride 2 1.9 against 3.3, AVX2 2.9 against 4.7).
 // Larger outputs keep the rule (3x3 stride 2 from 40x40: 10.8 against 10.3),
 // and strided grad input keeps the shifted planes (15.5 against 18.9 ms
 // at 32x32, where the im2col path's col2im scatters).
