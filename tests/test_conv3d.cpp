@@ -132,7 +132,13 @@ TEST_CASE("conv3d gives the same result on 1 and 3 threads") {
   };
   const auto one = run(1), three = run(3);
   omp_set_num_threads(saved);
-  for (size_t i = 0; i < one.size(); ++i) CHECK(allclose(one[i], three[i], 1e-5, 1e-5));
+  // w's grad sums 2 * 6 * 144 products per entry, in an order that depends on
+  // how the slices are split over the threads (and on the conv2d GEMM's K
+  // blocks): float rounding of about 1e-5 of its entries (~20).
+  for (size_t i = 0; i < one.size(); ++i) {
+    const double tol = i == 2 ? 1e-4 : 1e-5;
+    CHECK(allclose(one[i], three[i], tol, tol));
+  }
 }
 
 TEST_CASE("conv3d float64 gradient checks") {

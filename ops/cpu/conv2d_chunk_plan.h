@@ -12,6 +12,7 @@
 
 #include "minidl/ops/conv2d.h"  // Conv2dGeometry
 #include "minidl/ops/cpu/conv2d_gemm.h"
+#include "minidl/ops/cpu/conv2d_kernels.h"  // conv2d_threads
 
 namespace minidl::conv2d_plan {
 
@@ -38,7 +39,7 @@ struct Range {
   bool empty() const { return lo >= hi; }
   bool operator==(const Range&) const = default;
 };
-Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
+inline Range tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in, int64_t kernel) {
   const int64_t base = o * stride - pad;
   Range r;
   r.lo = std::min(kernel, base >= 0 ? 0 : ceil_div(-base, dilation));
@@ -85,28 +86,39 @@ struct ChunkPlan {
     // kImagesInner: inside each pixel group, the images in blocks of
     // kImageGroup, each block pixel after pixel with its images side by side.
     const bool inner = order == ColumnOrder::kImagesInner;
-    for (size_t ri = 0; ri < row_groups.size(); ++ri)
-      for (size_t ci = 0; ci < col_groups.size(); ++ci) {
-        const auto& [rr, rows] = row_groups[ri];
-        const auto& [cr, cs] = col_groups[ri % 2 == 0 ? ci : col_groups.size() - 1 - ci];
-        // (Plain copies: clang 14's lambdas cannot capture structured bindings.)
-        const Range kh = rr.empty() || cr.empty() ? Range{} : rr, kw = rr.empty() || cr.empty() ? Range{} : cr;
-        auto push = [&](int64_t i, int64_t r, int64_t c) {
-          n.push_back(i), oh.push_back(r), ow.push_back(c);
-          col_kh.push_back(kh);
-          col_kw.push_back(kw);
-        };
-        if (inner) {
-          for (int64_t i0 = 0; i0 < images; i0 += kImageGroup)
-            for (int64_t r : rows)
-              for (int64_t c : cs)
-                for (int64_t i = i0; i < std::min(images, i0 + kImageGroup); ++i) push(i, r, c);
-        } else {
-          for (int64_t i = 0; i < images; ++i)
-            for (int64_t r : rows)
-              for (int64_t c : cs) push(i, r, c);
+    // Groups of whole panels (columns a multiple of nr) first: then no panel
+    // straddles two of them, to compute the larger one's taps for the
+    // other's columns (64 images on 4x4 maps, 3x3 stride 2: 576 inner, 2 x 192
+    // edge and 64 corner columns; in snake order, 2.3% of the products).
+    std::vector<std::pair<size_t, size_t>> order_of_groups;
+    for (int whole = 1; whole >= 0; --whole)
+      for (size_t ri = 0; ri < row_groups.size(); ++ri)
+        for (size_t ci = 0; ci < col_groups.size(); ++ci) {
+          const size_t c = ri % 2 == 0 ? ci : col_groups.size() - 1 - ci;
+          const auto size = static_cast<int64_t>(row_groups[ri].second.size() * col_groups[c].second.size()) * images;
+          if ((size % nr == 0) == (whole == 1)) order_of_groups.emplace_back(ri, c);
         }
+    for (const auto& [ri, ci] : order_of_groups) {
+      const auto& [rr, rows] = row_groups[ri];
+      const auto& [cr, cs] = col_groups[ci];
+      // (Plain copies: clang 14's lambdas cannot capture structured bindings.)
+      const Range kh = rr.empty() || cr.empty() ? Range{} : rr, kw = rr.empty() || cr.empty() ? Range{} : cr;
+      auto push = [&](int64_t i, int64_t r, int64_t c) {
+        n.push_back(i), oh.push_back(r), ow.push_back(c);
+        col_kh.push_back(kh);
+        col_kw.push_back(kw);
+      };
+      if (inner) {
+        for (int64_t i0 = 0; i0 < images; i0 += kImageGroup)
+          for (int64_t r : rows)
+            for (int64_t c : cs)
+              for (int64_t i = i0; i < std::min(images, i0 + kImageGroup); ++i) push(i, r, c);
+      } else {
+        for (int64_t i = 0; i < images; ++i)
+          for (int64_t r : rows)
+            for (int64_t c : cs) push(i, r, c);
       }
+    }
     cols = static_cast<int64_t>(n.size());
     column_of.resize(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) {
@@ -159,6 +171,19 @@ struct ChunkPlan {
   // Offset of column j's output pixel from the chunk's first image and the channel's plane start.
   int64_t output_offset(int64_t j) const { return out_off[col(j)]; }
 };
+
+// Output pixels per chunk: the packed right operand of one K block of the
+// forward (256 channels x this) stays in L2.
+constexpr int64_t kChunkCols = 1024;
+
+// Images per chunk: about `cols` output pixels, and a whole number of
+// chunks per thread (the threads share the chunks out).
+inline int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
+  const int64_t threads = conv2d_threads(g);
+  const int64_t target = std::max<int64_t>(1, cols / (g.out_h * g.out_w));
+  const int64_t chunks = std::max(threads, conv2d_gemm::round_up(ceil_div(g.batch, target), threads));
+  return std::max<int64_t>(1, ceil_div(g.batch, chunks));
+}
 
 // Plans for the chunk sizes of one call (all chunks but the last have the same size).
 class Plans {

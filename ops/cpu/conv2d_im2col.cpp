@@ -27,12 +27,12 @@
 // ops/cpu/conv2d_pack.h: for kernels larger than 1x1, from x transposed to
 // images innermost, a vector of columns (one pixel of consecutive images) at
 // a time; for 1x1 ones with loads along output rows (whole rows when strided).
-// Grad weight packs its operands through 8x8 transposes (ops/cpu/transpose8.h).
+// Grad weight (dW_t as the GEMM X_t * dY^T over the columns) is in
+// ops/cpu/conv2d_im2col_weight.cpp.
 //
 // Threads: forward and grad input give each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
-// tiles are split instead. Grad weight runs every chunk on every thread, each
-// thread owning some input channels of dW, so nothing needs summing up.
+// tiles are split instead.
 #include <omp.h>
 
 #include <algorithm>
@@ -57,6 +57,8 @@ using conv2d_gemm::round_up;
 using conv2d_gemm::Slot;
 using conv2d_gemm::thread_buffer;
 using conv2d_plan::ChunkPlan;
+using conv2d_plan::chunk_images;
+using conv2d_plan::kChunkCols;
 using conv2d_plan::ColumnOrder;
 using conv2d_plan::Plans;
 
@@ -67,28 +69,13 @@ constexpr int64_t kKC = 256;
 // while the panels pass (at 512 rows, w's 512 KB per tap came from L3 once
 // per panel).
 constexpr int64_t kMC = 128;
-// K block over pixels (grad weight), in panels.
-constexpr int64_t kWeightGradPanels = 12;
-// Output pixels per chunk: the packed right operand of one K block
-// (kKC x this) stays in L2.
-constexpr int64_t kChunkCols = 1024;
-
-
-// Images per chunk: about `cols` output pixels, and a whole number of
-// chunks per thread (the threads share the chunks out).
-int64_t chunk_images(const Conv2dGeometry& g, int64_t cols) {
-  const int64_t threads = conv2d_threads(g);
-  const int64_t target = std::max<int64_t>(1, cols / (g.out_h * g.out_w));
-  const int64_t chunks = std::max(threads, round_up(ceil_div(g.batch, target), threads));
-  return std::max<int64_t>(1, ceil_div(g.batch, chunks));
-}
-
 // Per-thread scratch of the chunk loops (the buffers come from thread_buffer).
 struct Scratch {
   std::vector<int64_t> offsets;
   std::vector<int32_t> offsets32;  // the forward's, when they fit: gathers with 32-bit indices take half the instructions
   std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
   std::vector<int64_t> vsrc;                // the forward's, images innermost: where each vector comes from
+  std::vector<char> runs;                   // the forward's: per image, whether its columns are consecutive
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -151,6 +138,15 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           // Channel k's taps of row i * kMR: rows kMR apart (forward) or adjacent (transposed views).
           const T* src = V == WeightView::kForward ? wg + (i * kMR * Cg + k) * taps : wg + (k * Cg + i * kMR) * taps;
           const int64_t row_step = V == WeightView::kForward ? Cg * taps : taps;
+          // 1x1 kernels, forward: 8 channels of the 8 rows at a time,
+          // transposed in registers (row by row, 8 loads Cg apart per
+          // channel: 6% of a 1x1 stride-2 forward with 512 rows).
+          if constexpr (std::is_same_v<T, float> && kMR == 8 && V == WeightView::kForward)
+            if (taps == 1 && rows == kMR && k % 8 == 0 && k + 8 <= inner) {
+              transpose8::block(src, row_step, d, kMR);
+              k += 7;
+              continue;
+            }
           // Source tap s of w goes to packed tap dt(s) (flipped: taps - 1 - s).
           auto dt = [&](int64_t s) { return V == WeightView::kTransposedFlipped ? taps - 1 - s : s; };
           int64_t s = 0;
@@ -214,6 +210,18 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
     s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
     s.vsrc.resize(static_cast<size_t>(plan.panels * NV));
     std::vector<char> started(static_cast<size_t>(plan.panels));
+    // Per image: whether its pixels are consecutive columns (whole rows
+    // order), so that writing y is a copy by vectors (through column_of, it
+    // was 13% of a 1x1 stride-2 forward on 8x8 maps; Zen 5, 1 thread, 1x1
+    // stride 2, 64 x 128 -> 256 at 16x16: 1.52 -> 1.27 ms, 256 -> 512 at
+    // 8x8: 1.39 -> 1.35).
+    s.runs.assign(static_cast<size_t>(images), 0);
+    for (int64_t n = 0; n < images; ++n) {
+      const int64_t* col = plan.column_of.data() + n * P;
+      bool run = true;
+      for (int64_t q = 1; q < P && run; ++q) run = col[q] == col[0] + q;
+      s.runs[static_cast<size_t>(n)] = run;
+    }
     const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
       std::fill(started.begin(), started.end(), 0);
@@ -306,7 +314,15 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           T* ym = y + ((n0 + n) * g.out_channels + gi * Kg + m) * P;
           const T* om = out + m * cols;
           const int64_t* col = plan.column_of.data() + n * P;
-          for (int64_t q = 0; q < P; ++q) ym[q] = om[col[q]] + bm;
+          if (s.runs[static_cast<size_t>(n)]) {  // a plain copy, by whole vectors
+            constexpr int64_t L = conv2d_gemm::kLanes<T>;
+            const T* on = om + col[0];
+            int64_t q = 0;
+            for (; q + L <= P; q += L) conv2d_gemm::store(ym + q, conv2d_gemm::load(on + q) + bm);
+            for (; q < P; ++q) ym[q] = on[q] + bm;
+          } else {
+            for (int64_t q = 0; q < P; ++q) ym[q] = om[col[q]] + bm;
+          }
         }
     }
   });
@@ -398,167 +414,10 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   });
 }
 
-namespace {
-
-// Grad weight with panels of PV vectors of output channels (3, or 2 where
-// those come in multiples of 2 vectors but not 3: 256 with AVX-512 ran a
-// sixth panel of 16 at less than half speed).
-template <class T, int PV>
-void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t NR = PV * conv2d_gemm::kLanes<T>;
-  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G, taps = g.kernel_h * g.kernel_w;
-  const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w;
-  const int64_t m_panels = ceil_div(Kg, NR), c_tiles = ceil_div(Cg, kMR);
-  // dW_t^T per group and tap: dwt[gi][t][c][m], summed into over all chunks.
-  T* dwt = thread_buffer<T>(Slot::kSums, G * taps * Cg * Kg);
-  std::fill_n(dwt, G * taps * Cg * Kg, T(0));
-  const int64_t nb = chunk_images(g, kChunkCols);
-  const Plans plans(g, nb, NR);
-  const int64_t max_cols = g.batch == 0 ? 0 : plans(std::min(nb, g.batch)).panels * NR;
-  // Each thread packs dY^T itself (cheap next to the X_t it packs), so the
-  // threads never wait for one another: on a busy machine a barrier per
-  // chunk costs a scheduler tick whenever the other thread is descheduled.
-#pragma omp parallel num_threads(static_cast<int>(std::clamp<int64_t>(c_tiles, 1, conv2d_threads(g))))
-  {
-    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    T* apack = thread_buffer<T>(Slot::kOperandA, kWeightGradPanels * NR * kMR);
-    T* dyt = thread_buffer<T>(Slot::kTransform, m_panels * max_cols * NR);  // dY^T of the chunk and group: [m panel][j][NR]
-    std::vector<int64_t> offs(static_cast<size_t>(taps * max_cols));  // [tap][column]: X_t's input offsets
-    for (int64_t n0 = 0; n0 < g.batch; n0 += nb) {
-      const ChunkPlan& plan = plans(std::min(nb, g.batch - n0));
-      const int64_t cols = plan.cols, cols_pad = plan.panels * NR;
-      const T* xc = x + n0 * g.in_channels * HW;
-      for (int64_t gi = 0; gi < G; ++gi) {
-        const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
-        // Transposed in blocks of 64 columns: each row of dy is read along
-        // its pixels, and the block's lines of dyt stay in L1 (column by
-        // column, every read was a cache line of its own: 2/3 of grad weight
-        // on 1x1 stride-2 shapes).
-        constexpr int64_t kColBlock = 64;
-        // Float: 8 rows of dy (from m0) at a time, 8 x 8 blocks through
-        // registers where 8 columns are at most two runs of pixels; false
-        // (and nothing done) unless 8 rows from m0 exist.
-        auto fast_dyt = [&](int64_t m0, int64_t j0, int64_t j_valid) {
-          if constexpr (!std::is_same_v<T, float> || NR % 8 != 0) {
-            return false;
-          } else {
-            if (m0 + 8 > Kg) return false;
-            T* d = dyt + (m0 / NR * max_cols) * NR + m0 % NR;
-            const T* src = dyg + m0 * P;
-            const int64_t limit = dy + g.batch * g.out_channels * P - (src + 7 * P);  // readable from row 7
-            for (int64_t j = j0; j < j_valid; j += 8) {
-              int64_t o[8];
-              for (int64_t k = 0; k < 8; ++k) o[k] = j + k < j_valid ? plan.output_offset(j + k) : -1;
-              if (!transpose8::runs<1>(src, P, o, limit, d + j * NR, NR)) {
-                for (int64_t r = 0; r < 8; ++r)
-                  for (int64_t k = j; k < std::min(j + 8, j_valid); ++k) d[k * NR + r] = src[r * P + plan.output_offset(k)];
-              }
-            }
-            return true;
-          }
-        };
-        for (int64_t q = 0; q < m_panels; ++q)
-          for (int64_t j0 = 0; j0 < cols_pad; j0 += kColBlock) {
-            const int64_t j1 = std::min(cols_pad, j0 + kColBlock), j_valid = std::min(j1, cols);
-            for (int64_t mm0 = 0; mm0 < NR; mm0 += 8) {
-              const bool fast = fast_dyt(q * NR + mm0, j0, j_valid);
-              for (int64_t mm = mm0; mm < std::min(NR, mm0 + 8); ++mm) {
-                const int64_t m = q * NR + mm;
-                T* d = dyt + q * max_cols * NR + mm;
-                int64_t j = fast ? j_valid : j0;
-                if (m < Kg)
-                  for (const T* src = dyg + m * P; j < j_valid; ++j) d[j * NR] = src[plan.output_offset(j)];
-                for (j = std::max(j, j_valid); j < j1; ++j) d[j * NR] = T(0);
-              }
-            }
-          }
-        // The input offsets of every tap's columns; then tile by tile, so
-        // that the tile's rows of x stay in L2 over the taps (tap by tap,
-        // the chunk's x came from L3 once per tap).
-        for (int64_t t = 0; t < taps; ++t)
-          for (int64_t j = 0; j < cols_pad; ++j)
-            offs[static_cast<size_t>(t * max_cols + j)] = plan.input_offset(g, j, t / g.kernel_w, t % g.kernel_w);
-        for (int64_t tile = tid; tile < c_tiles; tile += nt) {
-          const int64_t rows = std::min(kMR, Cg - tile * kMR);
-          const T* src = xc + (gi * Cg + tile * kMR) * HW;
-          for (int64_t t = 0; t < taps; ++t) {
-            const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
-            // K blocks: runs of consecutive panels of pt, at most kWeightGradPanels long.
-            for (size_t i0 = 0; i0 < pt.size();) {
-              size_t i1 = i0 + 1;
-              while (i1 < pt.size() && pt[i1] == pt[i1 - 1] + 1 && static_cast<int64_t>(i1 - i0) < kWeightGradPanels)
-                ++i1;
-              const int64_t j0 = pt[i0] * NR, kb = static_cast<int64_t>(i1 - i0) * NR;
-              const int64_t* off = offs.data() + t * max_cols + j0;
-              // X_t rows of the tile's channels, columns [j0, j0 + kb), as [k][kMR];
-              // column j as kMR rows (0 in the padding and past the tile's rows).
-              auto column = [&](int64_t j) {
-                const int64_t o = off[j];
-                T* d = apack + j * kMR;
-                if (o < 0 || rows < kMR) {
-                  for (int64_t r = 0; r < kMR; ++r) d[r] = o >= 0 && r < rows ? src[r * HW + o] : T(0);
-                } else {
-                  for (int64_t r = 0; r < kMR; ++r) d[r] = src[r * HW + o];
-                }
-              };
-              int64_t j = 0;
-              // Float, whole tiles of 8 rows: 8 columns at a time through
-              // registers where they read at most two runs of step 1 or 2
-              // (the stride) inside x.
-              if constexpr (std::is_same_v<T, float> && kMR == 8) {
-                const int64_t limit = x + g.batch * g.in_channels * HW - (src + 7 * HW);  // readable from row 7
-                for (; rows == kMR && j + 8 <= kb; j += 8) {
-                  const bool done = g.stride_w == 1   ? transpose8::runs<1>(src, HW, off + j, limit, apack + j * kMR, kMR)
-                                    : g.stride_w == 2 ? transpose8::runs<2>(src, HW, off + j, limit, apack + j * kMR, kMR)
-                                                      : false;
-                  if (!done)
-                    for (int64_t k = j; k < j + 8; ++k) column(k);
-                }
-              }
-              for (; j < kb; ++j) column(j);
-              T* c_tile = dwt + ((gi * taps + t) * Cg + tile * kMR) * Kg;
-              for (int64_t q = 0; q < m_panels; ++q)
-                any_tile<T, PV>(kb, apack, dyt + (q * max_cols + j0) * NR, c_tile + q * NR, Kg, rows,
-                         std::min(NR, Kg - q * NR), true);
-              i0 = i1;
-            }
-          }
-        }
-      }
-    }
-  }
-  // dw[k][c][t] = dwt[group][t][c][m], in blocks of 16 output channels so
-  // that both sides are read and written a cache line at a time.
-  constexpr int64_t kBlock = 16;
-  const int64_t m_blocks = ceil_div(Kg, kBlock);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(conv2d_threads(g))
-  for (int64_t gi = 0; gi < G; ++gi)
-    for (int64_t mb = 0; mb < m_blocks; ++mb) {
-      const int64_t m0 = mb * kBlock, m1 = std::min(Kg, m0 + kBlock);
-      for (int64_t c = 0; c < Cg; ++c)
-        for (int64_t t = 0; t < taps; ++t) {
-          const T* src = dwt + ((gi * taps + t) * Cg + c) * Kg;
-          for (int64_t m = m0; m < m1; ++m) dw[((gi * Kg + m) * Cg + c) * taps + t] = src[m];
-        }
-    }
-}
-
-}  // namespace
-
-template <class T>
-void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  constexpr int64_t L = conv2d_gemm::kLanes<T>;
-  const int64_t Kg = g.out_channels / g.groups;
-  if (kMR >= 8 && Kg % (3 * L) != 0 && Kg % (2 * L) == 0) return backward_weight<T, 2>(g, dy, x, dw);
-  backward_weight<T, 3>(g, dy, x, dw);
-}
-
 template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
 template void conv2d_im2col_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
                                             double*);
 template void conv2d_im2col_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
 template void conv2d_im2col_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
-template void conv2d_im2col_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
-template void conv2d_im2col_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*);
 
 }  // namespace minidl

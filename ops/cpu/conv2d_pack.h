@@ -80,36 +80,36 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
       if (groups) {
         typedef float F8 __attribute__((vector_size(32)));
         typedef int32_t I8 __attribute__((vector_size(32)));
-        for (int64_t q = 0; q < NR / 8; ++q) {
-          const Group8& grp = groups[i * NR / 8 + q];
-          const Off* o = off + q * 8;
-          T* d = d0 + q * 8;
-          if (grp.kind == GroupKind::kGather) {
-            for (int64_t c = 0; c < kc; ++c, d += NR) {
-              const T* src = x + c * HW;
+        constexpr int64_t G = NR / 8;
+        const Group8* grp = groups + i * G;
+        I8 valid[G];
+        for (int64_t q = 0; q < G; ++q)
+          for (int k = 0; k < 8; ++k) valid[q][k] = off[q * 8 + k] >= 0 ? -1 : 0;
+        // Channel by channel, the panel's groups inner: each channel's row
+        // of the panel is read and written once. (Group by group, every
+        // group walked all kc channels, HW apart: with 32x32 maps, HW * 4 =
+        // 4 KB, they all fell into one L1 set, and packing was 28% of a 3x3
+        // stride-2 forward; Zen 5, 1 thread, 64 x 64 -> 128 at 32x32: 15.3
+        // -> 13.4 ms.)
+        for (int64_t c = 0; c < kc; ++c) {
+          const T* src = x + c * HW;
+          T* d = d0 + c * NR;
+          for (int64_t q = 0; q < G; ++q, d += 8) {
+            if (grp[q].kind == GroupKind::kGather) {
+              const Off* o = off + q * 8;
 #pragma omp simd
               for (int64_t jj = 0; jj < 8; ++jj) d[jj] = o[jj] >= 0 ? src[std::max<Off>(o[jj], 0)] : T(0);
+              continue;
             }
-            continue;
+            F8 lo, hi;
+            std::memcpy(&lo, src + grp[q].base[0], sizeof lo);
+            std::memcpy(&hi, src + grp[q].base[1], sizeof hi);
+            // The shuffles' lanes are constants (__builtin_shufflevector: GCC >= 12 and clang).
+            const F8 v = grp[q].kind == GroupKind::kStep2 ? __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14)
+                                                          : __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11);
+            const I8 m = reinterpret_cast<I8>(v) & valid[q];
+            std::memcpy(d, &m, sizeof m);
           }
-          I8 valid;
-          for (int k = 0; k < 8; ++k) valid[k] = o[k] >= 0 ? -1 : 0;
-          // The shuffle's lanes are constants (__builtin_shufflevector: GCC >= 12 and clang).
-          auto pack_runs = [&](auto shuffle) {
-            const T* s0 = x + grp.base[0];
-            const T* s1 = x + grp.base[1];
-            for (int64_t c = 0; c < kc; ++c, d += NR, s0 += HW, s1 += HW) {
-              F8 lo, hi;
-              std::memcpy(&lo, s0, sizeof lo);
-              std::memcpy(&hi, s1, sizeof hi);
-              const I8 v = reinterpret_cast<I8>(shuffle(lo, hi)) & valid;
-              std::memcpy(d, &v, sizeof v);
-            }
-          };
-          if (grp.kind == GroupKind::kStep2)
-            pack_runs([](F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14); });
-          else
-            pack_runs([](F8 a, F8 b) { return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11); });
         }
         continue;
       }

@@ -11,8 +11,10 @@ namespace minidl::transpose8 {
 typedef float F8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
 
-// d[k * ldd + r] = r_[r][k]: the rows r_[0..7] stored as columns.
-inline void store_columns(const F8* r, float* d, int64_t ldd) {
+// dst(k)[r] = r_[r][k]: the rows r_[0..7] stored as columns, column k at
+// dst(k) (8 floats).
+template <class Dst>
+inline void store_columns_at(const F8* r, Dst dst) {
   F8 t[8], u[8];
   for (int k = 0; k < 8; k += 2) {
     t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -27,9 +29,14 @@ inline void store_columns(const F8* r, float* d, int64_t ldd) {
   for (int k = 0; k < 4; ++k) {
     const F8 lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
     const F8 hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    std::memcpy(d + k * ldd, &lo, sizeof(F8));
-    std::memcpy(d + (k + 4) * ldd, &hi, sizeof(F8));
+    std::memcpy(dst(k), &lo, sizeof(F8));
+    std::memcpy(dst(k + 4), &hi, sizeof(F8));
   }
+}
+
+// d[k * ldd + r] = r_[r][k]: the rows r_[0..7] stored as columns.
+inline void store_columns(const F8* r, float* d, int64_t ldd) {
+  store_columns_at(r, [&](int k) { return d + k * ldd; });
 }
 
 // s[0], s[Step], ..., s[7 * Step] (Step 1 or 2: 8 or 16 floats read).
