@@ -33,10 +33,10 @@ class Context;
 
 namespace minidl::dist {
 
-enum class GlooAllReduceAlgo { kRing, kExchange };
+enum class GlooAllReduceAlgo { kRing, kExchange, kRsag };
 
 // The algorithm for `bytes` per rank in a group of `size` ranks:
-// MINIDL_GLOO_ALLREDUCE=ring|exchange forces one (tests, benchmarks).
+// MINIDL_GLOO_ALLREDUCE=ring|exchange|rsag forces one (tests, benchmarks).
 GlooAllReduceAlgo choose_gloo_all_reduce(int64_t bytes, int size);
 
 // In-place all-reduce of `n` elements of `dtype` (float32, float64 or int64)
