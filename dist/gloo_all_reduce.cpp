@@ -31,10 +31,13 @@ constexpr uint8_t kRsagGatherSlotPrefix = 0x4f;
 // and rsag side by side, with and without 2 busy loops). Under load every
 // blocking wait can cost a scheduler tick, so fewer waits win:
 //   - the exchange (4 voluntary context switches per call on rank 0 vs the
-//     ring's 8) won up to 256 KiB: 0.17 vs 0.31 ms (PyTorch's ring) there;
-//     at 1 MiB it lost to rsag (0.70 vs 0.45-0.51 ms): no overlap of the
-//     transfer with the reduce.
-//   - rsag won from 1 MiB (1.03-1.5x PyTorch's ring, 1/4 of its waits at 64 MiB).
+//     ring's 8) won up to 256 KiB: per-call medians 0.17 ms vs rsag's 0.19,
+//     the ring's 1.67 and PyTorch's 0.31 there; at 1 MiB it lost to rsag
+//     (0.70 vs 0.51 ms): no overlap of the transfer with the reduce.
+//   - rsag won from 1 MiB (0.51-74 ms vs the ring's 0.63-84, about 1/4 of
+//     its waits at 64 MiB).
+// Which of the two modes a run falls into (RESULTS: Gloo's loop thread
+// spinning for a tick) moves the ratios more than the choice does.
 // For more ranks the exchange sends size / 2 times the ring's traffic and
 // rsag opens size - 1 flows per rank at once; neither was measured there, so
 // those groups keep the exchange for small tensors and Gloo's ring above.
