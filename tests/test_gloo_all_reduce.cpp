@@ -1,12 +1,15 @@
 // ProcessGroupGloo's all-reduce algorithms (dist/gloo_all_reduce.h): Gloo's
-// ring and the one-step exchange, each forced through MINIDL_GLOO_ALLREDUCE,
-// against values each rank computes itself (every op and dtype, sizes that do
-// not divide into the ring's segments), the exchange's rank-order sum (the same
-// bits on every rank), the size-based choice, several outstanding Works
-// (run in issue order by the worker), and a timeout on the ring.
+// ring, the one-step exchange and rsag (also with small segments, through
+// MINIDL_GLOO_RSAG_SEGMENT), each forced through MINIDL_GLOO_ALLREDUCE, and
+// the size-based choice around its crossovers, against values each rank
+// computes itself (every op and dtype, sizes that do not divide into the
+// ring's segments or rsag's chunks), the rank-order sum of the exchange and
+// rsag (the same bits on every rank), several outstanding Works (run in issue
+// order by the worker), and a timeout on the ring.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "minidl/dist/distributed.h"
@@ -53,70 +56,95 @@ void require_expected(const Tensor& t, ReduceOp op, int world, DType dtype, cons
 
 }  // namespace
 
-TEST_CASE("ring and exchange: every op and dtype, sizes not divisible by the segments, 2 and 3 ranks") {
+TEST_CASE("every algorithm: every op and dtype, sizes not divisible by the segments, 2 and 3 ranks") {
   for (int world : {2, 3}) {
     CAPTURE(world);
     auto failures = run_ranks(world, [](int rank, int world) {
-      for (const char* algo : {"ring", "exchange"}) {
-        setenv("MINIDL_GLOO_ALLREDUCE", algo, 1);
+      // rsag@4000: segments of 4000 bytes (1000 float32, 500 float64 or int64 elements).
+      for (const char* algo : {"ring", "exchange", "rsag", "rsag@4000", "auto"}) {
+        const std::string name = algo;
+        if (name == "auto") unsetenv("MINIDL_GLOO_ALLREDUCE");
+        else setenv("MINIDL_GLOO_ALLREDUCE", name.substr(0, name.find('@')).c_str(), 1);
+        if (name == "rsag@4000") setenv("MINIDL_GLOO_RSAG_SEGMENT", "4000", 1);
+        else unsetenv("MINIDL_GLOO_RSAG_SEGMENT");
         for (DType dtype : {kFloat32, kFloat64, kInt64})
           for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX})
             // 65537 elements: 256 KiB + 4 bytes in float32, not a multiple of
-            // the ring's 2 * world segments; 1 and 5: fewer elements than segments.
-            for (int64_t n : {1, 5, 1001, 65537}) {
+            // the ring's 2 * world segments nor of rsag's world chunks; 1 and 5:
+            // fewer elements than segments (rsag: empty chunks); 16384 / 16385
+            // float32 and 32768 / 32769 float64: 64 KiB and 256 KiB, the
+            // choice's crossovers, and one element more.
+            for (int64_t n : {1, 5, 1001, 16384, 16385, 32768, 32769, 65536, 65537}) {
               if (dtype == kInt64 && op == ReduceOp::AVG) continue;
-              if (n == 65537 && op != ReduceOp::SUM && op != ReduceOp::MAX) continue;
+              if (n >= 16384 && op != ReduceOp::SUM && op != ReduceOp::MAX) continue;
+              if (n >= 16384 && name != "auto" && n != 65537) continue;  // the crossovers: for the choice
               Tensor t = rank_input(rank, n, dtype);
               all_reduce(t, op);
               require_expected(t, op, world, dtype, algo);
             }
       }
       unsetenv("MINIDL_GLOO_ALLREDUCE");
+      unsetenv("MINIDL_GLOO_RSAG_SEGMENT");
     });
     CHECK_MESSAGE(failures.empty(), failures);
   }
 }
 
-TEST_CASE("exchange: the sum in rank order, the same bits on every rank") {
-  auto failures = run_ranks(3, [](int rank, int world) {
-    setenv("MINIDL_GLOO_ALLREDUCE", "exchange", 1);
-    const int64_t n = 999;
-    // Values whose float32 sums depend on the order they are added in.
-    auto x = [](int r, int64_t i) { return float(0.1 * (r + 1) + 1e-3 * double(i) + 1e5 * double(i % 3 == r)); };
-    std::vector<float> mine(n);
-    for (int64_t i = 0; i < n; ++i) mine[i] = x(rank, i);
-    Tensor t = tensor(mine);
-    all_reduce(t);
-    auto got = t.to_vector<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      float acc = x(0, i);
-      for (int r = 1; r < world; ++r) acc += x(r, i);
-      DIST_REQUIRE(std::memcmp(&acc, &got[i], sizeof(float)) == 0, << "element " << i << ": got " << got[i]
-                                                                   << ", rank-order sum " << acc);
-    }
-    // Every rank holds the same bits.
-    Tensor all = zeros({world * n});
-    default_group()->all_gather_into_tensor(all, t)->wait();
-    auto v = all.to_vector<float>();
-    for (int r = 1; r < world; ++r)
-      DIST_REQUIRE(std::memcmp(v.data(), v.data() + r * n, n * sizeof(float)) == 0, << "rank " << r << " differs");
-  });
-  CHECK_MESSAGE(failures.empty(), failures);
+TEST_CASE("exchange and rsag: the sum in rank order, the same bits on every rank, 2 and 3 ranks") {
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    auto failures = run_ranks(world, [](int rank, int world) {
+      for (const char* segment : {"", "4000", "400"}) {  // "": exchange; else rsag with that segment
+        CAPTURE(segment);
+        setenv("MINIDL_GLOO_ALLREDUCE", *segment ? "rsag" : "exchange", 1);
+        setenv("MINIDL_GLOO_RSAG_SEGMENT", segment, 1);
+        const int64_t n = 2999;
+        // Values whose float32 sums depend on the order they are added in.
+        auto x = [](int r, int64_t i) { return float(0.1 * (r + 1) + 1e-3 * double(i) + 1e5 * double(i % 3 == r)); };
+        std::vector<float> mine(n);
+        for (int64_t i = 0; i < n; ++i) mine[i] = x(rank, i);
+        Tensor t = tensor(mine);
+        all_reduce(t);
+        auto got = t.to_vector<float>();
+        for (int64_t i = 0; i < n; ++i) {
+          float acc = x(0, i);
+          for (int r = 1; r < world; ++r) acc += x(r, i);
+          DIST_REQUIRE(std::memcmp(&acc, &got[i], sizeof(float)) == 0,
+                       << segment << " element " << i << ": got " << got[i] << ", rank-order sum " << acc);
+        }
+        // Every rank holds the same bits.
+        Tensor all = zeros({world * n});
+        default_group()->all_gather_into_tensor(all, t)->wait();
+        auto v = all.to_vector<float>();
+        for (int r = 1; r < world; ++r)
+          DIST_REQUIRE(std::memcmp(v.data(), v.data() + r * n, n * sizeof(float)) == 0,
+                       << segment << " rank " << r << " differs");
+      }
+      unsetenv("MINIDL_GLOO_ALLREDUCE");
+      unsetenv("MINIDL_GLOO_RSAG_SEGMENT");
+    });
+    CHECK_MESSAGE(failures.empty(), failures);
+  }
 }
 
-TEST_CASE("choose_gloo_all_reduce: exchange for small tensors, the ring above; MINIDL_GLOO_ALLREDUCE forces one") {
+TEST_CASE("choose_gloo_all_reduce: the exchange for small tensors, rsag (2 ranks) or the ring above; "
+          "MINIDL_GLOO_ALLREDUCE forces one") {
   unsetenv("MINIDL_GLOO_ALLREDUCE");
   CHECK(choose_gloo_all_reduce(4, 2) == GlooAllReduceAlgo::kExchange);
-  CHECK(choose_gloo_all_reduce(64 << 10, 2) == GlooAllReduceAlgo::kExchange);
-  CHECK(choose_gloo_all_reduce((64 << 10) + 4, 2) == GlooAllReduceAlgo::kRing);
+  CHECK(choose_gloo_all_reduce(256 << 10, 2) == GlooAllReduceAlgo::kExchange);
+  CHECK(choose_gloo_all_reduce((256 << 10) + 4, 2) == GlooAllReduceAlgo::kRsag);
+  CHECK(choose_gloo_all_reduce(64 << 20, 2) == GlooAllReduceAlgo::kRsag);
   CHECK(choose_gloo_all_reduce(64 << 10, 3) == GlooAllReduceAlgo::kExchange);
+  CHECK(choose_gloo_all_reduce((64 << 10) + 4, 3) == GlooAllReduceAlgo::kRing);
   CHECK(choose_gloo_all_reduce((64 << 10) + 8, 4) == GlooAllReduceAlgo::kRing);
   setenv("MINIDL_GLOO_ALLREDUCE", "ring", 1);
   CHECK(choose_gloo_all_reduce(4, 2) == GlooAllReduceAlgo::kRing);
   setenv("MINIDL_GLOO_ALLREDUCE", "exchange", 1);
   CHECK(choose_gloo_all_reduce(1 << 30, 8) == GlooAllReduceAlgo::kExchange);
+  setenv("MINIDL_GLOO_ALLREDUCE", "rsag", 1);
+  CHECK(choose_gloo_all_reduce(4, 3) == GlooAllReduceAlgo::kRsag);
   setenv("MINIDL_GLOO_ALLREDUCE", "bcube", 1);
-  CHECK_THROWS_WITH_AS(choose_gloo_all_reduce(4, 2), doctest::Contains("MINIDL_GLOO_ALLREDUCE must be ring or exchange"),
+  CHECK_THROWS_WITH_AS(choose_gloo_all_reduce(4, 2), doctest::Contains("MINIDL_GLOO_ALLREDUCE must be ring, exchange or rsag"),
                        Error);
   unsetenv("MINIDL_GLOO_ALLREDUCE");
 }
