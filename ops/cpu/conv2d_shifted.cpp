@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "minidl/core/allocator.h"
@@ -41,6 +42,7 @@
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv2d_shifted_tiles.h"
 #include "minidl/ops/cpu/conv2d_simd.h"
+#include "minidl/ops/cpu/transpose8.h"
 
 namespace minidl {
 
@@ -397,17 +399,34 @@ namespace {
 
 // dy of one (image, group) transposed to dyt[q][m] (q = row * pitch + col as
 // in the forward problem), zero at junk columns, padding rows and m >= Kg.
-// Reads dy in order (it comes from memory); the scattered writes hit dyt in cache.
+// float: 8 x 8 blocks through registers (ops/cpu/transpose8.h), only the junk
+// zeroed; element by element (scattered writes) and a full clear, the
+// transpose was most of a first layer's weight gradient (3 input channels:
+// little arithmetic per pixel).
 template <class T>
 void transpose_dy(const ShiftedProblem& p, const T* dy, int64_t Kg, int64_t out_h, int64_t out_w, int64_t ld,
                   T* dyt) {
-  std::fill(dyt, dyt + p.q_pad * ld, T(0));
-  for (int64_t m = 0; m < Kg; ++m)
+  const bool blocks = std::is_same_v<T, float> && Kg == ld && Kg % 8 == 0 && out_w % 8 == 0;
+  if (!blocks) {
+    std::fill(dyt, dyt + p.q_pad * ld, T(0));
+    for (int64_t m = 0; m < Kg; ++m)
+      for (int64_t r = 0; r < out_h; ++r) {
+        const T* src = dy + (m * out_h + r) * out_w;
+        T* dst = dyt + r * p.pitch * ld + m;
+        for (int64_t c = 0; c < out_w; ++c) dst[c * ld] = src[c];
+      }
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t plane = out_h * out_w;
     for (int64_t r = 0; r < out_h; ++r) {
-      const T* src = dy + (m * out_h + r) * out_w;
-      T* dst = dyt + r * p.pitch * ld + m;
-      for (int64_t c = 0; c < out_w; ++c) dst[c * ld] = src[c];
+      for (int64_t m = 0; m < Kg; m += 8)
+        for (int64_t c = 0; c < out_w; c += 8)
+          transpose8::block(dy + m * plane + r * out_w + c, plane, dyt + (r * p.pitch + c) * ld + m, ld);
+      std::fill(dyt + (r * p.pitch + out_w) * ld, dyt + (r + 1) * p.pitch * ld, T(0));  // junk columns
     }
+    std::fill(dyt + out_h * p.pitch * ld, dyt + p.q_pad * ld, T(0));  // rows past the last
+  }
 }
 
 // Column chunks of the weight-grad tiles: 4, 2 or 1 vectors of output channels.
