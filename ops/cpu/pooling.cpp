@@ -226,11 +226,14 @@ void avg_pool_plane(const T* xp, T* yp, const PlaneTaps& t, const PoolGeometry& 
       }
 }
 
+// Global average pooling reads 16-bit values one by one: planes are small
+// (4x4 in ResNet), where converting them row by row cost more than it saved.
+// The mean is rounded to float32 first for the 16-bit types, as the widened path.
 template <class T>
 T global_mean(const T* xp, int64_t n) {
   double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += xp[i];
-  return static_cast<T>(s / static_cast<double>(n));
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(load(xp[i]));
+  return static_cast<T>(static_cast<Compute<T>>(s / static_cast<double>(n)));
 }
 
 // 16-bit planes are widened into a per-thread float plane, the float loop
@@ -246,17 +249,17 @@ void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;
     T* yp = y + p * out_plane;
-    if constexpr (is_half_v<T>) {
+    if (global) {
+      yp[0] = global_mean(xp, in_plane);
+    } else if constexpr (is_half_v<T>) {
       thread_local std::vector<float> buf;
       buf.resize(static_cast<size_t>(in_plane + out_plane));
       float *xf = buf.data(), *yf = xf + in_plane;
       widen_row(xp, xf, in_plane);
-      if (global) yf[0] = global_mean(xf, in_plane);
-      else avg_pool_plane(xf, yf, t, g);
+      avg_pool_plane(xf, yf, t, g);
       narrow_row(yf, yp, out_plane);
     } else {
-      if (global) yp[0] = global_mean(xp, in_plane);
-      else avg_pool_plane(xp, yp, t, g);
+      avg_pool_plane(xp, yp, t, g);
     }
   }
 }
@@ -266,10 +269,6 @@ void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
 template <class T>
 void avg_pool_backward_plane(const T* gyp, T* gxp, const PlaneTaps& t, const PoolGeometry& g) {
   const int64_t H = g.in[1], W = g.in[2];
-  if (g.adaptive && g.out_plane() == 1) {
-    std::fill(gxp, gxp + g.in_plane(), static_cast<T>(gyp[0] / static_cast<double>(g.in_plane())));
-    return;
-  }
   std::fill(gxp, gxp + g.in_plane(), T(0));
   int64_t o = 0;
   for (const Taps& td : t.d)
@@ -294,7 +293,10 @@ void avg_pool_backward_kernel(const T* gy, T* gx, const PoolGeometry g) {
   const PlaneTaps t(g);
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
-    if constexpr (is_half_v<T>) {
+    if (global) {  // dy / n to every value (for 16-bit: rounded to float32, then to T)
+      const auto share = static_cast<Compute<T>>(static_cast<double>(load(gy[p])) / static_cast<double>(in_plane));
+      std::fill(gx + p * in_plane, gx + (p + 1) * in_plane, static_cast<T>(share));
+    } else if constexpr (is_half_v<T>) {
       thread_local std::vector<float> buf;  // the float gradient plane, summed and rounded once
       buf.resize(static_cast<size_t>(in_plane + out_plane));
       float *gxf = buf.data(), *gyf = gxf + in_plane;
