@@ -8,6 +8,7 @@
 // CPU storage made (so no host read of device values).
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -143,7 +144,7 @@ TEST_CASE("chunked SyncBN pipeline on float16/bfloat16 input, float32 or 16-bit 
   for (DType dtype : {kBFloat16, kFloat16})
     for (bool params16 : {false, true}) {
       const DType P = params16 ? dtype : kFloat32;
-      INFO(dtype_name(dtype), " input, ", dtype_name(P), " parameters");
+      INFO(std::string(dtype_name(dtype)), " input, ", std::string(dtype_name(P)), " parameters");
       manual_seed(5);
       const Shape shape{7, 3, 4, 5};
       const std::vector<int64_t> split{3, 0, 1, 3};
@@ -188,7 +189,7 @@ TEST_CASE("sync_gather_channel and sync_weighted_sum (the CUDA kernels' math) eq
   const Tensor counts = tensor({4.0, 0.0, 7.0}, {W}, kFloat64);
   const Tensor sum_dy = randn({C}, kFloat64), sum_dy_xmu = randn({C}, kFloat64);
   for (DType P : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-    INFO(dtype_name(P));
+    INFO(std::string(dtype_name(P)));
     const Tensor rm0 = randn({C}).to(P), rv0 = (rand({C}) + 0.5).to(P), w = randn({C}).to(P);
     Tensor rm = rm0.clone(), rv = rv0.clone();
     auto [mean, invstd] = batch_norm_gather_stats_with_counts(zeros({1, C, 1}, kFloat64), means, invstds, rm, rv,
