@@ -9,8 +9,9 @@
 // Prints one JSON object per op:
 //   {"op":"conv2d_fwd_bwd","shape":"...","f32_ms":..,"bf16_dot_ms":..,"bf16_f32path_ms":..,"f32_over_bf16_dot":..,
 //    "cpu_f32_ms":..,...}
-// Options: --threads N (default 2), --reps N (default 15), --only gemm|layers
-// (layers: SmallNet's convs at batch 16 and the ops between them, batch 32).
+// Options: --threads N (default 2), --reps N (default 15), --only gemm|layers|norms
+// (layers: SmallNet's convs at batch 16 and the ops between them, batch 32;
+// norms: GroupNorm, LayerNorm, InstanceNorm and avg pooling at 32x128x32x32).
 #include <omp.h>
 
 #include <algorithm>
@@ -123,6 +124,24 @@ int main(int argc, char** argv) {
             reps);
     compare("add_fwd_bwd", "32x64x32x32 + 32x64x32x32", {{32, 64, 32, 32}, {32, 64, 32, 32}},
             [&](V a) { return add(a[0], a[1]); }, reps);
+    return 0;
+  }
+  if (only == "norms") {  // GroupNorm, LayerNorm, InstanceNorm with float32 parameters (autocast's), avg pooling
+    const Shape x{32, 128, 32, 32};
+    compare("group_norm_fwd_bwd", "x 32x128x32x32, 32 groups, float32 weight", {x, {128}, {128}},
+            [&](V a) { return group_norm(a[0], 32, a[1].to(kFloat32), a[2].to(kFloat32)); }, reps);
+    compare("layer_norm_fwd_bwd", "x 32x128x32x32 over (32), float32 weight", {x, {32}, {32}},
+            [&](V a) { return layer_norm(a[0], {32}, a[1].to(kFloat32), a[2].to(kFloat32)); }, reps);
+    compare("layer_norm_fwd_bwd", "x 32x128x32x32 over (128, 32, 32), no affine", {x},
+            [&](V a) { return layer_norm(a[0], {128, 32, 32}); }, reps);
+    compare("instance_norm_fwd_bwd", "x 32x128x32x32, float32 weight", {x, {128}, {128}},
+            [&](V a) { return instance_norm(a[0], Tensor(), Tensor(), a[1].to(kFloat32), a[2].to(kFloat32)); },
+            reps);
+    compare("avg_pool2d_fwd_bwd", "x 32x128x32x32, 2x2", {x}, [&](V a) { return avg_pool2d(a[0], {2, 2}); }, reps);
+    compare("avg_pool2d_fwd_bwd", "x 32x128x32x32, 3x3 s1 p1", {x},
+            [&](V a) { return avg_pool2d(a[0], {3, 3}, {1, 1}, {1, 1}); }, reps);
+    compare("adaptive_avg_pool2d_fwd_bwd", "x 32x512x4x4 -> 1x1", {{32, 512, 4, 4}},
+            [&](V a) { return adaptive_avg_pool2d(a[0], {1, 1}); }, reps);
     return 0;
   }
   compare("matmul_fwd_bwd", "512x512 @ 512x512", {{512, 512}, {512, 512}}, [](V a) { return matmul(a[0], a[1]); },

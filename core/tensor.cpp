@@ -104,13 +104,25 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
                "for sizes ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->set_view(*base.impl(), std::move(shape), std::move(strides), offset);
+  impl->is_view = true;
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), storage_offset()); }
+Tensor Tensor::detach() const {
+  Tensor d = make_view(*this, shape(), strides(), storage_offset());
+  d.impl()->is_view = false;  // PyTorch's detach() shares the data but is not a view
+  return d;
+}
 
 Tensor& Tensor::detach_() {
   TensorImpl* t = checked();
+  // PyTorch's check and message (VariableTypeManual.cpp, detach_): a view's
+  // autograd history is tied to its base's, so it cannot be cut in place.
+  MINIDL_CHECK(!t->is_view,
+               "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+               "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of DDP "
+               "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
+               "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.");
   t->grad_fn.reset();
   t->output_nr = 0;
   t->requires_grad = false;

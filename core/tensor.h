@@ -93,8 +93,10 @@ class Tensor {
   uint32_t output_nr() const { return checked()->output_nr; }
   // Runs backward from this tensor. A non-scalar needs `gradient` (same shape).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  Tensor detach() const;  // shares data, no history
+  Tensor detach() const;  // shares data, no history; not a view
+  // Refuses a view (PyTorch's "Can't detach views in-place. Use detach() instead. ...").
   Tensor& detach_();
+  bool is_view() const { return checked()->is_view; }  // made by a view op (PyTorch's is_view / _is_view)
   // Called with the gradient w.r.t. this tensor when it is computed; may return a
   // replacement (a defined Tensor) or Tensor() to keep it.
   HookId register_hook(GradHook hook) const;

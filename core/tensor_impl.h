@@ -39,6 +39,10 @@ struct TensorImpl {
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only, made lazily
   std::vector<std::pair<HookId, GradHook>> hooks;  // leaves; non-leaf hooks live on grad_fn
   std::vector<std::pair<HookId, PostAccumulateGradHook>> post_accumulate_hooks;
+  // Made by a view op (make_view: view, reshape, narrow, select, expand, ...),
+  // PyTorch's is_view(); detach() and Module::to's re-pointing are not views.
+  // detach_() refuses views, as PyTorch does.
+  bool is_view = false;
 
   // Points this impl at base's data with the given geometry: the storage and
   // dtype come from base, autograd state is left as it is. Every path that makes

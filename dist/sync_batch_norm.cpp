@@ -86,9 +86,6 @@ GroupHandles& group_handles() {
   return handles;
 }
 
-// float16/bfloat16 -> float32 (a copy); other dtypes as they are.
-Tensor widened(const Tensor& t) { return is_reduced_floating(t.dtype()) ? t.to(kFloat32) : t; }
-
 void check_sync_input(const Tensor& input) {
   MINIDL_CHECK(input.defined(), "SyncBatchNorm: the input tensor is undefined");
   MINIDL_CHECK(input.dim() >= 2, "expected at least 2D input (got ", input.dim(), "D input)");
@@ -102,12 +99,12 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
                                       double eps, double momentum, const ProcessGroupPtr& group) {
   check_sync_input(input);
   MINIDL_CHECK(group != nullptr, "SyncBatchNorm: the process group is null");
-  // A float16/bfloat16 input (autocast) is normalized in float32 against the
-  // float32 weight and statistics, and the output rounded back to its dtype,
-  // as PyTorch's SyncBatchNorm does (pytorch/pytorch#98332): the sums that
-  // cross ranks stay float32. Only the 16-bit input is saved for backward.
-  const Tensor x_saved = input.contiguous();
-  const Tensor x = widened(x_saved);
+  // A float16/bfloat16 input (autocast; or a model cast to 16 bits whole)
+  // goes to the building blocks as it is, with float32 or same-dtype weight,
+  // bias and running statistics, as PyTorch's: they compute in float32/double
+  // and round the output once; the statistics and sums that cross ranks are
+  // float32 (pytorch/pytorch#98332), the counts float64.
+  const Tensor x = input.contiguous();
   const int64_t C = x.size(1);
   const int64_t W = group->size();
   if (W < 2)  // with more ranks, one value here is fine: the others bring more
@@ -143,18 +140,17 @@ Tensor SyncBatchNormFunction::forward(AutogradContext* ctx, const Tensor& input,
   auto [mean, invstd] =
       batch_norm_gather_stats_with_counts(x, means, invstds, running_mean, running_var, momentum, eps, counts);
 
-  ctx->save_for_backward({x_saved, weight, mean, invstd, counts});
+  ctx->save_for_backward({x, weight, mean, invstd, counts});
   ctx->saved_data["group"] = group_handles().remember(group);
-  return batch_norm_elemt(x, weight, bias, mean, invstd, eps).to(input.dtype());  // empty in, empty out
+  return batch_norm_elemt(x, weight, bias, mean, invstd, eps);  // empty in, empty out
 }
 
 variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_list grad_outputs) {
   const variable_list saved = ctx->get_saved_variables();
   const Tensor &weight = saved[1], &mean = saved[2], &invstd = saved[3], &counts = saved[4];
-  const DType input_dtype = saved[0].dtype();
-  const Tensor x = widened(saved[0]);
+  const Tensor& x = saved[0];
   const ProcessGroupPtr group = group_handles().find(ctx->saved_data.at("group").to_int());
-  const Tensor dy = widened(grad_outputs[0].contiguous());
+  const Tensor dy = grad_outputs[0].contiguous();
   const int64_t C = x.size(1);
   const bool input_g = ctx->needs_input_grad(0);
   const bool weight_g = ctx->needs_input_grad(1) && weight.defined();
@@ -168,20 +164,22 @@ variable_list SyncBatchNormFunction::backward(AutogradContext* ctx, variable_lis
       Tensor sums = cat({local.sum_dy, local.sum_dy_xmu});
       group->all_reduce(sums, ReduceOp::SUM)->wait();
       grad_input = batch_norm_backward_elemt(dy, x, mean, invstd, weight, sums.narrow(0, 0, C),
-                                             sums.narrow(0, C, C), counts).to(input_dtype);
+                                             sums.narrow(0, C, C), counts);
     }
     grad_weight = local.grad_weight;
     grad_bias = local.grad_bias;
   } else {
-    // Nothing to contribute, but the peers wait for this rank's all-reduce.
-    const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
+    // Nothing to contribute, but the peers wait for this rank's all-reduce, in
+    // the dtype theirs has (float32 for a 16-bit input: mean's dtype).
     if (input_g) {
-      Tensor sums = zeros({2 * C}, like_x);
+      Tensor sums = zeros({2 * C}, mean.options());
       group->all_reduce(sums, ReduceOp::SUM)->wait();
-      grad_input = zeros(x.shape(), TensorOptions(input_dtype).device(x.device()));
+      grad_input = zeros(x.shape(), x.options());
     }
-    if (weight_g) grad_weight = zeros({C}, TensorOptions(weight.dtype()).device(weight.device()));
-    if (bias_g) grad_bias = zeros({C}, like_x);
+    // Parameter gradients in the weight's dtype, as batch_norm_backward_reduce's.
+    const TensorOptions param_opts = weight.defined() ? weight.options() : x.options();
+    if (weight_g) grad_weight = zeros({C}, param_opts);
+    if (bias_g) grad_bias = zeros({C}, param_opts);
   }
   // input, weight, bias, running_mean, running_var, eps, momentum, group
   return {grad_input, grad_weight, grad_bias, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};

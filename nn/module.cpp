@@ -287,7 +287,11 @@ void Module::zero_grad(bool set_to_none) {
       p.set_grad(Tensor());
     } else {
       NoGradGuard no_grad;
-      g.detach_();
+      // PyTorch's zero_grad: detach_() only a gradient with history; a
+      // gradient that is a view (DDP's gradient_as_bucket_view) has none and
+      // would refuse detach_().
+      if (g.grad_fn()) g.detach_();
+      else g.requires_grad_(false);
       g.zero_();
     }
   }

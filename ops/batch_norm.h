@@ -33,6 +33,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 // the input's device, where all its tensors must be, and reads nothing back to
 // the host (ops/batch_norm_sync.cpp; kernels in ops/batch_norm_sync.h).
 
+// Dtypes, as PyTorch's: a float16/bfloat16 input takes float32 or same-dtype
+// weight, bias and running statistics; the statistics and sums below are
+// float32 for it (PyTorch's accumulate type), the input's dtype otherwise;
+// parameter gradients come in the weight's dtype.
+
 // Per-channel mean and invstd = 1 / sqrt(var_biased + eps) of a local (N, C, *)
 // input; count = numel / C. An empty input gives count 0 and zero mean/invstd.
 struct BatchNormStats {
@@ -48,7 +53,8 @@ BatchNormStats batch_norm_stats(const Tensor& input, double eps);
 // is the same). Returns the global (mean, invstd). If defined, running_mean /
 // running_var are updated in place with the global mean and the global
 // unbiased variance var_n / (n - 1) (left alone when every count is 0).
-// input_for_dtype names the dtype and the device of the result.
+// input_for_dtype names the device of the result and, through its dtype, the
+// result's (float32 for a 16-bit input).
 std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     const Tensor& input_for_dtype, const Tensor& means, const Tensor& invstds,
     const Tensor& running_mean, const Tensor& running_var, double momentum, double eps,

@@ -16,6 +16,9 @@
 //            grad_weight = sum_dy_xmu invstd, grad_bias = sum_dy   (local)
 //   backward_elemt:  dx = (dy - sum_dy/N - (x - mean) invstd^2 sum_dy_xmu/N) invstd weight,
 //            with the all-reduced sums and N = sum of the ranks' counts.
+// Dtypes (PyTorch's): a float16/bfloat16 input takes float32 or same-dtype
+// weight, bias and running statistics; statistics and sums come back float32
+// for it (the input's dtype otherwise), parameter gradients in the weight's.
 // Nothing is saved (no autograd); every result is a fresh tensor except the
 // running statistics, which are overwritten in place. Every step runs on the
 // input's device with no host read: the heavy loops are the shared
@@ -60,6 +63,11 @@ Tensor channel_f64(const Tensor& t, const char* name, int64_t C, const char* op)
 
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
+// The dtype of the statistics and sums these blocks return: float32 for a
+// float16/bfloat16 input (PyTorch's accumulate type, so nothing crosses the
+// ranks rounded to 16 bits), else the input's.
+DType stats_dtype(const Tensor& input) { return is_reduced_floating(input.dtype()) ? kFloat32 : input.dtype(); }
+
 }  // namespace
 
 BatchNormStats batch_norm_stats(const Tensor& input, double eps) {
@@ -67,14 +75,16 @@ BatchNormStats batch_norm_stats(const Tensor& input, double eps) {
   const norm::NormGeometry geo = bn_geometry(input);
   BatchNormStats out;
   out.count = geo.group_size();
+  const DType sd = stats_dtype(input);
+  const TensorOptions opts = TensorOptions(sd).device(input.device());
   if (input.numel() == 0) {  // an empty rank still joins the collective, with zeros
-    out.mean = zeros({geo.G}, TensorOptions(input.dtype()).device(input.device()));
-    out.invstd = zeros({geo.G}, TensorOptions(input.dtype()).device(input.device()));
+    out.mean = zeros({geo.G}, opts);
+    out.invstd = zeros({geo.G}, opts);
     return out;
   }
   const norm::GroupStats s = norm::moments(input.contiguous(), geo, eps);
-  out.mean = s.mean.to(input.dtype());
-  out.invstd = s.invstd.to(input.dtype());
+  out.mean = s.mean.to(sd);
+  out.invstd = s.invstd.to(sd);
   return out;
 }
 
@@ -125,7 +135,7 @@ std::pair<Tensor, Tensor> batch_norm_gather_stats_with_counts(
     Tensor(target).copy_(updated);
   };
   if (rm.defined()) write_back(rm, running_mean), write_back(rv, running_var);
-  return {args.mean.to(input_for_dtype.dtype()), args.invstd.to(input_for_dtype.dtype())};
+  return {args.mean.to(stats_dtype(input_for_dtype)), args.invstd.to(stats_dtype(input_for_dtype))};
 }
 
 Tensor batch_norm_elemt(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -166,12 +176,14 @@ BatchNormBackwardReduce batch_norm_backward_reduce(const Tensor& grad_out, const
     args.out_sum_dy = empty({geo.G}, TensorOptions(kFloat64).device(input.device()));
     args.out_sum_dy_xmu = empty({geo.G}, TensorOptions(kFloat64).device(input.device()));
   }
-  if (weight_g) args.grad_weight = out.grad_weight = empty({geo.G}, opts);
-  if (bias_g) args.grad_bias = out.grad_bias = empty({geo.G}, opts);
+  // Parameter gradients in the weight's dtype (float32 next to a 16-bit input).
+  const TensorOptions param_opts = weight.defined() ? weight.options() : opts;
+  if (weight_g) args.grad_weight = out.grad_weight = empty({geo.G}, param_opts);
+  if (bias_g) args.grad_bias = out.grad_bias = empty({geo.G}, param_opts);
   norm::norm_backward_stub(input.device())(args);
   if (input_g) {
-    out.sum_dy = args.out_sum_dy.to(input.dtype());
-    out.sum_dy_xmu = args.out_sum_dy_xmu.to(input.dtype());
+    out.sum_dy = args.out_sum_dy.to(stats_dtype(input));
+    out.sum_dy_xmu = args.out_sum_dy_xmu.to(stats_dtype(input));
   }
   return out;
 }

@@ -89,7 +89,9 @@ struct Reshape : autograd::Function<Reshape> {
                  "view size is not compatible with input tensor's size and stride (at least one "
                  "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
     Tensor c = x.clone();
-    return make_view(c, target, contiguous_strides(target), 0);
+    Tensor r = make_view(c, target, contiguous_strides(target), 0);
+    r.impl()->is_view = false;  // a copy, not a view of x (PyTorch's reshape: _unsafe_view of a clone)
+    return r;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {grads[0].reshape(ctx->saved_data["shape"].to_int_list()), Tensor(), Tensor()};

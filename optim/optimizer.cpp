@@ -100,7 +100,11 @@ void Optimizer::zero_grad(bool set_to_none) {
         p.set_grad(Tensor());
       } else {
         NoGradGuard no_grad;
-        grad.detach_();
+        // PyTorch's zero_grad: detach_() only a gradient with history; a
+        // gradient that is a view (DDP's gradient_as_bucket_view) has none and
+        // would refuse detach_().
+        if (grad.grad_fn()) grad.detach_();
+        else grad.requires_grad_(false);
         grad.zero_();
       }
     }

@@ -8,10 +8,14 @@
 // CPU storage made (so no host read of device values).
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tests/device_test_util.h"
 #include "minidl/ops/batch_norm.h"
+#include "minidl/ops/batch_norm_sync.h"
+#include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/norm_core.h"
 #include "tests/test_util.h"
 
@@ -51,10 +55,11 @@ ChunkedResult run_chunked(const Tensor& x, const Tensor& dy, const Tensor& w, co
   for (const Tensor& xk : xs) ys.push_back(batch_norm_elemt(xk, w, b, mean, invstd, eps));
   r.y = cat(ys);
 
-  // backward: local reductions, then their sums (the all-reduce), then dx per chunk
-  Tensor sum_dy = zeros({x.size(1)}, x.dtype()), sum_dy_xmu = zeros({x.size(1)}, x.dtype());
-  r.grad_weight = zeros({x.size(1)}, x.dtype());
-  r.grad_bias = zeros({x.size(1)}, x.dtype());
+  // backward: local reductions, then their sums (the all-reduce), then dx per
+  // chunk; sums in the statistics' dtype, parameter gradients in the weight's
+  Tensor sum_dy = zeros({x.size(1)}, mean.dtype()), sum_dy_xmu = zeros({x.size(1)}, mean.dtype());
+  r.grad_weight = zeros({x.size(1)}, w.dtype());
+  r.grad_bias = zeros({x.size(1)}, w.dtype());
   for (size_t k = 0; k < xs.size(); ++k) {
     const BatchNormBackwardReduce red = batch_norm_backward_reduce(dys[k], xs[k], mean, invstd, w, true, true, true);
     sum_dy = sum_dy + red.sum_dy;
@@ -120,6 +125,104 @@ TEST_CASE("chunked SyncBN pipeline equals batch_norm when one chunk has a single
   check_equivalence({4, 3, 1, 1}, {1, 3}, kFloat64, kFloat64, 0.1);
   // large (N, C) chunks: the column schedule, multithreaded
   check_equivalence({400, 120}, {1, 150, 0, 249}, kFloat64, kInt64, 0.1);
+}
+
+// Same value, NaN-ness and zero sign, as float32.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const std::vector<float> x = a.to(kFloat32).to_vector<float>(), y = b.to(kFloat32).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) return false;
+  return true;
+}
+
+// PyTorch's combinations (batch_norm_elemt's mixed type, the gather's dispatch
+// on running_mean's dtype): a float16/bfloat16 input with float32 or
+// same-dtype weight, bias and running statistics. The 16-bit pipeline must be
+// the float32 pipeline on the same values with each output rounded once.
+TEST_CASE("chunked SyncBN pipeline on float16/bfloat16 input, float32 or 16-bit parameters: float32's, rounded once") {
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (bool params16 : {false, true}) {
+      const DType P = params16 ? dtype : kFloat32;
+      INFO(std::string(dtype_name(dtype)), " input, ", std::string(dtype_name(P)), " parameters");
+      manual_seed(5);
+      const Shape shape{7, 3, 4, 5};
+      const std::vector<int64_t> split{3, 0, 1, 3};
+      const Tensor x = (randn(shape) * 2.0 + 0.7).to(dtype), dy = randn(shape).to(dtype);
+      const Tensor w = (randn({3}) + 1.0).to(P), b = randn({3}).to(P);
+      const Tensor rm0 = randn({3}).to(P), rv0 = (rand({3}) + 0.5).to(P);
+      const ChunkedResult r = run_chunked(x, dy, w, b, split, rm0.clone(), rv0.clone(), 0.1, 1e-5, kInt64);
+      const ChunkedResult ref = run_chunked(x.to(kFloat32), dy.to(kFloat32), w.to(kFloat32), b.to(kFloat32), split,
+                                            rm0.to(kFloat32), rv0.to(kFloat32), 0.1, 1e-5, kInt64);
+      CHECK(batch_norm_stats(x, 1e-5).mean.dtype() == kFloat32);  // PyTorch's accumulate type
+      CHECK(r.y.dtype() == dtype);
+      CHECK(r.dx.dtype() == dtype);
+      CHECK(r.running_mean.dtype() == P);
+      CHECK(r.grad_weight.dtype() == P);
+      CHECK(same_bits(r.y, ref.y.to(dtype)));
+      CHECK(same_bits(r.dx, ref.dx.to(dtype)));
+      CHECK(same_bits(r.running_mean, ref.running_mean.to(P)));
+      CHECK(same_bits(r.running_var, ref.running_var.to(P)));
+      if (!params16) {  // float32 gradients, summed over the chunks in float32 as the reference's
+        CHECK(same_bits(r.grad_weight, ref.grad_weight));
+        CHECK(same_bits(r.grad_bias, ref.grad_bias));
+      } else {  // each chunk's rounded to 16 bits, then summed in 16 bits
+        CHECK_MESSAGE(allclose(r.grad_weight.to(kFloat32), ref.grad_weight, 3e-2, 3e-2), "dw ",
+                      max_abs_diff(r.grad_weight.to(kFloat32), ref.grad_weight));
+        CHECK_MESSAGE(allclose(r.grad_bias.to(kFloat32), ref.grad_bias, 3e-2, 3e-2), "db ",
+                      max_abs_diff(r.grad_bias.to(kFloat32), ref.grad_bias));
+      }
+    }
+  // A float32 input takes float32 parameters only (PyTorch's mixed-type rule).
+  const Tensor x = randn({4, 3, 2, 2});
+  const Tensor m = zeros({3}), is = ones({3});
+  CHECK_THROWS_CONTAINS(batch_norm_elemt(x, ones({3}, kBFloat16), Tensor(), m, is, 1e-5), "mixed dtype");
+}
+
+// The CUDA kernels' per-channel math (ops/cuda/norm_math.h, compiled into the
+// CUDA kernels; not run on a GPU here) on the CPU, against the CPU kernel, for
+// every running-statistics / weight dtype the kernels now dispatch.
+TEST_CASE("sync_gather_channel and sync_weighted_sum (the CUDA kernels' math) equal the CPU kernels, 16-bit included") {
+  manual_seed(6);
+  const int64_t W = 3, C = 5;
+  const Tensor means = randn({W, C}, kFloat64), invstds = rand({W, C}, kFloat64) + 0.5;
+  const Tensor counts = tensor({4.0, 0.0, 7.0}, {W}, kFloat64);
+  const Tensor sum_dy = randn({C}, kFloat64), sum_dy_xmu = randn({C}, kFloat64);
+  for (DType P : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    INFO(std::string(dtype_name(P)));
+    const Tensor rm0 = randn({C}).to(P), rv0 = (rand({C}) + 0.5).to(P), w = randn({C}).to(P);
+    Tensor rm = rm0.clone(), rv = rv0.clone();
+    auto [mean, invstd] = batch_norm_gather_stats_with_counts(zeros({1, C, 1}, kFloat64), means, invstds, rm, rv,
+                                                              0.3, 1e-5, counts);
+    std::vector<double> m(C), is(C);
+    Tensor rm_d = rm0.clone(), rv_d = rv0.clone();
+    MINIDL_DISPATCH_ALL_AND_HALF(P, "test", [&] {
+      if constexpr (std::is_floating_point_v<scalar_t> || is_half_v<scalar_t>) {
+        auto* prm = static_cast<scalar_t*>(rm_d.raw_data());
+        auto* prv = static_cast<scalar_t*>(rv_d.raw_data());
+        for (int64_t c = 0; c < C; ++c)
+          cuda_math::sync_gather_channel(counts.data_ptr<double>(), means.data_ptr<double>(),
+                                         invstds.data_ptr<double>(), W, C, c, 1e-5, 0.3, m.data(), is.data(), prm, prv);
+        const auto* pw = static_cast<const scalar_t*>(w.raw_data());
+        BatchNormBackwardSumsArgs a;
+        a.sum_dy = sum_dy, a.sum_dy_xmu = sum_dy_xmu, a.weight = w, a.counts = counts;
+        a.weighted_sum_dy = empty({C}, kFloat64), a.weighted_sum_dy_xmu = empty({C}, kFloat64);
+        a.total = empty({1}, kFloat64);
+        batch_norm_backward_sums_stub(DeviceType::CPU)(a);
+        for (int64_t c = 0; c < C; ++c) {
+          CHECK(cuda_math::sync_weighted_sum(sum_dy.data_ptr<double>()[c], pw, c) ==
+                a.weighted_sum_dy.data_ptr<double>()[c]);
+          CHECK(cuda_math::sync_weighted_sum(sum_dy_xmu.data_ptr<double>()[c], pw, c) ==
+                a.weighted_sum_dy_xmu.data_ptr<double>()[c]);
+        }
+      }
+    });
+    CHECK(mean.to(kFloat64).to_vector<double>() == m);
+    CHECK(invstd.to(kFloat64).to_vector<double>() == is);
+    CHECK(same_bits(rm_d, rm));
+    CHECK(same_bits(rv_d, rv));
+    CHECK_FALSE(same_bits(rm, rm0));  // the statistics were updated
+  }
 }
 
 TEST_CASE("batch_norm_stats: per-channel mean and invstd, count, empty input") {

@@ -1,15 +1,19 @@
 // The CPU ops that read and write float16/bfloat16 directly instead of
 // through Float32Compute's float32 copies: max pooling (ops/cpu/pooling.cpp),
 // relu (ops/cpu/unary.cpp), add/sub/mul/div of two 16-bit tensors
-// (ops/cpu/binary.cpp), BatchNorm with float32 parameters
-// (ops/cpu/norm_core_half.cpp). For each, forward and backward, odd sizes and
-// sizes big enough to run in parallel:
+// (ops/cpu/binary.cpp), BatchNorm with float32 parameters, GroupNorm, LayerNorm
+// and InstanceNorm with float32 or 16-bit parameters (ops/cpu/norm_core_half.cpp),
+// avg pooling (ops/cpu/pooling.cpp). For each, forward and backward, odd sizes
+// and sizes big enough to run in parallel:
 //   1. output and every gradient are the float32 computation on the same
 //      values rounded once, bit for bit (what the float32-copy path gave);
 //   2. they are within one 16-bit rounding plus float32 summation error of
 //      float64 computation on the same values (test_bf16_ops's tolerance;
 //      BatchNorm's relative to the largest output, as its (x - mean) cancels);
-//   3. the same bits at 1 and 2 threads.
+//   3. the same bits at 1 and 2 threads (GroupNorm/LayerNorm/InstanceNorm
+//      parameter gradients excepted where they run in parallel: the float32
+//      kernel adds per-thread partial sums, so their last bits follow the
+//      thread count there; the 16-bit path keeps its schedule, and 1. holds).
 // Plus the 2x2 max-pool loop's ties and NaNs against a direct loop.
 #include <omp.h>
 
@@ -38,6 +42,7 @@ struct Case {
   std::vector<Leaf> leaves;
   Fn f;
   bool scale_tolerance = false;  // BatchNorm: error relative to the largest value, not to |inputs|
+  bool thread_dependent_param_grads = false;  // see 3. above
 };
 
 Tensor bn(V a, bool training, bool affine) {
@@ -72,6 +77,49 @@ std::vector<Case> cases() {
   };
 }
 
+Tensor in_eval(V a) {
+  const int64_t C = a[0].size(1);
+  const DType stats = a[0].dtype() == kFloat64 ? kFloat64 : kFloat32;
+  return instance_norm(a[0], zeros({C}, stats), full({C}, 1.5, stats), a[1], a[2], false, 0.1, 1e-5);
+}
+
+// Leaves: {input, weight, bias}; weight and bias float32 (autocast's case) or 16-bit.
+std::vector<Case> norm_pool_cases() {
+  const bool scale = true, threads = true;
+  return {
+      {"group_norm, float32 weight and bias", {{{2, 6, 5, 7}}, {{6}, false}, {{6}, false}},
+       [](V a) { return group_norm(a[0], 3, a[1], a[2]); }, scale},
+      {"group_norm, 16-bit weight and bias", {{{3, 8, 3, 5}}, {{8}}, {{8}}},
+       [](V a) { return group_norm(a[0], 2, a[1], a[2]); }, scale},
+      {"group_norm, no affine", {{{2, 4, 9}}}, [](V a) { return group_norm(a[0], 4); }, scale},
+      {"group_norm parallel", {{{4, 32, 16, 17}}, {{32}, false}, {{32}, false}},
+       [](V a) { return group_norm(a[0], 8, a[1], a[2]); }, scale, threads},
+      {"layer_norm, float32 weight and bias", {{{3, 5, 37}}, {{37}, false}, {{37}, false}},
+       [](V a) { return layer_norm(a[0], {37}, a[1], a[2]); }, scale},
+      {"layer_norm over 2 dims, 16-bit weight, no bias", {{{4, 3, 7}}, {{3, 7}}},
+       [](V a) { return layer_norm(a[0], {3, 7}, a[1]); }, scale},
+      {"layer_norm rows of 2049 (longer than one two-pass chunk)", {{{3, 2049}}, {{2049}, false}, {{2049}, false}},
+       [](V a) { return layer_norm(a[0], {2049}, a[1], a[2]); }, scale},
+      {"layer_norm parallel", {{{64, 520}}, {{520}, false}, {{520}, false}},
+       [](V a) { return layer_norm(a[0], {520}, a[1], a[2]); }, scale, threads},
+      {"instance_norm, float32 weight and bias", {{{3, 4, 5, 7}}, {{4}, false}, {{4}, false}},
+       [](V a) { return instance_norm(a[0], Tensor(), Tensor(), a[1], a[2]); }, scale},
+      {"instance_norm eval (running statistics)", {{{2, 3, 4, 5}}, {{3}, false}, {{3}, false}}, in_eval, scale},
+      {"instance_norm parallel, 16-bit weight and bias", {{{4, 16, 24, 24}}, {{16}}, {{16}}},
+       [](V a) { return instance_norm(a[0], Tensor(), Tensor(), a[1], a[2]); }, scale, threads},
+      {"avg_pool2d 2x2 odd sizes", {{{2, 3, 7, 9}}}, [](V a) { return avg_pool2d(a[0], {2, 2}); }},
+      {"avg_pool2d 3x3 stride 2 pad 1, count_include_pad false", {{{2, 3, 9, 8}}},
+       [](V a) { return avg_pool2d(a[0], {3, 3}, {2, 2}, {1, 1}, false); }},
+      {"avg_pool2d ceil_mode, divisor_override 3", {{{2, 2, 5, 7}}},
+       [](V a) { return avg_pool2d(a[0], {2, 2}, {2, 2}, {0, 0}, true, true, 3); }},
+      {"avg_pool2d parallel", {{{4, 16, 32, 34}}}, [](V a) { return avg_pool2d(a[0], {2, 2}); }},
+      {"adaptive_avg_pool2d", {{{2, 5, 5, 7}}}, [](V a) { return adaptive_avg_pool2d(a[0], {2, 3}); }},
+      {"adaptive_avg_pool2d global, parallel", {{{8, 64, 9, 9}}},
+       [](V a) { return adaptive_avg_pool2d(a[0], {1, 1}); }},
+      {"avg_pool3d", {{{2, 2, 5, 6, 7}}}, [](V a) { return avg_pool3d(a[0], {2, 3, 2}, {1, 2, 2}); }},
+  };
+}
+
 // Same value, NaN-ness and zero sign.
 int64_t count_different_bits(const Tensor& got, const Tensor& want) {
   const std::vector<float> g = got.to(kFloat32).contiguous().to_vector<float>();
@@ -98,7 +146,9 @@ int64_t count_far(const Tensor& got, const Tensor& want, const Tensor& mag, DTyp
   int64_t bad = 0;
   for (int64_t i = 0; i < g.numel(); ++i) {
     const double m_i = scale ? 64 * largest : std::abs(pm[i]);
-    const double tol = std::ldexp(std::abs(pw[i]), rel) * 1.001 + std::ldexp(m_i, -14) + 1e-30;
+    // float16's subnormals (below 2^-14) are spaced 2^-24: one rounding there is up to 2^-25.
+    const double subnormal = dtype == kFloat16 ? std::ldexp(1.0, -25) : 0.0;
+    const double tol = std::ldexp(std::abs(pw[i]), rel) * 1.001 + std::ldexp(m_i, -14) + subnormal + 1e-30;
     if (!(std::abs(pg[i] - pw[i]) <= tol)) {
       if (bad < 3) MESSAGE("element ", i, ": ", pg[i], " want ", pw[i], " +- ", tol);
       ++bad;
@@ -156,7 +206,8 @@ void check_case(const Case& c, DType dtype) {
   const Outputs other = run(c, low, g);
   omp_set_num_threads(threads);
   CHECK(count_different_bits(other.y, got.y) == 0);
-  for (size_t i = 0; i < low.size(); ++i) CHECK(count_different_bits(other.grads[i], got.grads[i]) == 0);
+  for (size_t i = 0; i < low.size(); ++i)
+    if (i == 0 || !c.thread_dependent_param_grads) CHECK(count_different_bits(other.grads[i], got.grads[i]) == 0);
 }
 
 }  // namespace
@@ -165,6 +216,14 @@ TEST_CASE("16-bit max pooling, relu, add/sub/mul and BatchNorm: float32 math rou
   for (DType dtype : {kBFloat16, kFloat16})
     for (const Case& c : cases()) {
       manual_seed(21);
+      check_case(c, dtype);
+    }
+}
+
+TEST_CASE("16-bit GroupNorm, LayerNorm, InstanceNorm and avg pooling: float32 math rounded once, forward and backward") {
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (const Case& c : norm_pool_cases()) {
+      manual_seed(22);
       check_case(c, dtype);
     }
 }
@@ -182,6 +241,34 @@ TEST_CASE("16-bit relu keeps -0, NaN and infinities as float32 relu does") {
     const Tensor want = gt(relu(x.to(kFloat32).to(dtype).to(kFloat32)), 0.0).to(kFloat32);
     CHECK(count_different_bits(low.grad(), want.to(dtype)) == 0);
   }
+}
+
+// Rows holding NaN, an infinity, only -0, and ordinary values: the 16-bit
+// paths give the float32 path's bits (NaN-ness and zero sign included).
+TEST_CASE("16-bit GroupNorm, LayerNorm, InstanceNorm and avg pooling keep NaN, infinities and -0 as float32 does") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const Tensor x = tensor({1.0, nan, 2.0, 3.0, -1.0, 0.5, 4.0, -2.0,        // a NaN
+                           inf, 1.0, 2.0, -3.0, 0.25, 1.0, 1.0, 2.0,        // +inf
+                           -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0,  // only -0
+                           -inf, 0.5, -0.0, 3.0, 1.5, -2.5, 0.0, 7.0},      // -inf
+                          {4, 1, 2, 4});
+  const std::vector<std::pair<std::string, Fn>> ops = {
+      {"group_norm", [](V a) { return group_norm(a[0], 1); }},
+      {"layer_norm", [](V a) { return layer_norm(a[0], {2, 4}); }},
+      {"instance_norm", [](V a) { return instance_norm(a[0]); }},
+      {"avg_pool2d", [](V a) { return avg_pool2d(a[0], {2, 2}); }},
+      {"adaptive_avg_pool2d global", [](V a) { return adaptive_avg_pool2d(a[0], {1, 1}); }},
+  };
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (const auto& [name, f] : ops) {
+      INFO(name, " in ", std::string(dtype_name(dtype)));
+      const Case c{name, {{x.shape()}}, f};
+      const Tensor g = ones(f({x}).shape()).to(dtype);
+      const Outputs got = run(c, {x.to(dtype)}, g);
+      const Outputs ref = run(c, {x.to(dtype).to(kFloat32)}, g.to(kFloat32));
+      CHECK(count_different_bits(got.y, ref.y.to(dtype)) == 0);
+      CHECK(count_different_bits(got.grads[0], ref.grads[0].to(dtype)) == 0);
+    }
 }
 
 // The 2x2 stride-2 loop against the window definition: the first maximum's

@@ -142,6 +142,34 @@ TEST_CASE("DDP on the test device: no_sync, broadcast_buffers, the unused-parame
   });
 }
 
+// PyTorch's message, from torch 2.15 (a[:2].detach_()).
+constexpr const char* kDetachViewMessage =
+    "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) for "
+    "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
+    "detach_() cannot be called on these gradients. To fix this error, please refer to the "
+    "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.";
+
+// What is a view (PyTorch's _is_view()) and what detach_() does with it, on plain tensors.
+TEST_CASE("detach_() refuses views with PyTorch's message; detach(), clone and reshape's copy are not views") {
+  const Tensor a = zeros({4, 6}), leaf = zeros({4, 6}).requires_grad_();
+  CHECK_FALSE(a.is_view());
+  for (const Tensor& v : {a.view({6, 4}), a.narrow(0, 1, 2), a.select(1, 3), a[0], a.expand({2, 4, 6}),
+                          a.transpose(0, 1), a.reshape({24}), leaf.view({24}), a.view({6, 4}).view({24})}) {
+    CHECK(v.is_view());
+    CHECK_THROWS_CONTAINS(Tensor(v).detach_(), kDetachViewMessage);
+  }
+  for (const Tensor& t : {a.detach(), a.view({24}).detach(), a.clone(), a.transpose(0, 1).reshape({24}), a * 2.0}) {
+    CHECK_FALSE(t.is_view());
+    CHECK_NOTHROW(Tensor(t).detach_());
+  }
+  // detach_() on a non-view still cuts the history.
+  Tensor y = leaf * 2.0;
+  REQUIRE(y.grad_fn());
+  y.detach_();
+  CHECK(!y.grad_fn());
+  CHECK(!y.requires_grad());
+}
+
 TEST_CASE("gradient_as_bucket_view: .grad is the bucket, in place across zero_grad(false), no_sync and steps") {
   check_ranks(2, [](int rank, int world) {
     for (Device dev : {kCPU, kTestDevice}) {
@@ -157,6 +185,9 @@ TEST_CASE("gradient_as_bucket_view: .grad is the bucket, in place across zero_gr
         DIST_REQUIRE(is_view_into_bucket(p.grad(), ddp), << "construction" << on);
         DIST_REQUIRE(p.grad().to_vector<double>() == std::vector<double>(p.numel(), 0.5), << on);
         storages.push_back(p.grad().impl()->storage.get());
+        // PyTorch refuses detach_() on these views; zero_grad(false) below takes its other branch.
+        DIST_REQUIRE(p.grad().is_view(), << on);
+        DIST_REQUIRE_THROWS_CONTAINS(Tensor(p.grad()).detach_(), kDetachViewMessage);
       }
       optim::SGD opt(model->parameters(), 0.05, 0.9), ref_opt(ref->parameters(), 0.05, 0.9);
       const int64_t micro = 2;

@@ -138,6 +138,37 @@ TEST_CASE("SyncBatchNorm with a bfloat16 input (autocast): float32 statistics, o
   CHECK_MESSAGE(failures.empty(), failures);
 }
 
+TEST_CASE("SyncBatchNorm cast to bfloat16/float16 whole: 16-bit weight, bias and running stats, as BatchNorm's") {
+  // PyTorch takes this (batch_norm_elemt without mixed type; the gather
+  // dispatches on running_mean's dtype). The sums that cross ranks stay float32.
+  const std::string failures = run_ranks(2, [](int rank, int) {
+    set_num_threads(1);
+    for (DType dtype : {kBFloat16, kFloat16}) {
+      manual_seed(8);
+      const Tensor full = (randn({6, 4, 3, 3}) * 3.0 + 1.0).to(dtype);
+      const Tensor g = randn({6, 4, 3, 3}).to(dtype);
+      auto sync = nn::SyncBatchNorm(4);
+      auto ref = nn::BatchNorm2d(4);
+      sync->to(dtype);
+      ref->to(dtype);
+      const Tensor xs = full.narrow(0, 3 * rank, 3).clone().requires_grad_();
+      const Tensor xr = full.clone().requires_grad_();
+      const Tensor ys = sync(xs), yr = ref(xr);
+      DIST_REQUIRE(ys.dtype() == dtype && sync->running_var.dtype() == dtype);
+      (ys * g.narrow(0, 3 * rank, 3)).sum().backward();
+      (yr * g).sum().backward();
+      DIST_REQUIRE(xs.grad().dtype() == dtype && sync->weight.grad().dtype() == dtype &&
+                   sync->bias.grad().dtype() == dtype);
+      // Both round float32 results to 16 bits: equal up to a 16-bit step or two.
+      dist_require_close(ys.to(kFloat32), yr.narrow(0, 3 * rank, 3).to(kFloat32), 1e-2, 1e-2, "output");
+      dist_require_close(xs.grad().to(kFloat32), xr.grad().narrow(0, 3 * rank, 3).to(kFloat32), 1e-2, 2e-2, "grad");
+      dist_require_close(sync->running_mean.to(kFloat32), ref->running_mean.to(kFloat32), 1e-2, 1e-3, "running_mean");
+      dist_require_close(sync->running_var.to(kFloat32), ref->running_var.to(kFloat32), 1e-2, 1e-3, "running_var");
+    }
+  });
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
 TEST_CASE("SyncBatchNorm falls back to BatchNorm in eval: no collectives") {
   // A collective with a missing rank would fail after this timeout.
   const std::string failures = run_ranks(

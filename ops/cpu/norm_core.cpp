@@ -372,10 +372,12 @@ void stats_from_running_cpu(const NormStatsFromRunningArgs& args) {
 // (BatchNorm under autocast, cuDNN's convention): the float32 kernel runs on
 // float32 copies of the 16-bit tensors (ops/cpu/float32_compute.h); statistics
 // stay float64, parameters keep their dtype, outputs are rounded back.
-// BatchNorm over planes with float32 (or no) parameters, autocast's case,
-// skips the copies: ops/cpu/norm_core_half.cpp reads the 16-bit rows directly.
+// BatchNorm over planes with float32 (or no) parameters, autocast's case, and
+// GroupNorm/LayerNorm/InstanceNorm skip the copies: ops/cpu/norm_core_half.cpp
+// reads the 16-bit rows directly. Still widened: (N, C) BatchNorm input,
+// 16-bit BatchNorm parameters, SyncBatchNorm's given or returned sums.
 void forward_any_cpu(const NormForwardArgs& args) {
-  if (forward_half_cpu(args)) return;  // BatchNorm with float32 parameters reads 16-bit input directly
+  if (forward_half_cpu(args)) return;  // reads the 16-bit input directly
   NormForwardArgs wide = args;
   bool any = false;
   for (Tensor* t : {&wide.input, &wide.output, &wide.weight, &wide.bias}) {

@@ -1,5 +1,6 @@
-// BatchNorm on float16/bfloat16 input with float32 parameters (autocast's
-// BatchNorm) read and written directly: see ops/cpu/norm_core_half.cpp.
+// Normalization of float16/bfloat16 input read and written directly
+// (BatchNorm with float32 parameters; GroupNorm, LayerNorm, InstanceNorm with
+// float32 or 16-bit parameters): see ops/cpu/norm_core_half.cpp.
 #pragma once
 
 #include "minidl/ops/norm_core.h"

@@ -6,7 +6,8 @@
 // training step went to the general nest). max pooling reads float16/bfloat16
 // directly (comparisons in float32; the output is one of the inputs, the
 // gradient summed in float32 and rounded once: what Float32Compute's widened
-// copies gave, without them); avg pooling keeps Float32Compute.
+// copies gave, without them); avg pooling widens one plane at a time into a
+// per-thread float32 plane and rounds its float32 results once (the same bits).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,7 +16,6 @@
 
 #include "minidl/core/half.h"
 #include "minidl/ops/cpu/convert_half.h"
-#include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/pooling.h"
 
 namespace minidl {
@@ -203,71 +203,109 @@ inline bool empty_window(const Taps& td, const Taps& th, const Taps& tw) {
   return td.hi <= td.lo || th.hi <= th.lo || tw.hi <= tw.lo;
 }
 
+// One plane of avg pooling in T (float or double): sums in double, the mean
+// rounded once to T.
+template <class T>
+void avg_pool_plane(const T* xp, T* yp, const PlaneTaps& t, const PoolGeometry& g) {
+  const int64_t H = g.in[1], W = g.in[2];
+  int64_t o = 0;
+  for (const Taps& td : t.d)
+    for (const Taps& th : t.h)
+      for (const Taps& tw : t.w) {
+        if (empty_window(td, th, tw)) {  // PyTorch writes 0
+          yp[o++] = T(0);
+          continue;
+        }
+        double s = 0.0;
+        for (int64_t a = td.lo; a < td.hi; ++a)
+          for (int64_t b = th.lo; b < th.hi; ++b) {
+            const T* row = xp + (pos(td, a) * H + pos(th, b)) * W + tw.start;
+            for (int64_t c = tw.lo; c < tw.hi; ++c) s += row[c];
+          }
+        yp[o++] = static_cast<T>(s / divisor(g, td, th, tw));
+      }
+}
+
+// Global average pooling reads 16-bit values one by one: planes are small
+// (4x4 in ResNet), where converting them row by row cost more than it saved.
+// The mean is rounded to float32 first for the 16-bit types, as the widened path.
+template <class T>
+T global_mean(const T* xp, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(load(xp[i]));
+  return static_cast<T>(static_cast<Compute<T>>(s / static_cast<double>(n)));
+}
+
+// 16-bit planes are widened into a per-thread float plane, the float loop
+// runs on it, and the float results are rounded once: the bits the float32
+// kernel on widened copies gave, without the whole-tensor copies.
 template <class T>
 void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
-  if (g.adaptive && out_plane == 1) {  // global average pooling: one mean per plane
-#pragma omp parallel for schedule(static) if (g.planes * in_plane >= kParallelWork)
-    for (int64_t p = 0; p < g.planes; ++p) {
-      const T* xp = x + p * in_plane;
-      double s = 0.0;
-      for (int64_t i = 0; i < in_plane; ++i) s += xp[i];
-      y[p] = static_cast<T>(s / static_cast<double>(in_plane));
-    }
-    return;
-  }
+  const bool global = g.adaptive && out_plane == 1;  // global average pooling: one mean per plane
+  const int64_t work = global ? g.planes * in_plane : g.work(taps_per_output(g));
   const PlaneTaps t(g);
-  const int64_t H = g.in[1], W = g.in[2];
-#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;
-    int64_t o = p * out_plane;
-    for (const Taps& td : t.d)
-      for (const Taps& th : t.h)
-        for (const Taps& tw : t.w) {
-          if (empty_window(td, th, tw)) {  // PyTorch writes 0
-            y[o++] = T(0);
-            continue;
-          }
-          double s = 0.0;
-          for (int64_t a = td.lo; a < td.hi; ++a)
-            for (int64_t b = th.lo; b < th.hi; ++b) {
-              const T* row = xp + (pos(td, a) * H + pos(th, b)) * W + tw.start;
-              for (int64_t c = tw.lo; c < tw.hi; ++c) s += row[c];
-            }
-          y[o++] = static_cast<T>(s / divisor(g, td, th, tw));
-        }
+    T* yp = y + p * out_plane;
+    if (global) {
+      yp[0] = global_mean(xp, in_plane);
+    } else if constexpr (is_half_v<T>) {
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(in_plane + out_plane));
+      float *xf = buf.data(), *yf = xf + in_plane;
+      widen_row(xp, xf, in_plane);
+      avg_pool_plane(xf, yf, t, g);
+      narrow_row(yf, yp, out_plane);
+    } else {
+      avg_pool_plane(xp, yp, t, g);
+    }
   }
+}
+
+// One plane of the gradient in T: each output's dy / divisor (rounded to T)
+// added to its window's taps (overwrite: the plane is zeroed first).
+template <class T>
+void avg_pool_backward_plane(const T* gyp, T* gxp, const PlaneTaps& t, const PoolGeometry& g) {
+  const int64_t H = g.in[1], W = g.in[2];
+  std::fill(gxp, gxp + g.in_plane(), T(0));
+  int64_t o = 0;
+  for (const Taps& td : t.d)
+    for (const Taps& th : t.h)
+      for (const Taps& tw : t.w) {
+        const int64_t oi = o++;
+        if (empty_window(td, th, tw)) continue;
+        const T share = static_cast<T>(gyp[oi] / divisor(g, td, th, tw));
+        for (int64_t a = td.lo; a < td.hi; ++a)
+          for (int64_t b = th.lo; b < th.hi; ++b) {
+            T* row = gxp + (pos(td, a) * H + pos(th, b)) * W + tw.start;
+            for (int64_t c = tw.lo; c < tw.hi; ++c) row[c] += share;
+          }
+      }
 }
 
 template <class T>
 void avg_pool_backward_kernel(const T* gy, T* gx, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
-  if (g.adaptive && out_plane == 1) {
-#pragma omp parallel for schedule(static) if (g.planes * in_plane >= kParallelWork)
-    for (int64_t p = 0; p < g.planes; ++p)
-      std::fill(gx + p * in_plane, gx + (p + 1) * in_plane, static_cast<T>(gy[p] / static_cast<double>(in_plane)));
-    return;
-  }
+  const bool global = g.adaptive && out_plane == 1;
+  const int64_t work = global ? g.planes * in_plane : g.planes * (in_plane + g.work(taps_per_output(g)));
   const PlaneTaps t(g);
-  const int64_t H = g.in[1], W = g.in[2];
-#pragma omp parallel for schedule(static) if (g.planes * (in_plane + g.work(taps_per_output(g))) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
-    T* gxp = gx + p * in_plane;
-    std::fill(gxp, gxp + in_plane, T(0));
-    int64_t o = p * out_plane;
-    for (const Taps& td : t.d)
-      for (const Taps& th : t.h)
-        for (const Taps& tw : t.w) {
-          const int64_t oi = o++;
-          if (empty_window(td, th, tw)) continue;
-          const T share = static_cast<T>(gy[oi] / divisor(g, td, th, tw));
-          for (int64_t a = td.lo; a < td.hi; ++a)
-            for (int64_t b = th.lo; b < th.hi; ++b) {
-              T* row = gxp + (pos(td, a) * H + pos(th, b)) * W + tw.start;
-              for (int64_t c = tw.lo; c < tw.hi; ++c) row[c] += share;
-            }
-        }
+    if (global) {  // dy / n to every value (for 16-bit: rounded to float32, then to T)
+      const auto share = static_cast<Compute<T>>(static_cast<double>(load(gy[p])) / static_cast<double>(in_plane));
+      std::fill(gx + p * in_plane, gx + (p + 1) * in_plane, static_cast<T>(share));
+    } else if constexpr (is_half_v<T>) {
+      thread_local std::vector<float> buf;  // the float gradient plane, summed and rounded once
+      buf.resize(static_cast<size_t>(in_plane + out_plane));
+      float *gxf = buf.data(), *gyf = gxf + in_plane;
+      widen_row(gy + p * out_plane, gyf, out_plane);
+      avg_pool_backward_plane(gyf, gxf, t, g);
+      narrow_row(gxf, gx + p * in_plane, in_plane);
+    } else {
+      avg_pool_backward_plane(gy + p * out_plane, gx + p * in_plane, t, g);
+    }
   }
 }
 
@@ -298,13 +336,16 @@ void max_pool_backward_cpu(const Tensor& grad_y, const Tensor& indices, const Te
 }
 
 void avg_pool_forward_cpu(const Tensor& x, const Tensor& y, const PoolGeometry& g) {
-  MINIDL_DISPATCH_FLOATING(x.dtype(), "avg_pool",
-                           [&] { avg_pool_forward_kernel(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), g); });
+  dispatch_with_half(x.dtype(), "avg_pool", [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_forward_kernel(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), g);
+  });
 }
 
 void avg_pool_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const PoolGeometry& g) {
-  MINIDL_DISPATCH_FLOATING(grad_x.dtype(), "avg_pool_backward", [&] {
-    avg_pool_backward_kernel(grad_y.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), g);
+  dispatch_with_half(grad_x.dtype(), "avg_pool_backward", [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_backward_kernel(static_cast<const T*>(grad_y.raw_data()), static_cast<T*>(grad_x.raw_data()), g);
   });
 }
 
@@ -313,8 +354,8 @@ void avg_pool_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const Poo
 void register_pooling_cpu_kernels() {
   max_pool_forward_stub.set(DeviceType::CPU, max_pool_forward_cpu);
   max_pool_backward_stub.set(DeviceType::CPU, max_pool_backward_cpu);
-  avg_pool_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_forward_cpu, 1>::run);
-  avg_pool_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<avg_pool_backward_cpu, 1>::run);
+  avg_pool_forward_stub.set(DeviceType::CPU, avg_pool_forward_cpu);
+  avg_pool_backward_stub.set(DeviceType::CPU, avg_pool_backward_cpu);
 }
 
 }  // namespace minidl

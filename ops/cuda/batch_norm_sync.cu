@@ -3,8 +3,13 @@
 // update (a thread per channel, ranks in order, double), and the backward's
 // weighted sums and total count (kept on the device for the norm core's
 // backward). Empty ranks get zero weight in the kernel; the host never
-// reads device memory. Math in ops/cuda/norm_math.h (sync_merge_rank),
-// shared with the CPU tests. Checked against the CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26).
+// reads device memory. Math in ops/cuda/norm_math.h (sync_gather_channel,
+// sync_weighted_sum), shared with the CPU tests. Running statistics and weight
+// may be float32, float64, float16 or bfloat16 (PyTorch's dispatch on the
+// running_mean's dtype; a 16-bit input with 16-bit or float32 parameters).
+// float32/float64 checked against the CPU kernels on an H100 (tests/test_cuda_ops,
+// 2026-11-26); the float16/bfloat16 cases are compiled, not run on a GPU (their
+// math is checked on the CPU: tests/test_batch_norm_sync_kernels).
 #include "minidl/ops/batch_norm_sync.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
@@ -26,16 +31,8 @@ struct GatherStats {
   int64_t W, C;
   double momentum, eps;
   __device__ void operator()(const Offsets<1>& o) const {
-    const int64_t c = o.v[0];
-    cuda_math::SyncMerge s;
-    for (int64_t w = 0; w < W; ++w) s = cuda_math::sync_merge_rank(s, counts[w], means[w * C + c], invstds[w * C + c], eps);
-    mean[c] = s.avg;
-    invstd[c] = s.n > 0 ? 1.0 / std::sqrt(s.var_n / s.n + eps) : 0.0;
-    if (running_mean && s.n > 0) {  // nothing to learn when no rank had values
-      running_mean[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * s.avg);
-      running_var[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) +
-                                      momentum * (s.var_n / (s.n - 1)));
-    }
+    cuda_math::sync_gather_channel(counts, means, invstds, W, C, o.v[0], eps, momentum, mean, invstd, running_mean,
+                                   running_var);
   }
 };
 
@@ -55,8 +52,8 @@ void gather_stats_typed(const BatchNormGatherStatsArgs& a) {
 
 void batch_norm_gather_stats_cuda(const BatchNormGatherStatsArgs& a) {
   if (!a.running_mean.defined()) return gather_stats_typed<double>(a);  // T unused without running stats
-  MINIDL_CUDA_DISPATCH_FLOATING(a.running_mean.dtype(), "batch_norm_gather_stats_with_counts",
-                                [&] { gather_stats_typed<scalar_t>(a); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(a.running_mean.dtype(), "batch_norm_gather_stats_with_counts",
+                                         [&] { gather_stats_typed<scalar_t>(a); });
 }
 
 template <class T>
@@ -66,8 +63,8 @@ struct WeighSums {
   double *o1, *o2;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t c = o.v[0];
-    o1[c] = w ? s1[c] * static_cast<double>(w[c]) : s1[c];
-    o2[c] = w ? s2[c] * static_cast<double>(w[c]) : s2[c];
+    o1[c] = cuda_math::sync_weighted_sum(s1[c], w, c);
+    o2[c] = cuda_math::sync_weighted_sum(s2[c], w, c);
   }
 };
 
@@ -99,7 +96,8 @@ void backward_sums_typed(const BatchNormBackwardSumsArgs& a) {
 
 void batch_norm_backward_sums_cuda(const BatchNormBackwardSumsArgs& a) {
   if (!a.weight.defined()) return backward_sums_typed<double>(a);
-  MINIDL_CUDA_DISPATCH_FLOATING(a.weight.dtype(), "batch_norm_backward_elemt", [&] { backward_sums_typed<scalar_t>(a); });
+  MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(a.weight.dtype(), "batch_norm_backward_elemt",
+                                         [&] { backward_sums_typed<scalar_t>(a); });
 }
 
 }  // namespace

@@ -170,4 +170,30 @@ MINIDL_HOST_DEVICE inline SyncMerge sync_merge_rank(SyncMerge s, double count, d
   return s;
 }
 
+// One channel c of batch_norm_gather_stats_with_counts (ops/batch_norm_sync.h):
+// the W ranks' (mean, invstd) rows merged in rank order, the global mean and
+// invstd written, and running statistics of any floating type T (float,
+// double, Half, BFloat16; nullptr: none) updated in double and rounded once,
+// when some rank had values.
+template <class T>
+MINIDL_HOST_DEVICE inline void sync_gather_channel(const double* counts, const double* means, const double* invstds,
+                                                   int64_t W, int64_t C, int64_t c, double eps, double momentum,
+                                                   double* mean, double* invstd, T* running_mean, T* running_var) {
+  SyncMerge s;
+  for (int64_t w = 0; w < W; ++w) s = sync_merge_rank(s, counts[w], means[w * C + c], invstds[w * C + c], eps);
+  mean[c] = s.avg;
+  invstd[c] = s.n > 0 ? 1.0 / std::sqrt(s.var_n / s.n + eps) : 0.0;
+  if (running_mean && s.n > 0) {  // nothing to learn when no rank had values
+    running_mean[c] = convert<T>(running_update(convert<double>(running_mean[c]), s.avg, momentum));
+    running_var[c] = convert<T>(running_update(convert<double>(running_var[c]), s.var_n / (s.n - 1), momentum));
+  }
+}
+
+// SyncBatchNorm backward's w-weighted sum of one channel (w: float, double,
+// Half or BFloat16; nullptr: no weight, the sum as it is).
+template <class T>
+MINIDL_HOST_DEVICE inline double sync_weighted_sum(double sum, const T* w, int64_t c) {
+  return w ? sum * convert<double>(w[c]) : sum;
+}
+
 }  // namespace minidl::cuda_math
