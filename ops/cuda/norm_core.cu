@@ -1,7 +1,9 @@
 // CUDA kernels of the shared normalization core (ops/norm_core.h's kernel
 // interface): norm_forward, norm_backward, norm_update_running_stats,
-// norm_stats_from_running. Statistics are per-thread Welford in double merged
-// with Chan's formula by CUB's BlockReduce (a block per group, no atomics,
+// norm_stats_from_running. Statistics: ops/cuda/norm_stats.cuh (shifted
+// double sums by default, per-element Welford when
+// MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
+// per group, no atomics,
 // deterministic); the per-group and per-channel backward sums likewise; the
 // rest is elementwise. SyncBN's given sums and count are read on the device,
 // so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
@@ -15,6 +17,7 @@
 // compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/norm_core.h"
 
@@ -26,7 +29,6 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
-using cuda_math::Welford;
 using cuda_math::opmath_t;
 using cuda_math::to_opmath;
 
@@ -39,32 +41,6 @@ const T* data_or_null(const Tensor& t) {
 
 
 // ---- forward ------------------------------------------------------------------
-
-template <class T>
-struct GroupValueLoader {
-  const T* x;
-  NormShape shape;
-  using Row = int64_t;
-  __device__ Row row(int64_t g) const { return g; }
-  __device__ Welford operator()(Row g, int64_t j) const {
-    return cuda_math::welford_of(convert<double>(x[shape.group_offset(g, j)]));
-  }
-};
-
-struct WelfordMerge {
-  __device__ Welford operator()(const Welford& a, const Welford& b) const { return cuda_math::welford_merge(a, b); }
-};
-
-struct StatsStore {
-  double *mean, *invstd, *var;  // var optional
-  double eps;
-  __device__ void operator()(int64_t g, int64_t, const Welford& w) const {
-    const cuda_math::GroupStatistics s = cuda_math::statistics_of(w, eps);
-    mean[g] = s.mean;
-    invstd[g] = s.invstd;
-    if (var) var[g] = s.var;
-  }
-};
 
 // T: the input's dtype; W: the parameters' (T, or float32 next to a 16-bit input).
 template <class T, class W>
@@ -102,11 +78,9 @@ void forward_typed(const NormForwardArgs& args) {
   double* mean = args.mean.data_ptr<double>();
   double* invstd = args.invstd.data_ptr<double>();
   if (args.use_input_stats) {
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, GroupValueLoader<T>{x, shape},
-                                    WelfordMerge(),
-                                    StatsStore{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr,
-                                               args.eps},
-                                    "normalization");
+    stats::launch_group_stats<T>(
+        ctx, shape, x,
+        stats::StatsStore{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr, args.eps});
   }
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
