@@ -17,6 +17,7 @@
 // compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/norm_fused.cuh"
 #include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/norm_core.h"
@@ -77,10 +78,14 @@ void forward_typed(const NormForwardArgs& args) {
   const T* x = args.input.data_ptr<T>();
   double* mean = args.mean.data_ptr<double>();
   double* invstd = args.invstd.data_ptr<double>();
+  const stats::StatsStore store{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr, args.eps};
+  if (args.use_input_stats && args.output.defined() && fused::fused_forward_applies(shape)) {
+    fused::launch_fused_forward<T, W>(ctx, shape, args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
+                                      data_or_null<W>(args.bias), store);
+    return;
+  }
   if (args.use_input_stats) {
-    stats::launch_group_stats<T>(
-        ctx, shape, x,
-        stats::StatsStore{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr, args.eps});
+    stats::launch_group_stats<T>(ctx, shape, x, store);
   }
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
