@@ -197,6 +197,8 @@ void backward_typed(const NormBackwardArgs& args) {
   const bool need_local = args.out_sum_dy.defined() || args.out_sum_dy_xmu.defined() ||
                           (want_dx && args.batch_stats && !given);
 
+  // A contiguous small group: sums and dx in one kernel (ops/cuda/norm_fused.cuh).
+  const bool fuse = want_dx && args.batch_stats && !given && fused::fused_backward_applies(shape);
   // Local per-group sums, into the caller's outputs where given, else temporaries.
   Tensor tmp;
   double *s1 = nullptr, *s2 = nullptr;
@@ -205,8 +207,10 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, GroupDyLoader<T, W>{dy, x, w, mean, shape},
-                                    AddDySums(), GroupSumsStore{s1, s2}, "normalization backward");
+    if (!fuse)
+      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
+                                      GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
+                                      "normalization backward");
   }
   if (args.grad_weight.defined() || args.grad_bias.defined()) {
     // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
@@ -220,6 +224,10 @@ void backward_typed(const NormBackwardArgs& args) {
         shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
+  if (fuse) {
+    fused::launch_fused_backward<T, W>(ctx, shape, args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, s1, s2);
+    return;
+  }
   const double* sum_dy = given ? args.given_sum_dy.data_ptr<double>() : s1;
   const double* sum_dy_xmu = given ? args.given_sum_dy_xmu.data_ptr<double>() : s2;
   const double* count_ptr = given && args.given_count_tensor.defined() ? args.given_count_tensor.data_ptr<double>()
