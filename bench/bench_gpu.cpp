@@ -3,7 +3,7 @@
 // bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
 // shape names; bench/gpu_report.py joins the two into a table of ratios.
 //
-//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train|graph]
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|graph]
 //
 // Timing: each round synchronizes the device, runs the work `iters` times,
 // synchronizes again and divides the host time by iters (a round of many
@@ -264,8 +264,8 @@ int program(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--suite") == 0) o.suite = argv[i + 1];
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
-  if (o.suite != "all" && o.suite != "ops" && o.suite != "train" && o.suite != "graph")
-    throw examples::UsageError("--suite must be all, ops, train or graph, got " + o.suite);
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "norms" && o.suite != "train" && o.suite != "graph")
+    throw examples::UsageError("--suite must be all, ops, norms, train or graph, got " + o.suite);
   if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
     std::printf("bench_gpu: skipped: %s\n", cuda::unavailable_reason().c_str());
     return 77;
@@ -274,6 +274,11 @@ int program(int argc, char** argv) {
   if (o.suite == "graph") {
     graph_step(o, "smallnet", 32);
     graph_step(o, "resnet18", 32);
+    return 0;
+  }
+  // norms: the norm ops alone, to compare MINIDL_CUDA_NORM_KERNELS=legacy with the default in one session.
+  if (o.suite == "norms") {
+    norm_suite(o);
     return 0;
   }
   if (o.suite != "train") {
@@ -294,6 +299,6 @@ int program(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train|graph]",
+  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|train|graph]",
                                        [&] { return program(argc, argv); });
 }

@@ -3,7 +3,7 @@
 (rounds of `iters` calls between two synchronizations, the median round per call),
 one JSON object a line with the same op and shape names.
 
-  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|train]
+  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train]
 
 Settings as bench_gpu: cudnn.benchmark on, cuDNN TF32 on (PyTorch's default),
 matmul TF32 off unless the op name says tf32. Models from bench/bench_torch.py.
@@ -150,13 +150,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--suite", choices=["all", "ops", "train"], default="all")
+    ap.add_argument("--suite", choices=["all", "ops", "norms", "train"], default="all")
     a = ap.parse_args()
     a.dev = torch.device(a.device)  # cpu: a dry run of this script where there is no GPU
     if a.dev.type == "cuda" and not torch.cuda.is_available():
         print("bench_gpu_torch: skipped: torch.cuda.is_available() is false")
         sys.exit(77)
     torch.backends.cudnn.benchmark = True
+    if a.suite == "norms":
+        norm_suite(a)
+        return
     if a.suite != "train":
         conv_suite(a)
         norm_suite(a)
