@@ -3,8 +3,8 @@
 // norm_stats_from_running. Statistics: ops/cuda/norm_stats.cuh (shifted
 // double sums by default, per-element Welford when
 // MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
-// per group, no atomics,
-// deterministic); the per-group and per-channel backward sums likewise; the
+// per group, no atomics, deterministic); small contiguous groups take the
+// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise; the
 // rest is elementwise. SyncBN's given sums and count are read on the device,
 // so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
 // tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)

@@ -1,4 +1,5 @@
-// Single-pass normalization forward for ops/cuda/norm_core.cu: when a group is
+// Single-pass normalization forward (and backward dx, below) for
+// ops/cuda/norm_core.cu: when a group is
 // contiguous (A == 1: GroupNorm, InstanceNorm, LayerNorm) and has at most
 // kFusedMaxGroup values, one block per group loads the group into registers
 // once, reduces shifted double sums (ops/cuda/norm_math.h ShiftedSums), turns
@@ -6,7 +7,9 @@
 // instead of twice (2 x 4 bytes per float element moved instead of 3 x 4), one
 // launch instead of two, and the channel index is one IntDivider per element
 // (j / S) instead of the general group_of/channel_of chain. Off under
-// MINIDL_CUDA_NORM_KERNELS=legacy. Compiled, not run on a GPU (2026-11-26).
+// MINIDL_CUDA_NORM_KERNELS=legacy. No __restrict__: y may alias x (each
+// block reads its whole group before writing it). Compiled, not run on a GPU
+// (2026-11-26).
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -30,8 +33,8 @@ inline bool fused_forward_applies(const NormShape& s) {
 
 template <class T, class W>
 __global__ void __launch_bounds__(kFusedThreads)
-    fused_forward_kernel(T* __restrict__ y, const T* __restrict__ x, const W* __restrict__ w,
-                         const W* __restrict__ b, stats::StatsStore out, NormShape shape) {
+    fused_forward_kernel(T* y, const T* x, const W* w,
+                         const W* b, stats::StatsStore out, NormShape shape) {
   using C = opmath_t<T>;
   using BlockReduce = cub::BlockReduce<ShiftedSums, kFusedThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
@@ -102,9 +105,9 @@ inline bool fused_backward_applies(const NormShape& s) { return fused_forward_ap
 
 template <class T, class W>
 __global__ void __launch_bounds__(kFusedThreads)
-    fused_backward_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
-                          const W* __restrict__ w, const double* __restrict__ mean,
-                          const double* __restrict__ invstd, double* s1, double* s2, NormShape shape) {
+    fused_backward_kernel(T* dx, const T* dy, const T* x,
+                          const W* w, const double* mean,
+                          const double* invstd, double* s1, double* s2, NormShape shape) {
   using BlockReduce = cub::BlockReduce<DyPair, kFusedThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
   __shared__ double s_dy, s_dy_xmu;
