@@ -3,7 +3,7 @@
 // bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
 // shape names; bench/gpu_report.py joins the two into a table of ratios.
 //
-//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|train|graph|profile]
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|graph|profile]
 //             [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
 //
 // Timing: each round synchronizes the device, runs the work `iters` times,
@@ -294,8 +294,9 @@ int program(int argc, char** argv) {
     }
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
-  if (o.suite != "all" && o.suite != "ops" && o.suite != "train" && o.suite != "graph" && o.suite != "profile")
-    throw examples::UsageError("--suite must be all, ops, train, graph or profile, got " + o.suite);
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "norms" && o.suite != "train" && o.suite != "graph" &&
+      o.suite != "profile")
+    throw examples::UsageError("--suite must be all, ops, norms, train, graph or profile, got " + o.suite);
   if (o.model != "resnet18" && o.model != "smallnet")
     throw examples::UsageError("--model must be resnet18 or smallnet, got " + o.model);
   if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
@@ -312,6 +313,11 @@ int program(int argc, char** argv) {
   if (o.suite == "graph") {
     graph_step(o, "smallnet", 32);
     graph_step(o, "resnet18", 32);
+    return 0;
+  }
+  // norms: the norm ops alone, to compare MINIDL_CUDA_NORM_KERNELS=legacy with the default in one session.
+  if (o.suite == "norms") {
+    norm_suite(o);
     return 0;
   }
   if (o.suite != "train") {
@@ -332,7 +338,8 @@ int program(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::run_main_with_usage("bench_gpu", "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|train|graph|profile] "
+  return examples::run_main_with_usage("bench_gpu",
+                                       "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|train|graph|profile] "
                                        "[--model resnet18|smallnet] [--batch N] [--amp off|fp16]",
                                        [&] { return program(argc, argv); });
 }

@@ -3,7 +3,7 @@
 (rounds of `iters` calls between two synchronizations, the median round per call),
 one JSON object a line with the same op and shape names.
 
-  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|train|profile]
+  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|profile]
                                    [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
 
 --suite profile: 3 warm-up steps, then 2 between torch.cuda.profiler.start
@@ -174,7 +174,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--suite", choices=["all", "ops", "train", "profile"], default="all")
+    ap.add_argument("--suite", choices=["all", "ops", "norms", "train", "profile"], default="all")
     ap.add_argument("--model", choices=["resnet18", "smallnet"], default="resnet18")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--amp", choices=["off", "fp16"], default="off")
@@ -188,6 +188,9 @@ def main():
         if a.dev.type != "cuda":
             sys.exit("bench_gpu_torch.py --suite profile: the profiler markers need a CUDA device")
         profile_steps(a)
+        return
+    if a.suite == "norms":
+        norm_suite(a)
         return
     if a.suite != "train":
         conv_suite(a)

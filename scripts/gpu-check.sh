@@ -129,6 +129,10 @@ bench() {
   echo "bench_gpu_torch.py: exit $?"
   MINIDL_CUDNN_GRAPH=1 timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-graph.jsonl" 2>&1
   echo "bench_gpu (MINIDL_CUDNN_GRAPH=1): exit $?"
+  # The norm kernels before the fused/shifted-sum ones, same call, same card.
+  MINIDL_CUDA_NORM_KERNELS=legacy timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" --suite norms \
+    > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
+  echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
   # PyTorch's convolutions on cuDNN's legacy API (minidl's), not its v8 graph
   # API: whether a conv gap is the API's engines or our use of it.
   TORCH_CUDNN_V8_API_DISABLED=1 timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" \
@@ -138,6 +142,9 @@ bench() {
     echo
     echo "minidl with MINIDL_CUDNN_GRAPH=1 (cuDNN's graph API, as PyTorch) against PyTorch:"
     python3 "$here/../bench/gpu_report.py" "$out/bench-minidl-graph.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
+    echo
+    echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=legacy (Welford, two passes) against PyTorch:"
+    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl-legacy-norms.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
     echo
     echo "Against PyTorch with TORCH_CUDNN_V8_API_DISABLED=1 (cuDNN's legacy API, as minidl):"
     python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch-legacy.jsonl" --device "$gpu"
@@ -221,6 +228,10 @@ run() {
   for t in test_cuda_ops test_cuda_blas_dnn; do
     step "graph_api_$t" 90 env MINIDL_CUDNN_GRAPH=1 "$bin/$t"
   done
+  # The norm kernels as they ran on the H100 (Welford statistics, two passes;
+  # the shifted-sum statistics and the fused single-pass kernels are new,
+  # written without a GPU): the op suite again on the old path.
+  step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
   # CUDA graphs (train_cifar10 --cuda-graph, written without a GPU): the same
   # short run eager and graphed (deterministic cuDNN, same seed and data
   # order), their final train losses compared; then the batch-32 step time,

@@ -273,6 +273,47 @@ TEST_CASE("Welford with Chan's merge equals two-pass float64 in any merge order"
   CHECK(statistics_of(Welford{}, 1e-5).invstd == 0.0);
 }
 
+TEST_CASE("shifted double sums give Welford's moments, also far from zero") {
+  std::mt19937 rng(11);
+  for (double offset : {0.0, 1e3, 1e6}) {
+    std::normal_distribution<double> nd(offset, 2.0);
+    std::vector<double> v(5000);
+    // float inputs, as the float32 kernels see them
+    for (auto& e : v) e = static_cast<double>(static_cast<float>(nd(rng)));
+    const TwoPass tp = two_pass(v, 0, v.size());
+    const double shift = v[0];
+    // Per-thread partials over a strided split (as a 256-thread block), then added.
+    std::vector<ShiftedSums> parts(256);
+    for (size_t i = 0; i < v.size(); ++i) parts[i % 256] = shifted_add(parts[i % 256], shifted_of(v[i], shift));
+    ShiftedSums total;
+    for (const auto& p : parts) total = shifted_add(total, p);
+    const Welford w = welford_from_shifted(total, 5000, shift);
+    Welford ref;
+    for (double e : v) ref = welford_merge(ref, welford_of(e));
+    CAPTURE(offset);
+    CHECK(w.n == 5000);
+    CHECK(w.mean == doctest::Approx(tp.mean).epsilon(1e-14));
+    CHECK(w.m2 == doctest::Approx(tp.m2).epsilon(1e-11));
+    CHECK(w.m2 == doctest::Approx(ref.m2).epsilon(1e-9));
+    const GroupStatistics s = statistics_of(w, 1e-5);
+    CHECK(s.invstd == doctest::Approx(1.0 / std::sqrt(tp.m2 / 5000 + 1e-5)).epsilon(1e-11));
+  }
+  // A constant group: M2 exactly 0 (the shift is the value), never negative.
+  const Welford c = welford_from_shifted(shifted_add(shifted_of(3.5, 3.5), shifted_of(3.5, 3.5)), 2, 3.5);
+  CHECK(c.mean == 3.5);
+  CHECK(c.m2 == 0.0);
+  CHECK(welford_from_shifted(ShiftedSums{}, 0, 0).n == 0);
+  // The documented weakness, bounded: a shift 1e4 standard deviations away still
+  // gives M2 to 1e-6 relative (double has 52 bits; (1e4)^2 costs about 27).
+  std::vector<double> u(1000);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  for (auto& e : u) e = nd(rng);
+  const TwoPass tu = two_pass(u, 0, u.size());
+  ShiftedSums far;
+  for (double e : u) far = shifted_add(far, shifted_of(e, 1e4));
+  CHECK(welford_from_shifted(far, 1000, 1e4).m2 == doctest::Approx(tu.m2).epsilon(1e-6));
+}
+
 TEST_CASE("IntDivider divides like / and % below 2^31") {
   std::mt19937_64 rng(7);
   std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 16, 31, 32, 33, 1000, 1023, 1024, 1025, 65535, 65536, 65537,

@@ -140,6 +140,14 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("group_norm", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf({2, 4, 3, 3}, dt), leaf({4}, dt), leaf({4}, dt)});
     compare("instance_norm", [](auto& v) { return instance_norm(v[0]); }, {leaf({2, 3, 4, 4}, dt)});
+    // The fused single-pass kernels (ops/cuda/norm_fused.cuh): a group of
+    // 3200 values (13 per thread, a ragged last item), one of exactly 4096
+    // (the limit), and 4097 (falls back to the two-pass kernels).
+    compare("group_norm fused 3200", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf({2, 4, 40, 40}, dt), leaf({4}, dt), leaf({4}, dt)});
+    compare("layer_norm fused 4096", [](auto& v) { return layer_norm(v[0], {4096}, v[1], v[2]); },
+            {leaf({3, 4096}, dt), leaf({4096}, dt), leaf({4096}, dt)});
+    compare("layer_norm two-pass 4097", [](auto& v) { return layer_norm(v[0], {4097}); }, {leaf({2, 4097}, dt)});
     compare("batch_norm train, no running stats", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {leaf({4, 3, 5, 5}, dt), leaf({3}, dt), leaf({3}, dt)});

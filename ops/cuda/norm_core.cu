@@ -1,8 +1,10 @@
 // CUDA kernels of the shared normalization core (ops/norm_core.h's kernel
 // interface): norm_forward, norm_backward, norm_update_running_stats,
-// norm_stats_from_running. Statistics are per-thread Welford in double merged
-// with Chan's formula by CUB's BlockReduce (a block per group, no atomics,
-// deterministic); the per-group and per-channel backward sums likewise; the
+// norm_stats_from_running. Statistics: ops/cuda/norm_stats.cuh (shifted
+// double sums by default, per-element Welford when
+// MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
+// per group, no atomics, deterministic); small contiguous groups take the
+// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise; the
 // rest is elementwise. SyncBN's given sums and count are read on the device,
 // so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
 // tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
@@ -15,6 +17,8 @@
 // compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/norm_fused.cuh"
+#include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/norm_core.h"
 
@@ -26,7 +30,6 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
-using cuda_math::Welford;
 using cuda_math::opmath_t;
 using cuda_math::to_opmath;
 
@@ -39,32 +42,6 @@ const T* data_or_null(const Tensor& t) {
 
 
 // ---- forward ------------------------------------------------------------------
-
-template <class T>
-struct GroupValueLoader {
-  const T* x;
-  NormShape shape;
-  using Row = int64_t;
-  __device__ Row row(int64_t g) const { return g; }
-  __device__ Welford operator()(Row g, int64_t j) const {
-    return cuda_math::welford_of(convert<double>(x[shape.group_offset(g, j)]));
-  }
-};
-
-struct WelfordMerge {
-  __device__ Welford operator()(const Welford& a, const Welford& b) const { return cuda_math::welford_merge(a, b); }
-};
-
-struct StatsStore {
-  double *mean, *invstd, *var;  // var optional
-  double eps;
-  __device__ void operator()(int64_t g, int64_t, const Welford& w) const {
-    const cuda_math::GroupStatistics s = cuda_math::statistics_of(w, eps);
-    mean[g] = s.mean;
-    invstd[g] = s.invstd;
-    if (var) var[g] = s.var;
-  }
-};
 
 // T: the input's dtype; W: the parameters' (T, or float32 next to a 16-bit input).
 template <class T, class W>
@@ -101,12 +78,14 @@ void forward_typed(const NormForwardArgs& args) {
   const T* x = args.input.data_ptr<T>();
   double* mean = args.mean.data_ptr<double>();
   double* invstd = args.invstd.data_ptr<double>();
+  const stats::StatsStore store{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr, args.eps};
+  if (args.use_input_stats && args.output.defined() && fused::fused_forward_applies(shape)) {
+    fused::launch_fused_forward<T, W>(ctx, shape, args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
+                                      data_or_null<W>(args.bias), store);
+    return;
+  }
   if (args.use_input_stats) {
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, GroupValueLoader<T>{x, shape},
-                                    WelfordMerge(),
-                                    StatsStore{mean, invstd, args.var.defined() ? args.var.data_ptr<double>() : nullptr,
-                                               args.eps},
-                                    "normalization");
+    stats::launch_group_stats<T>(ctx, shape, x, store);
   }
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
@@ -218,6 +197,8 @@ void backward_typed(const NormBackwardArgs& args) {
   const bool need_local = args.out_sum_dy.defined() || args.out_sum_dy_xmu.defined() ||
                           (want_dx && args.batch_stats && !given);
 
+  // A contiguous small group: sums and dx in one kernel (ops/cuda/norm_fused.cuh).
+  const bool fuse = want_dx && args.batch_stats && !given && fused::fused_backward_applies(shape);
   // Local per-group sums, into the caller's outputs where given, else temporaries.
   Tensor tmp;
   double *s1 = nullptr, *s2 = nullptr;
@@ -226,8 +207,10 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, GroupDyLoader<T, W>{dy, x, w, mean, shape},
-                                    AddDySums(), GroupSumsStore{s1, s2}, "normalization backward");
+    if (!fuse)
+      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
+                                      GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
+                                      "normalization backward");
   }
   if (args.grad_weight.defined() || args.grad_bias.defined()) {
     // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
@@ -241,6 +224,10 @@ void backward_typed(const NormBackwardArgs& args) {
         shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
+  if (fuse) {
+    fused::launch_fused_backward<T, W>(ctx, shape, args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, s1, s2);
+    return;
+  }
   const double* sum_dy = given ? args.given_sum_dy.data_ptr<double>() : s1;
   const double* sum_dy_xmu = given ? args.given_sum_dy_xmu.data_ptr<double>() : s2;
   const double* count_ptr = given && args.given_count_tensor.defined() ? args.given_count_tensor.data_ptr<double>()

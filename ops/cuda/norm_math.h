@@ -33,6 +33,37 @@ MINIDL_HOST_DEVICE inline Welford welford_merge(const Welford& a, const Welford&
   return Welford{n, a.mean + delta * nb_over_n, a.m2 + b.m2 + delta * delta * a.n * nb_over_n};
 }
 
+// Shifted plain sums, the per-element accumulator of the "shifted" statistics
+// kernel (ops/cuda/norm_stats.cuh): s1 = sum (x - shift), s2 = sum (x - shift)^2
+// in double, with shift a value of the group (its first), so |mean - shift| is
+// about one standard deviation for ordinary data and s2 - s1^2/n loses about
+// one bit, not the log2((mean/std)^2) bits of unshifted sums. Per element: a
+// subtract, an add and a fused multiply-add (Welford: a division and five more
+// double ops). Addition is associative up to rounding, and the reduction order
+// is fixed by index, so results are deterministic. Weakness: a shift that is an
+// outlier of k standard deviations loses about log2(k^2) bits (Welford does not).
+struct ShiftedSums {
+  double s1 = 0, s2 = 0;
+};
+
+MINIDL_HOST_DEVICE inline ShiftedSums shifted_of(double x, double shift) {
+  const double d = x - shift;
+  return ShiftedSums{d, d * d};
+}
+
+MINIDL_HOST_DEVICE inline ShiftedSums shifted_add(const ShiftedSums& a, const ShiftedSums& b) {
+  return ShiftedSums{a.s1 + b.s1, a.s2 + b.s2};
+}
+
+// The moments of n values from their shifted sums: mean = shift + s1/n,
+// M2 = s2 - s1^2/n (clamped at 0: rounding may make it slightly negative).
+MINIDL_HOST_DEVICE inline Welford welford_from_shifted(const ShiftedSums& s, double n, double shift) {
+  if (n == 0) return Welford{};
+  const double d = s.s1 / n;
+  const double m2 = s.s2 - s.s1 * d;
+  return Welford{n, shift + d, m2 > 0 ? m2 : 0.0};
+}
+
 // The (A, G, K, S) view with P groups per affine parameter set (ops/norm_core.h).
 // with_dividers() precomputes the index divisions (ops/cuda/int_divider.h) when
 // every offset fits 31 bits; without them (aggregate-initialized, or a huge

@@ -1,0 +1,166 @@
+// Single-pass normalization forward (and backward dx, below) for
+// ops/cuda/norm_core.cu: when a group is
+// contiguous (A == 1: GroupNorm, InstanceNorm, LayerNorm) and has at most
+// kFusedMaxGroup values, one block per group loads the group into registers
+// once, reduces shifted double sums (ops/cuda/norm_math.h ShiftedSums), turns
+// them into mean/invstd, and writes y from the registers: x is read once
+// instead of twice (2 x 4 bytes per float element moved instead of 3 x 4), one
+// launch instead of two, and the channel index is one IntDivider per element
+// (j / S) instead of the general group_of/channel_of chain. Off under
+// MINIDL_CUDA_NORM_KERNELS=legacy. No __restrict__: y may alias x (each
+// block reads its whole group before writing it). Compiled, not run on a GPU
+// (2026-11-26).
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+
+#include "minidl/ops/cuda/norm_stats.cuh"
+
+namespace minidl::norm::fused {
+
+using cuda_math::NormShape;
+using cuda_math::ShiftedSums;
+using cuda_math::opmath_t;
+using cuda_math::to_opmath;
+
+inline constexpr int kFusedThreads = 256;
+inline constexpr int kFusedItems = 16;  // values per thread held in registers
+inline constexpr int64_t kFusedMaxGroup = int64_t{kFusedThreads} * kFusedItems;
+
+inline bool fused_forward_applies(const NormShape& s) {
+  return !stats::legacy_kernels() && s.fast && s.A == 1 && s.group_size() > 0 && s.group_size() <= kFusedMaxGroup;
+}
+
+template <class T, class W>
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_forward_kernel(T* y, const T* x, const W* w,
+                         const W* b, stats::StatsStore out, NormShape shape) {
+  using C = opmath_t<T>;
+  using BlockReduce = cub::BlockReduce<ShiftedSums, kFusedThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ double s_mean, s_invstd;
+  const int64_t M = shape.group_size();
+  const int m = static_cast<int>(M);  // <= kFusedMaxGroup
+  for (int64_t g = blockIdx.x; g < shape.G; g += gridDim.x) {
+    const T* xg = x + g * M;
+    const double shift = convert<double>(xg[0]);
+    T v[kFusedItems];
+    ShiftedSums acc;
+#pragma unroll
+    for (int i = 0; i < kFusedItems; ++i) {
+      const int j = threadIdx.x + i * kFusedThreads;
+      if (j < m) {
+        v[i] = xg[j];
+        acc = cuda_math::shifted_add(acc, cuda_math::shifted_of(convert<double>(v[i]), shift));
+      }
+    }
+    const ShiftedSums total = BlockReduce(temp).Reduce(acc, stats::ShiftedAdd());
+    if (threadIdx.x == 0) {
+      const cuda_math::Welford wf = cuda_math::welford_from_shifted(total, static_cast<double>(M), shift);
+      out.store(g, wf);
+      const cuda_math::GroupStatistics st = cuda_math::statistics_of(wf, out.eps);
+      s_mean = st.mean;
+      s_invstd = st.invstd;
+    }
+    __syncthreads();
+    const double mean = s_mean, invstd = s_invstd;
+    const int64_t c0 = static_cast<int64_t>(shape.by_P.mod(static_cast<uint32_t>(g))) * shape.K;
+    T* yg = y + g * M;
+#pragma unroll
+    for (int i = 0; i < kFusedItems; ++i) {
+      const int j = threadIdx.x + i * kFusedThreads;
+      if (j < m) {
+        const int64_t c = c0 + shape.by_S.div(static_cast<uint32_t>(j));
+        yg[j] = cuda_math::normalize_value_stored<T>(v[i], mean, invstd, w ? convert<double>(w[c]) : 1.0,
+                                                     b ? static_cast<C>(to_opmath(b[c])) : C(0));
+      }
+    }
+    __syncthreads();  // temp, s_mean and s_invstd are reused by the next group
+  }
+}
+
+template <class T, class W>
+void launch_fused_forward(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, T* y, const T* x,
+                          const W* w, const W* b, const stats::StatsStore& out) {
+  const int blocks = static_cast<int>(shape.G < cuda_kernels::kMaxBlocks ? shape.G : cuda_kernels::kMaxBlocks);
+  fused_forward_kernel<T, W><<<blocks, kFusedThreads, 0, ctx.stream>>>(y, x, w, b, out, shape);
+  MINIDL_CUDA_KERNEL_LAUNCH_CHECK("normalization");
+}
+
+// ---- backward: dx of a batch-statistics group in one read of x and dy ----
+// One block per contiguous group (A == 1, <= kFusedMaxGroup values): the
+// group's dy and x stay in registers while the block reduces sum w dy and
+// sum w dy (x - mean), then dx is written from them: 2 reads + 1 write per
+// element instead of 4 reads + 1 write, one launch instead of two. The
+// parameter gradients stay a separate reduction.
+struct DyPair {
+  double dy = 0, dy_xmu = 0;
+};
+
+struct AddDyPair {
+  __device__ DyPair operator()(const DyPair& a, const DyPair& b) const { return DyPair{a.dy + b.dy, a.dy_xmu + b.dy_xmu}; }
+};
+
+inline bool fused_backward_applies(const NormShape& s) { return fused_forward_applies(s); }
+
+template <class T, class W>
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_backward_kernel(T* dx, const T* dy, const T* x,
+                          const W* w, const double* mean,
+                          const double* invstd, double* s1, double* s2, NormShape shape) {
+  using BlockReduce = cub::BlockReduce<DyPair, kFusedThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ double s_dy, s_dy_xmu;
+  const int64_t M = shape.group_size();
+  const int m = static_cast<int>(M);
+  for (int64_t g = blockIdx.x; g < shape.G; g += gridDim.x) {
+    const T* xg = x + g * M;
+    const T* dyg = dy + g * M;
+    const double mg = mean[g], ig = invstd[g];
+    const int64_t c0 = static_cast<int64_t>(shape.by_P.mod(static_cast<uint32_t>(g))) * shape.K;
+    T vx[kFusedItems], vdy[kFusedItems];
+    DyPair acc;
+#pragma unroll
+    for (int i = 0; i < kFusedItems; ++i) {
+      const int j = threadIdx.x + i * kFusedThreads;
+      if (j < m) {
+        vx[i] = xg[j];
+        vdy[i] = dyg[j];
+        const double wd =
+            convert<double>(vdy[i]) * (w ? convert<double>(w[c0 + shape.by_S.div(static_cast<uint32_t>(j))]) : 1.0);
+        acc.dy += wd;
+        acc.dy_xmu += wd * (convert<double>(vx[i]) - mg);
+      }
+    }
+    const DyPair total = BlockReduce(temp).Reduce(acc, AddDyPair());
+    if (threadIdx.x == 0) {
+      s_dy = total.dy;
+      s_dy_xmu = total.dy_xmu;
+      if (s1) s1[g] = total.dy;
+      if (s2) s2[g] = total.dy_xmu;
+    }
+    __syncthreads();
+    const double sdy = s_dy, sdx = s_dy_xmu, count = static_cast<double>(M);
+    T* dxg = dx + g * M;
+#pragma unroll
+    for (int i = 0; i < kFusedItems; ++i) {
+      const int j = threadIdx.x + i * kFusedThreads;
+      if (j < m) {
+        const double wc = w ? convert<double>(w[c0 + shape.by_S.div(static_cast<uint32_t>(j))]) : 1.0;
+        dxg[j] = cuda_math::norm_backward_value_stored<T>(vdy[i], vx[i], mg, ig, wc, true, sdy, sdx, count);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, class W>
+void launch_fused_backward(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, T* dx, const T* dy,
+                           const T* x, const W* w, const double* mean, const double* invstd, double* s1,
+                           double* s2) {
+  const int blocks = static_cast<int>(shape.G < cuda_kernels::kMaxBlocks ? shape.G : cuda_kernels::kMaxBlocks);
+  fused_backward_kernel<T, W><<<blocks, kFusedThreads, 0, ctx.stream>>>(dx, dy, x, w, mean, invstd, s1, s2, shape);
+  MINIDL_CUDA_KERNEL_LAUNCH_CHECK("normalization backward");
+}
+
+}  // namespace minidl::norm::fused

@@ -1,0 +1,111 @@
+// Group statistics for ops/cuda/norm_core.cu, two selectable kernels:
+//  - "shifted" (default): per element a plain double sum of x - shift and of
+//    its square (ops/cuda/norm_math.h ShiftedSums), shift = the group's first
+//    value; the row reduction (ops/cuda/row_reduce.cuh: a block per group, or
+//    chunks across blocks for BatchNorm's few long groups, merged in a fixed
+//    order) only adds; one thread turns the sums into mean and M2 at the end.
+//  - "legacy" (env MINIDL_CUDA_NORM_KERNELS=legacy): per-element Welford in
+//    double, a double division per element.
+// Both deterministic, no atomics. The shifted kernel is compiled, not run on a
+// GPU (2026-11-26); its math is tested on the CPU (tests/test_cuda_kernel_math).
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+#include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/row_reduce.cuh"
+
+namespace minidl::norm::stats {
+
+using cuda_math::NormShape;
+using cuda_math::ShiftedSums;
+using cuda_math::Welford;
+
+// Read once per process: a GPU session compares both by running twice.
+inline bool legacy_kernels() {
+  static const bool legacy = [] {
+    const char* v = std::getenv("MINIDL_CUDA_NORM_KERNELS");
+    return v != nullptr && std::strcmp(v, "legacy") == 0;
+  }();
+  return legacy;
+}
+
+struct StatsStore {
+  double *mean, *invstd, *var;  // var optional
+  double eps;
+  __device__ void store(int64_t g, const Welford& w) const {
+    const cuda_math::GroupStatistics s = cuda_math::statistics_of(w, eps);
+    mean[g] = s.mean;
+    invstd[g] = s.invstd;
+    if (var) var[g] = s.var;
+  }
+};
+
+// ---- legacy: per-element Welford ----
+template <class T>
+struct WelfordLoader {
+  const T* x;
+  NormShape shape;
+  using Row = int64_t;
+  __device__ Row row(int64_t g) const { return g; }
+  __device__ Welford operator()(Row g, int64_t j) const {
+    return cuda_math::welford_of(convert<double>(x[shape.group_offset(g, j)]));
+  }
+};
+
+struct WelfordMerge {
+  __device__ Welford operator()(const Welford& a, const Welford& b) const { return cuda_math::welford_merge(a, b); }
+};
+
+struct WelfordFinish {
+  StatsStore out;
+  __device__ void operator()(int64_t g, int64_t, const Welford& w) const { out.store(g, w); }
+};
+
+// ---- shifted sums ----
+template <class T>
+struct ShiftedLoader {
+  const T* x;
+  NormShape shape;
+  struct Row {
+    int64_t g;
+    double shift;
+  };
+  __device__ Row row(int64_t g) const {
+    return Row{g, shape.group_size() > 0 ? convert<double>(x[shape.group_offset(g, 0)]) : 0.0};
+  }
+  __device__ ShiftedSums operator()(const Row& r, int64_t j) const {
+    return cuda_math::shifted_of(convert<double>(x[shape.group_offset(r.g, j)]), r.shift);
+  }
+};
+
+struct ShiftedAdd {
+  __device__ ShiftedSums operator()(const ShiftedSums& a, const ShiftedSums& b) const {
+    return cuda_math::shifted_add(a, b);
+  }
+};
+
+struct ShiftedFinish {
+  StatsStore out;
+  double n;
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row& r, const ShiftedSums& s) const {
+    out.store(g, cuda_math::welford_from_shifted(s, n, r.shift));
+  }
+};
+
+template <class T>
+void launch_group_stats(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, const T* x,
+                        const StatsStore& out) {
+  if (legacy_kernels()) {
+    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, WelfordLoader<T>{x, shape},
+                                    WelfordMerge(), WelfordFinish{out}, "normalization");
+    return;
+  }
+  cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), ShiftedSums{}, ShiftedLoader<T>{x, shape},
+                                  ShiftedAdd(), ShiftedFinish{out, static_cast<double>(shape.group_size())},
+                                  "normalization");
+}
+
+}  // namespace minidl::norm::stats
