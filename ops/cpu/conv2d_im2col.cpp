@@ -107,6 +107,13 @@ enum class WeightView { kForward, kTransposed, kTransposedFlipped };
 // group (PackedWeights::group apart). Block (tap, k0) of size kc starts at
 // (tap * inner + k0) * m_pad, row tile i of it at + i * kc * kMR. (g is w's
 // own geometry.) The buffer is the calling thread's Slot::kWeights.
+// transpose8::block where T is float; the callers' `if constexpr` keeps other
+// types away, but inside their generic lambdas clang checks the call anyway.
+template <class T>
+void transpose_block8(const T* s, int64_t lds, T* d, int64_t ldd) {
+  if constexpr (std::is_same_v<T, float>) transpose8::block(s, lds, d, ldd);
+}
+
 template <class T>
 struct PackedWeights {
   const T* data;
@@ -143,7 +150,7 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
           // channel: 6% of a 1x1 stride-2 forward with 512 rows).
           if constexpr (std::is_same_v<T, float> && kMR == 8 && V == WeightView::kForward)
             if (taps == 1 && rows == kMR && k % 8 == 0 && k + 8 <= inner) {
-              transpose8::block(src, row_step, d, kMR);
+              transpose_block8(src, row_step, d, kMR);
               k += 7;
               continue;
             }
