@@ -4,9 +4,10 @@
 // double sums by default, per-element Welford when
 // MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
 // per group, no atomics, deterministic); small contiguous groups take the
-// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise; the
-// rest is elementwise. SyncBN's given sums and count are read on the device,
-// so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
+// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise
+// (one reduction for both when groups are channels, BatchNorm); the rest is
+// elementwise. SyncBN's given sums and count are read on the device, so the
+// host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
 // tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
 // take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
 // BatchNorm, cuDNN's convention); the elementwise math runs in float, rounded
@@ -163,6 +164,26 @@ struct ParamGradStore {
   }
 };
 
+// Groups that are channels (BatchNorm): from one reduction's unweighted sums,
+// the w-weighted group sums (each optional) and the parameter gradients
+// (each optional) in the parameters' dtype (cuda_math::group_param_sums).
+template <class W>
+struct GroupParamStore {
+  const W* w;  // optional
+  const double* invstd;
+  double *s1, *s2;
+  W *dw, *db;
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
+    const cuda_math::GroupParamSums r =
+        cuda_math::group_param_sums(u.dy, u.dy_xmu, w ? convert<double>(w[g]) : 1.0, invstd[g]);
+    if (s1) s1[g] = r.sum_dy;
+    if (s2) s2[g] = r.sum_dy_xmu;
+    if (dw) dw[g] = convert<W>(r.grad_weight);
+    if (db) db[g] = convert<W>(r.grad_bias);
+  }
+};
+
 template <class T, class W>
 struct NormBackwardFunctor {
   T* dx;
@@ -199,6 +220,13 @@ void backward_typed(const NormBackwardArgs& args) {
 
   // A contiguous small group: sums and dx in one kernel (ops/cuda/norm_fused.cuh).
   const bool fuse = want_dx && args.batch_stats && !given && fused::fused_backward_applies(shape);
+  W* dw = args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr;
+  W* db = args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr;
+  // Groups that are channels (BatchNorm, SyncBN's local sums): one reduction
+  // gives the group sums and the parameter gradients. Not with the legacy
+  // kernels (MINIDL_CUDA_NORM_KERNELS=legacy keeps the H100-checked two passes);
+  // with fuse the fused kernel makes the group sums and the channel pass the rest.
+  const bool one_pass = (dw || db) && !fuse && !stats::legacy_kernels() && cuda_math::groups_are_channels(shape);
   // Local per-group sums, into the caller's outputs where given, else temporaries.
   Tensor tmp;
   double *s1 = nullptr, *s2 = nullptr;
@@ -207,20 +235,23 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    if (!fuse)
+    if (!fuse && !one_pass)
       cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
                                       GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
                                       "normalization backward");
   }
-  if (args.grad_weight.defined() || args.grad_bias.defined()) {
+  if (one_pass) {
+    // Unweighted loads (w == nullptr); the store weights the sums per group.
+    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
+                                    GroupDyLoader<T, W>{dy, x, nullptr, mean, shape}, AddDySums(),
+                                    GroupParamStore<W>{w, invstd, s1, s2, dw, db}, "normalization backward");
+  } else if (dw || db) {
     // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
     // neighbours in memory: a thread per channel reads coalesced, where a
     // block per channel would read one element per 32-byte sector.
     cuda_kernels::launch_row_reduce(
         ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
-        AddDySums(), ParamGradStore<W>{args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr,
-                                       args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr},
-        "normalization backward",
+        AddDySums(), ParamGradStore<W>{dw, db}, "normalization backward",
         shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
