@@ -405,6 +405,71 @@ TEST_CASE("norm formulas: normalize, backward with batch statistics, running upd
   CHECK(running_update(1.0, 3.0, 0.1) == doctest::Approx(1.2));
 }
 
+TEST_CASE("groups that are channels: one reduction gives the group sums and the parameter gradients") {
+  // BatchNorm's geometry only; InstanceNorm (P < G), GroupNorm (K > 1) and LayerNorm are not.
+  CHECK(groups_are_channels(NormShape{3, 4, 1, 5, 4}));
+  CHECK(groups_are_channels(NormShape{7, 2, 1, 1, 2}));  // BatchNorm1d on (N, C)
+  CHECK_FALSE(groups_are_channels(NormShape{1, 6, 1, 5, 3}));
+  CHECK_FALSE(groups_are_channels(NormShape{1, 6, 2, 2, 3}));
+  CHECK_FALSE(groups_are_channels(NormShape{1, 4, 6, 1, 1}));
+  // BatchNorm N=3, C=4, HW=5 (and N=5, C=3, HW=1): the kernel's unweighted
+  // group sums through group_param_sums equal (a) the w-weighted group sums
+  // and (b) the per-channel sums of the general path, and (c) the parameter
+  // gradients equal finite differences of sum dy * y in w and b.
+  for (const NormShape s0 : {NormShape{3, 4, 1, 5, 4}, NormShape{5, 3, 1, 1, 3}}) {
+    for (const NormShape& s : {s0, s0.with_dividers()}) {
+      const int64_t numel = s.A * s.G * s.S;
+      std::vector<double> x(static_cast<size_t>(numel)), dy(x.size()), w(static_cast<size_t>(s.G));
+      for (int64_t i = 0; i < numel; ++i) x[i] = std::sin(0.7 * i) * 2 + 0.5, dy[i] = std::cos(1.3 * i);
+      for (int64_t c = 0; c < s.G; ++c) w[c] = c == 1 ? 0.0 : 0.5 + c;  // a zero weight: no division by w
+      std::vector<double> mean(w.size()), invstd(w.size());
+      for (int64_t g = 0; g < s.G; ++g) {
+        Welford st;
+        for (int64_t j = 0; j < s.group_size(); ++j) st = welford_merge(st, welford_of(x[s.group_offset(g, j)]));
+        const GroupStatistics gs = statistics_of(st, 1e-5);
+        mean[g] = gs.mean, invstd[g] = gs.invstd;
+      }
+      auto loss = [&](const std::vector<double>& wv, const std::vector<double>& bv) {
+        double l = 0;
+        for (int64_t i = 0; i < numel; ++i) {
+          const int64_t g = s.group_of(i), c = s.channel_of(i);
+          l += dy[i] * normalize_value(x[i], mean[g], invstd[g], wv[c], bv[c]);
+        }
+        return l;
+      };
+      const std::vector<double> b(w.size(), 0.25);
+      for (const bool with_weight : {true, false}) {
+        CAPTURE(with_weight);
+        for (int64_t g = 0; g < s.G; ++g) {
+          double u1 = 0, u2 = 0, s1 = 0, s2 = 0;
+          const double wg = with_weight ? w[g] : 1.0;
+          for (int64_t j = 0; j < s.group_size(); ++j) {
+            const int64_t i = s.group_offset(g, j);
+            u1 += dy[i], u2 += dy[i] * (x[i] - mean[g]);
+            s1 += wg * dy[i], s2 += wg * dy[i] * (x[i] - mean[g]);
+          }
+          const GroupParamSums r = group_param_sums(u1, u2, wg, invstd[g]);
+          CHECK(r.sum_dy == doctest::Approx(s1).epsilon(1e-12));
+          CHECK(r.sum_dy_xmu == doctest::Approx(s2).epsilon(1e-12));
+          double cw = 0, cb = 0;  // ChannelDyLoader's sums of channel g
+          for (int64_t j = 0; j < s.channel_size(); ++j) {
+            int64_t gg = -1;
+            const int64_t i = s.channel_offset(g, j, gg);
+            REQUIRE(gg == g);
+            cw += dy[i] * (x[i] - mean[gg]) * invstd[gg], cb += dy[i];
+          }
+          CHECK(r.grad_weight == doctest::Approx(cw).epsilon(1e-12));
+          CHECK(r.grad_bias == doctest::Approx(cb).epsilon(1e-12));
+          std::vector<double> wp = w, wm = w, bp = b, bm = b;
+          wp[g] += 1e-4, wm[g] -= 1e-4, bp[g] += 1e-4, bm[g] -= 1e-4;
+          CHECK(r.grad_weight == doctest::Approx((loss(wp, b) - loss(wm, b)) / 2e-4).epsilon(1e-7));
+          CHECK(r.grad_bias == doctest::Approx((loss(w, bp) - loss(w, bm)) / 2e-4).epsilon(1e-7));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("softmax math: column layout and formulas") {
   const SoftmaxShape g{2, 3, 4};
   std::vector<int> seen(24, 0);

@@ -162,6 +162,23 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     CHECK(close(gpu[4], cpu[4]));
     compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
             {leaf({5, 3, 2, 2}, dt), leaf({3}, dt), leaf({3}, dt), rm, rv});
+    // Groups that are channels: one reduction gives the group sums and the
+    // parameter gradients (ops/cuda/norm_core.cu, one_pass); its edges.
+    compare("batch_norm weight only", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); },
+            {leaf({4, 3, 5}, dt), leaf({3}, dt)});
+    compare("batch_norm zero weight", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+            {leaf({4, 3, 5}, dt), tensor({0.0, 1.5, -2.0}, {3}, dt).requires_grad_(true), leaf({3}, dt)});
+    compare("batch_norm parameter gradients only", [](auto& v) {
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {randn({4, 3, 5}, dt), leaf({3}, dt), leaf({3}, dt)});
+    compare("batch_norm1d (N, C)", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+            {leaf({7, 5}, dt), leaf({5}, dt), leaf({5}, dt)});
+    compare("batch_norm N=1 (fused dx, channel pass)", [](auto& v) {
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({1, 3, 6, 6}, dt), leaf({3}, dt), leaf({3}, dt)});
+    compare("batch_norm chunked channels", [](auto& v) {  // 40960 values a channel: chunk partials
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({40, 2, 32, 32}, dt), leaf({2}, dt), leaf({2}, dt)});
     compare("batch_norm empty spatial", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
             {leaf({0, 3, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
   }
@@ -195,6 +212,24 @@ TEST_CASE("SyncBN building blocks") {
                                                     on_target(sum_dy), on_target(sum_dy_xmu), on_target(counts64));
       CHECK(close(dx_g, dx_c));
     }
+    // batch_norm_backward_reduce: the local sums and the parameter gradients
+    // from one reduction on CUDA (groups are channels), each output alone too.
+    const Tensor mean_l = randn({C}, dt), invstd_l = positive({C}, dt);
+    for (const bool with_weight : {true, false})
+      for (const int wanted : {7, 4, 2, 1, 3}) {  // bits: input, weight, bias
+        const bool input_g = wanted & 4, weight_g = wanted & 2, bias_g = wanted & 1;
+        CAPTURE(with_weight);
+        CAPTURE(wanted);
+        const Tensor w = with_weight ? weight : Tensor();
+        const BatchNormBackwardReduce c = batch_norm_backward_reduce(dy, x, mean_l, invstd_l, w, input_g, weight_g, bias_g);
+        const BatchNormBackwardReduce g = batch_norm_backward_reduce(
+            on_target(dy), on_target(x), on_target(mean_l), on_target(invstd_l), on_target(w), input_g, weight_g, bias_g);
+        for (auto [got, want] : {std::pair{g.sum_dy, c.sum_dy}, {g.sum_dy_xmu, c.sum_dy_xmu},
+                                 {g.grad_weight, c.grad_weight}, {g.grad_bias, c.grad_bias}}) {
+          REQUIRE(got.defined() == want.defined());
+          if (want.defined()) CHECK(close(got, want));
+        }
+      }
   }
 }
 

@@ -91,6 +91,9 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
       CHECK(close(gpu[4], cpu[4]));
       compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
               {leaf16({5, 3, 2, 2}, dt), leaf({3}, pdt), leaf({3}, pdt), rm, rv});
+      compare("batch_norm parameter gradients only, chunked", [](auto& v) {  // one reduction for both (norm_core.cu)
+        return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+      }, {randn({40, 2, 32, 32}, dt), leaf({2}, pdt), leaf({2}, pdt)});
       // Bias without weight: only in the input's dtype (ops/norm_core.cpp gives
       // grad_bias the input's dtype when there is no weight, which autograd
       // refuses for a float32 bias on the CPU too; not a CUDA kernel matter).
