@@ -16,6 +16,7 @@
 // (updated in double, rounded once). float32/float64: checked against the CPU
 // kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
 // compiled, not run on a GPU.
+#include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/norm_fused.cuh"
@@ -246,13 +247,20 @@ void backward_typed(const NormBackwardArgs& args) {
                                     GroupDyLoader<T, W>{dy, x, nullptr, mean, shape}, AddDySums(),
                                     GroupParamStore<W>{w, invstd, s1, s2, dw, db}, "normalization backward");
   } else if (dw || db) {
-    // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
-    // neighbours in memory: a thread per channel reads coalesced, where a
-    // block per channel would read one element per 32-byte sector.
-    cuda_kernels::launch_row_reduce(
-        ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
-        AddDySums(), ParamGradStore<W>{dw, db}, "normalization backward",
-        shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
+    const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
+    // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
+    // the tiled column reduction (ops/cuda/column_reduce.cuh, 32 channels x
+    // 16 row slices a block); the legacy kernels' thread per channel also
+    // reads coalesced, but walks all rows alone. Otherwise a block per channel.
+    if (shape.S == 1 && !stats::legacy_kernels() &&
+        cuda_kernels::column_reduce_applies(shape.channels(), shape.channel_size()))
+      cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{}, load, AddDySums(),
+                                         ParamGradStore<W>{dw, db}, "normalization backward");
+    else
+      cuda_kernels::launch_row_reduce(
+          ctx, shape.channels(), shape.channel_size(), DySums{}, load, AddDySums(), ParamGradStore<W>{dw, db},
+          "normalization backward",
+          shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
   if (fuse) {
