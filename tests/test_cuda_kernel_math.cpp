@@ -7,6 +7,7 @@
 // float64 and the Random123 known-answer vectors.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -466,6 +467,33 @@ TEST_CASE("groups that are channels: one reduction gives the group sums and the 
           CHECK(r.grad_bias == doctest::Approx((loss(w, bp) - loss(w, bm)) / 2e-4).epsilon(1e-7));
         }
       }
+    }
+  }
+}
+
+TEST_CASE("ColumnTiling: each row of a column once, in a fixed order") {
+  // Row counts around the slice and chunk sizes (1 row, 8 rows a slice, a
+  // chunk of 128, beyond), as the tiled column reduction walks them.
+  for (const int64_t len : {1, 15, 16, 17, 127, 128, 129, 300, 1000}) {
+    CAPTURE(len);
+    std::vector<int> seen(static_cast<size_t>(len), 0);
+    for (int64_t b = 0; b < ColumnTiling::chunks(len); ++b)
+      for (int t = 0; t < ColumnTiling::kSlices; ++t)
+        for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) {
+          const int64_t j = ColumnTiling::row(b, t, k);
+          REQUIRE(j < (b + 1) * ColumnTiling::kChunkRows);
+          if (j < ColumnTiling::chunk_end(b, len)) ++seen[static_cast<size_t>(j)];
+        }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+    // Integers sum exactly in any order; the list of visited rows shows the order.
+    CHECK(column_tiled_reduce(len, int64_t{0}, [](int64_t j) { return j + 1; }, std::plus<int64_t>()) ==
+          len * (len + 1) / 2);
+    std::vector<int64_t> order;
+    column_tiled_reduce(len, 0, [&](int64_t j) { order.push_back(j); return 0; }, std::plus<int>());
+    REQUIRE(order.size() == static_cast<size_t>(len));
+    if (len >= 129) {  // slice 0 of chunk 0 takes rows 0, 16, ..., 112, then slice 1 from row 1
+      for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) CHECK(order[static_cast<size_t>(k)] == 16 * k);
+      CHECK(order[8] == 1);
     }
   }
 }

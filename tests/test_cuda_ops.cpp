@@ -148,6 +148,17 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("layer_norm fused 4096", [](auto& v) { return layer_norm(v[0], {4096}, v[1], v[2]); },
             {leaf({3, 4096}, dt), leaf({4096}, dt), leaf({4096}, dt)});
     compare("layer_norm two-pass 4097", [](auto& v) { return layer_norm(v[0], {4097}); }, {leaf({2, 4097}, dt)});
+    // LayerNorm's weight/bias gradients by the tiled column reduction
+    // (ops/cuda/column_reduce.cuh: 32 channels x 16 row slices, 128-row chunks).
+    auto ln = [](auto& v) { return layer_norm(v[0], {v[0].size(-1)}, v[1], v[2]); };
+    for (const Shape& s : {Shape{1, 45}, Shape{129, 45}, Shape{300, 64}, Shape{17, 3, 33}, Shape{4200, 40}}) {
+      CAPTURE(s);  // 1 row; rows past a chunk; 3 chunks; channels not a multiple of 32; 33 chunks (block order)
+      const int64_t C = s.back();
+      compare("layer_norm parameter gradients", ln, {leaf(s, dt), leaf({C}, dt), leaf({C}, dt)});
+    }
+    compare("layer_norm parameter gradients only", ln, {randn({130, 70}, dt), leaf({70}, dt), leaf({70}, dt)});
+    compare("layer_norm weight only", [](auto& v) { return layer_norm(v[0], {70}, v[1]); },
+            {leaf({130, 70}, dt), leaf({70}, dt)});
     compare("batch_norm train, no running stats", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {leaf({4, 3, 5, 5}, dt), leaf({3}, dt), leaf({3}, dt)});
