@@ -159,6 +159,16 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("layer_norm parameter gradients only", ln, {randn({130, 70}, dt), leaf({70}, dt), leaf({70}, dt)});
     compare("layer_norm weight only", [](auto& v) { return layer_norm(v[0], {70}, v[1]); },
             {leaf({130, 70}, dt), leaf({70}, dt)});
+    // 16-byte vectorized normalize / dx (ops/cuda/vectorized.cuh): a tail of
+    // numel % 4 (float) or % 2 (double) elements; an offset view (20 or 40
+    // bytes in: not 16-byte aligned) takes the scalar path.
+    compare("layer_norm vector tail", [](auto& v) { return layer_norm(v[0], {7}, v[1], v[2]); },
+            {leaf({3, 7}, dt), leaf({7}, dt), leaf({7}, dt)});
+    compare("layer_norm unaligned view", [](auto& v) { return layer_norm(narrow(v[0], 0, 1, 3), {5}, v[1], v[2]); },
+            {leaf({4, 5}, dt), leaf({5}, dt), leaf({5}, dt)});
+    compare("batch_norm unaligned view", [](auto& v) {
+      return batch_norm(narrow(v[0], 0, 1, 3), Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({4, 5, 1}, dt), leaf({5}, dt), leaf({5}, dt)});
     compare("batch_norm train, no running stats", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {leaf({4, 3, 5, 5}, dt), leaf({3}, dt), leaf({3}, dt)});

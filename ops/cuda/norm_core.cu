@@ -22,6 +22,7 @@
 #include "minidl/ops/cuda/norm_fused.cuh"
 #include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/cuda/vectorized.cuh"
 #include "minidl/ops/norm_core.h"
 
 namespace minidl::norm {
@@ -53,11 +54,21 @@ struct NormalizeFunctor {
   const W *w, *b;  // w, b optional
   const double *mean, *invstd;
   NormShape shape;
-  __device__ void operator()(const Offsets<1>& o) const {
+  __device__ T value(int64_t i, T xi) const {
     using C = opmath_t<T>;
-    const int64_t i = o.v[0], g = shape.group_of(i), c = shape.channel_of(i);
-    y[i] = cuda_math::normalize_value_stored<T>(x[i], mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
+    const int64_t g = shape.group_of(i), c = shape.channel_of(i);
+    return cuda_math::normalize_value_stored<T>(xi, mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
                                                 b ? static_cast<C>(to_opmath(b[c])) : C(0));
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { y[i] = value(i, x[i]); }
+  template <int N>  // ops/cuda/vectorized.cuh; y may alias x (the thread loads before it stores)
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> xv = cuda_kernels::load_vec<T, N>(x + i0);
+    cuda_kernels::Vec<T, N> yv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) yv.v[k] = value(i0 + k, xv.v[k]);
+    cuda_kernels::store_vec<T, N>(y + i0, yv);
   }
 };
 
@@ -91,10 +102,11 @@ void forward_typed(const NormForwardArgs& args) {
   }
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
-  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"),
-                                   NormalizeFunctor<T, W>{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
-                                                          data_or_null<W>(args.bias), mean, invstd, shape},
-                                   "normalization");
+  const NormalizeFunctor<T, W> f{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
+                                 data_or_null<W>(args.bias), mean, invstd, shape};
+  // 16-byte loads and stores when aligned (ops/cuda/vectorized.cuh); not with the legacy kernels.
+  if (!stats::legacy_kernels() && cuda_kernels::launch_vectorized<T>(ctx, n, {f.x, f.y}, f, "normalization")) return;
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"), f, "normalization");
 }
 
 void forward_cuda(const NormForwardArgs& args) {
@@ -195,12 +207,22 @@ struct NormBackwardFunctor {
   double count;
   bool batch_stats;
   NormShape shape;
-  __device__ void operator()(const Offsets<1>& o) const {
-    const int64_t i = o.v[0], g = shape.group_of(i);
+  __device__ T value(int64_t i, T dyi, T xi, double n) const {
+    const int64_t g = shape.group_of(i);
+    return cuda_math::norm_backward_value_stored<T>(dyi, xi, mean[g], invstd[g],
+                                                    w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
+                                                    batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i], count_ptr ? *count_ptr : count); }
+  template <int N>  // ops/cuda/vectorized.cuh
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> dyv = cuda_kernels::load_vec<T, N>(dy + i0), xv = cuda_kernels::load_vec<T, N>(x + i0);
     const double n = count_ptr ? *count_ptr : count;
-    dx[i] = cuda_math::norm_backward_value_stored<T>(dy[i], x[i], mean[g], invstd[g],
-                                                     w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
-                                                     batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+    cuda_kernels::Vec<T, N> dxv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) dxv.v[k] = value(i0 + k, dyv.v[k], xv.v[k], n);
+    cuda_kernels::store_vec<T, N>(dx + i0, dxv);
   }
 };
 
@@ -273,11 +295,12 @@ void backward_typed(const NormBackwardArgs& args) {
                                                                        : nullptr;
   const double count = given ? args.given_count : static_cast<double>(shape.group_size());
   const int64_t n = args.geo.numel();
-  cuda_kernels::launch_elementwise(
-      ctx, n, linear(n, "normalization backward"),
-      NormBackwardFunctor<T, W>{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu, count_ptr,
-                             count, args.batch_stats, shape},
-      "normalization backward");
+  const NormBackwardFunctor<T, W> f{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu,
+                                    count_ptr, count, args.batch_stats, shape};
+  if (!stats::legacy_kernels() &&
+      cuda_kernels::launch_vectorized<T>(ctx, n, {f.dx, f.dy, f.x}, f, "normalization backward"))
+    return;
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization backward"), f, "normalization backward");
 }
 
 void backward_cuda(const NormBackwardArgs& args) {
