@@ -192,8 +192,11 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("batch_norm parameter gradients only", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {randn({4, 3, 5}, dt), leaf({3}, dt), leaf({3}, dt)});
-    compare("batch_norm1d (N, C)", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
-            {leaf({7, 5}, dt), leaf({5}, dt), leaf({5}, dt)});
+    for (const Shape& s : {Shape{7, 5}, Shape{300, 40}}) {  // (N, C): the tiled column reduction, 1 and 3 chunks
+      CAPTURE(s);
+      compare("batch_norm1d (N, C)", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+              {leaf(s, dt), leaf({s[1]}, dt), leaf({s[1]}, dt)});
+    }
     compare("batch_norm N=1 (fused dx, channel pass)", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {leaf({1, 3, 6, 6}, dt), leaf({3}, dt), leaf({3}, dt)});

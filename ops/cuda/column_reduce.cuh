@@ -8,8 +8,9 @@
 // cuda_math::ColumnTiling's (tile sizes and their reasoning there), checked
 // on the host by tests/test_cuda_kernel_math.cpp. Compiled, not run on a GPU.
 //
-// A Loader is row_reduce.cuh's with Row = int64_t (the column): row(c) and
-// operator()(c, j); Finish is called once per column: finish(c, c, acc).
+// A Loader is row_reduce.cuh's (row(c), operator()(row, j)); Finish is called
+// once per column, finish(c, row, acc), where row is load.row(c) after one
+// chunk and the column index c (int64_t) after the second pass.
 #pragma once
 
 #include "minidl/ops/cuda/launch.cuh"

@@ -265,9 +265,16 @@ void backward_typed(const NormBackwardArgs& args) {
   }
   if (one_pass) {
     // Unweighted loads (w == nullptr); the store weights the sums per group.
-    cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
-                                    GroupDyLoader<T, W>{dy, x, nullptr, mean, shape}, AddDySums(),
-                                    GroupParamStore<W>{w, invstd, s1, s2, dw, db}, "normalization backward");
+    // BatchNorm1d on (N, C) (S == 1): value j of neighbouring channels are
+    // neighbours, so the tiled column reduction reads coalesced.
+    const GroupDyLoader<T, W> load{dy, x, nullptr, mean, shape};
+    const GroupParamStore<W> store{w, invstd, s1, s2, dw, db};
+    if (shape.S == 1 && cuda_kernels::column_reduce_applies(shape.G, shape.group_size()))
+      cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
+                                         "normalization backward");
+    else
+      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
+                                      "normalization backward");
   } else if (dw || db) {
     const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
     // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
