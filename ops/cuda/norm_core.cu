@@ -4,9 +4,12 @@
 // double sums by default, per-element Welford when
 // MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
 // per group, no atomics, deterministic); small contiguous groups take the
-// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise
-// (one reduction for both when groups are channels, BatchNorm); the rest is
-// elementwise. SyncBN's given sums and count are read on the device, so the
+// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and
+// per-channel backward sums likewise (one reduction for both when groups are
+// channels, BatchNorm; with S == 1 the tiled column reduction of
+// ops/cuda/column_reduce.cuh); the rest is elementwise, with 16-byte vector
+// loads when aligned (ops/cuda/vectorized.cuh). SyncBN's given sums and count
+// are read on the device, so the
 // host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
 // tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
 // take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
@@ -14,8 +17,9 @@
 // once; statistics and sums stay double; parameter gradients come in the
 // parameters' dtype; running statistics may be float32, float64 or 16-bit
 // (updated in double, rounded once). float32/float64: checked against the CPU
-// kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
-// compiled, not run on a GPU.
+// kernels on an H100 (tests/test_cuda_ops, 2026-11-26) with the kernels that
+// MINIDL_CUDA_NORM_KERNELS=legacy keeps; the 16-bit paths and every kernel
+// written since are compiled, not run on a GPU.
 #include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
