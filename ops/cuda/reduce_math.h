@@ -105,7 +105,9 @@ struct ColumnTiling {
   static constexpr int kRowsPerSlice = static_cast<int>(kChunkRows / kSlices);
   MINIDL_HOST_DEVICE static int64_t chunks(int64_t len) { return (len + kChunkRows - 1) / kChunkRows; }
   // The k-th row of slice t in chunk b; counts only when < chunk_end(b, len).
-  MINIDL_HOST_DEVICE static int64_t row(int64_t b, int t, int k) { return b * kChunkRows + t + static_cast<int64_t>(k) * kSlices; }
+  MINIDL_HOST_DEVICE static int64_t row(int64_t b, int t, int k) {
+    return b * kChunkRows + t + static_cast<int64_t>(k) * kSlices;
+  }
   MINIDL_HOST_DEVICE static int64_t chunk_end(int64_t b, int64_t len) {
     return (b + 1) * kChunkRows < len ? (b + 1) * kChunkRows : len;
   }
