@@ -22,17 +22,14 @@ namespace minidl::cuda_kernels {
 using Tiling = cuda_math::ColumnTiling;
 
 template <class Acc, class Loader, class Combine, class Finish>
-__global__ void __launch_bounds__(Tiling::kCols *Tiling::kSlices)
-    column_tile_kernel(int64_t cols, int64_t len, Acc init, Loader load,
-                       Combine combine, Finish finish, Acc *partials) {
-  // Raw storage: Acc may have default member initializers (no __shared__
-  // constructor).
-  __shared__ alignas(
-      Acc) unsigned char raw[sizeof(Acc) * Tiling::kCols * Tiling::kSlices];
-  Acc *tile = reinterpret_cast<Acc *>(raw);
+__global__ void __launch_bounds__(Tiling::kCols* Tiling::kSlices)
+    column_tile_kernel(int64_t cols, int64_t len, Acc init, Loader load, Combine combine, Finish finish,
+                       Acc* partials) {
+  // Raw storage: Acc may have default member initializers (no __shared__ constructor).
+  __shared__ alignas(Acc) unsigned char raw[sizeof(Acc) * Tiling::kCols * Tiling::kSlices];
+  Acc* tile = reinterpret_cast<Acc*>(raw);
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t b = blockIdx.y,
-                c = static_cast<int64_t>(blockIdx.x) * Tiling::kCols + tx;
+  const int64_t b = blockIdx.y, c = static_cast<int64_t>(blockIdx.x) * Tiling::kCols + tx;
   const int64_t end = Tiling::chunk_end(b, len);
   Acc acc = init;
   if (c < cols) {
@@ -40,17 +37,14 @@ __global__ void __launch_bounds__(Tiling::kCols *Tiling::kSlices)
 #pragma unroll
     for (int k = 0; k < Tiling::kRowsPerSlice; ++k) {
       const int64_t j = Tiling::row(b, ty, k);
-      if (j < end)
-        acc = combine(acc, load(row, j));
+      if (j < end) acc = combine(acc, load(row, j));
     }
   }
   tile[ty * Tiling::kCols + tx] = acc;
   __syncthreads();
-  if (ty != 0 || c >= cols)
-    return;
+  if (ty != 0 || c >= cols) return;
   Acc total = tile[tx];
-  for (int t = 1; t < Tiling::kSlices; ++t)
-    total = combine(total, tile[t * Tiling::kCols + tx]);
+  for (int t = 1; t < Tiling::kSlices; ++t) total = combine(total, tile[t * Tiling::kCols + tx]);
   if (partials)
     partials[b * cols + c] = total;
   else
@@ -59,14 +53,13 @@ __global__ void __launch_bounds__(Tiling::kCols *Tiling::kSlices)
 
 // Column c's chunk partials, for the second pass (interleaved rows: the
 // partials of neighbouring columns are neighbours).
-template <class Acc> struct ChunkPartialsLoader {
-  const Acc *partials;
+template <class Acc>
+struct ChunkPartialsLoader {
+  const Acc* partials;
   int64_t cols;
   using Row = int64_t;
   __device__ Row row(int64_t c) const { return c; }
-  __device__ Acc operator()(Row c, int64_t b) const {
-    return partials[b * cols + c];
-  }
+  __device__ Acc operator()(Row c, int64_t b) const { return partials[b * cols + c]; }
 };
 
 // Whether launch_column_reduce takes these sizes (the chunks index gridDim.y).
@@ -76,29 +69,24 @@ inline bool column_reduce_applies(int64_t cols, int64_t len) {
 }
 
 template <class Acc, class Loader, class Combine, class Finish>
-void launch_column_reduce(const LaunchContext &ctx, int64_t cols, int64_t len,
-                          Acc init, Loader load, Combine combine, Finish finish,
-                          const char *op) {
+void launch_column_reduce(const LaunchContext& ctx, int64_t cols, int64_t len, Acc init, Loader load,
+                          Combine combine, Finish finish, const char* op) {
   const int64_t chunks = Tiling::chunks(len);
   const dim3 block(Tiling::kCols, Tiling::kSlices);
-  const dim3 grid(
-      static_cast<unsigned>((cols + Tiling::kCols - 1) / Tiling::kCols),
-      static_cast<unsigned>(chunks));
+  const dim3 grid(static_cast<unsigned>((cols + Tiling::kCols - 1) / Tiling::kCols), static_cast<unsigned>(chunks));
   if (chunks == 1) {
-    column_tile_kernel<<<grid, block, 0, ctx.stream>>>(
-        cols, len, init, load, combine, finish, static_cast<Acc *>(nullptr));
+    column_tile_kernel<<<grid, block, 0, ctx.stream>>>(cols, len, init, load, combine, finish,
+                                                       static_cast<Acc*>(nullptr));
     MINIDL_CUDA_KERNEL_LAUNCH_CHECK(op);
     return;
   }
-  Tensor partials = temp_buffer(
-      chunks * cols * static_cast<int64_t>(sizeof(Acc)), ctx.device);
-  Acc *p = static_cast<Acc *>(partials.raw_data());
-  column_tile_kernel<<<grid, block, 0, ctx.stream>>>(cols, len, init, load,
-                                                     combine, finish, p);
+  Tensor partials = temp_buffer(chunks * cols * static_cast<int64_t>(sizeof(Acc)), ctx.device);
+  Acc* p = static_cast<Acc*>(partials.raw_data());
+  column_tile_kernel<<<grid, block, 0, ctx.stream>>>(cols, len, init, load, combine, finish, p);
   MINIDL_CUDA_KERNEL_LAUNCH_CHECK(op);
   // Chunk order per column; the stream orders the partials' reuse after it.
-  launch_row_reduce(ctx, cols, chunks, init, ChunkPartialsLoader<Acc>{p, cols},
-                    combine, finish, op, RowAccess::kInterleaved);
+  launch_row_reduce(ctx, cols, chunks, init, ChunkPartialsLoader<Acc>{p, cols}, combine, finish, op,
+                    RowAccess::kInterleaved);
 }
 
-} // namespace minidl::cuda_kernels
+}  // namespace minidl::cuda_kernels
