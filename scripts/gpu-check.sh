@@ -229,8 +229,10 @@ run() {
     step "graph_api_$t" 90 env MINIDL_CUDNN_GRAPH=1 "$bin/$t"
   done
   # The norm kernels as they ran on the H100 (Welford statistics, two passes;
-  # the shifted-sum statistics and the fused single-pass kernels are new,
-  # written without a GPU): the op suite again on the old path.
+  # the shifted-sum statistics, the fused single-pass kernels, BatchNorm's
+  # one-reduction backward sums and LayerNorm's tiled parameter gradients are
+  # new, written without a GPU; the runs above test them): the op suite again
+  # on the old path.
   step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
   # CUDA graphs (train_cifar10 --cuda-graph, written without a GPU): the same
   # short run eager and graphed (deterministic cuDNN, same seed and data

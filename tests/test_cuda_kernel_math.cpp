@@ -7,6 +7,7 @@
 // float64 and the Random123 known-answer vectors.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -403,6 +404,98 @@ TEST_CASE("norm formulas: normalize, backward with batch statistics, running upd
   }
   CHECK(norm_backward_value(2.0, 5.0, 1.0, 0.5, 3.0, false, 9.0, 9.0, 5.0) == 3.0);
   CHECK(running_update(1.0, 3.0, 0.1) == doctest::Approx(1.2));
+}
+
+TEST_CASE("groups that are channels: one reduction gives the group sums and the parameter gradients") {
+  // BatchNorm's geometry only; InstanceNorm (P < G), GroupNorm (K > 1) and LayerNorm are not.
+  CHECK(groups_are_channels(NormShape{3, 4, 1, 5, 4}));
+  CHECK(groups_are_channels(NormShape{7, 2, 1, 1, 2}));  // BatchNorm1d on (N, C)
+  CHECK_FALSE(groups_are_channels(NormShape{1, 6, 1, 5, 3}));
+  CHECK_FALSE(groups_are_channels(NormShape{1, 6, 2, 2, 3}));
+  CHECK_FALSE(groups_are_channels(NormShape{1, 4, 6, 1, 1}));
+  // BatchNorm N=3, C=4, HW=5 (and N=5, C=3, HW=1): the kernel's unweighted
+  // group sums through group_param_sums equal (a) the w-weighted group sums
+  // and (b) the per-channel sums of the general path, and (c) the parameter
+  // gradients equal finite differences of sum dy * y in w and b.
+  for (const NormShape s0 : {NormShape{3, 4, 1, 5, 4}, NormShape{5, 3, 1, 1, 3}}) {
+    for (const NormShape& s : {s0, s0.with_dividers()}) {
+      const int64_t numel = s.A * s.G * s.S;
+      std::vector<double> x(static_cast<size_t>(numel)), dy(x.size()), w(static_cast<size_t>(s.G));
+      for (int64_t i = 0; i < numel; ++i) x[i] = std::sin(0.7 * i) * 2 + 0.5, dy[i] = std::cos(1.3 * i);
+      for (int64_t c = 0; c < s.G; ++c) w[c] = c == 1 ? 0.0 : 0.5 + c;  // a zero weight: no division by w
+      std::vector<double> mean(w.size()), invstd(w.size());
+      for (int64_t g = 0; g < s.G; ++g) {
+        Welford st;
+        for (int64_t j = 0; j < s.group_size(); ++j) st = welford_merge(st, welford_of(x[s.group_offset(g, j)]));
+        const GroupStatistics gs = statistics_of(st, 1e-5);
+        mean[g] = gs.mean, invstd[g] = gs.invstd;
+      }
+      auto loss = [&](const std::vector<double>& wv, const std::vector<double>& bv) {
+        double l = 0;
+        for (int64_t i = 0; i < numel; ++i) {
+          const int64_t g = s.group_of(i), c = s.channel_of(i);
+          l += dy[i] * normalize_value(x[i], mean[g], invstd[g], wv[c], bv[c]);
+        }
+        return l;
+      };
+      const std::vector<double> b(w.size(), 0.25);
+      for (const bool with_weight : {true, false}) {
+        CAPTURE(with_weight);
+        for (int64_t g = 0; g < s.G; ++g) {
+          double u1 = 0, u2 = 0, s1 = 0, s2 = 0;
+          const double wg = with_weight ? w[g] : 1.0;
+          for (int64_t j = 0; j < s.group_size(); ++j) {
+            const int64_t i = s.group_offset(g, j);
+            u1 += dy[i], u2 += dy[i] * (x[i] - mean[g]);
+            s1 += wg * dy[i], s2 += wg * dy[i] * (x[i] - mean[g]);
+          }
+          const GroupParamSums r = group_param_sums(u1, u2, wg, invstd[g]);
+          CHECK(r.sum_dy == doctest::Approx(s1).epsilon(1e-12));
+          CHECK(r.sum_dy_xmu == doctest::Approx(s2).epsilon(1e-12));
+          double cw = 0, cb = 0;  // ChannelDyLoader's sums of channel g
+          for (int64_t j = 0; j < s.channel_size(); ++j) {
+            int64_t gg = -1;
+            const int64_t i = s.channel_offset(g, j, gg);
+            REQUIRE(gg == g);
+            cw += dy[i] * (x[i] - mean[gg]) * invstd[gg], cb += dy[i];
+          }
+          CHECK(r.grad_weight == doctest::Approx(cw).epsilon(1e-12));
+          CHECK(r.grad_bias == doctest::Approx(cb).epsilon(1e-12));
+          std::vector<double> wp = w, wm = w, bp = b, bm = b;
+          wp[g] += 1e-4, wm[g] -= 1e-4, bp[g] += 1e-4, bm[g] -= 1e-4;
+          CHECK(r.grad_weight == doctest::Approx((loss(wp, b) - loss(wm, b)) / 2e-4).epsilon(1e-7));
+          CHECK(r.grad_bias == doctest::Approx((loss(w, bp) - loss(w, bm)) / 2e-4).epsilon(1e-7));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ColumnTiling: each row of a column once, in a fixed order") {
+  // Row counts around the slice and chunk sizes (1 row, 8 rows a slice, a
+  // chunk of 128, beyond), as the tiled column reduction walks them.
+  for (const int64_t len : {1, 15, 16, 17, 127, 128, 129, 300, 1000}) {
+    CAPTURE(len);
+    std::vector<int> seen(static_cast<size_t>(len), 0);
+    for (int64_t b = 0; b < ColumnTiling::chunks(len); ++b)
+      for (int t = 0; t < ColumnTiling::kSlices; ++t)
+        for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) {
+          const int64_t j = ColumnTiling::row(b, t, k);
+          REQUIRE(j < (b + 1) * ColumnTiling::kChunkRows);
+          if (j < ColumnTiling::chunk_end(b, len)) ++seen[static_cast<size_t>(j)];
+        }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+    // Integers sum exactly in any order; the list of visited rows shows the order.
+    CHECK(column_tiled_reduce(len, int64_t{0}, [](int64_t j) { return j + 1; }, std::plus<int64_t>()) ==
+          len * (len + 1) / 2);
+    std::vector<int64_t> order;
+    column_tiled_reduce(len, 0, [&](int64_t j) { order.push_back(j); return 0; }, std::plus<int>());
+    REQUIRE(order.size() == static_cast<size_t>(len));
+    if (len >= 129) {  // slice 0 of chunk 0 takes rows 0, 16, ..., 112, then slice 1 from row 1
+      for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) CHECK(order[static_cast<size_t>(k)] == 16 * k);
+      CHECK(order[8] == 1);
+    }
+  }
 }
 
 TEST_CASE("softmax math: column layout and formulas") {

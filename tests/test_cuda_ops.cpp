@@ -148,6 +148,27 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("layer_norm fused 4096", [](auto& v) { return layer_norm(v[0], {4096}, v[1], v[2]); },
             {leaf({3, 4096}, dt), leaf({4096}, dt), leaf({4096}, dt)});
     compare("layer_norm two-pass 4097", [](auto& v) { return layer_norm(v[0], {4097}); }, {leaf({2, 4097}, dt)});
+    // LayerNorm's weight/bias gradients by the tiled column reduction
+    // (ops/cuda/column_reduce.cuh: 32 channels x 16 row slices, 128-row chunks).
+    auto ln = [](auto& v) { return layer_norm(v[0], {v[0].size(-1)}, v[1], v[2]); };
+    for (const Shape& s : {Shape{1, 45}, Shape{129, 45}, Shape{300, 64}, Shape{17, 3, 33}, Shape{4200, 40}}) {
+      CAPTURE(s);  // 1 row; rows past a chunk; 3 chunks; channels not a multiple of 32; 33 chunks (block order)
+      const int64_t C = s.back();
+      compare("layer_norm parameter gradients", ln, {leaf(s, dt), leaf({C}, dt), leaf({C}, dt)});
+    }
+    compare("layer_norm parameter gradients only", ln, {randn({130, 70}, dt), leaf({70}, dt), leaf({70}, dt)});
+    compare("layer_norm weight only", [](auto& v) { return layer_norm(v[0], {70}, v[1]); },
+            {leaf({130, 70}, dt), leaf({70}, dt)});
+    // 16-byte vectorized normalize / dx (ops/cuda/vectorized.cuh): a tail of
+    // numel % 4 (float) or % 2 (double) elements; an offset view (20 or 40
+    // bytes in: not 16-byte aligned) takes the scalar path.
+    compare("layer_norm vector tail", [](auto& v) { return layer_norm(v[0], {7}, v[1], v[2]); },
+            {leaf({3, 7}, dt), leaf({7}, dt), leaf({7}, dt)});
+    compare("layer_norm unaligned view", [](auto& v) { return layer_norm(narrow(v[0], 0, 1, 3), {5}, v[1], v[2]); },
+            {leaf({4, 5}, dt), leaf({5}, dt), leaf({5}, dt)});
+    compare("batch_norm unaligned view", [](auto& v) {
+      return batch_norm(narrow(v[0], 0, 1, 3), Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({4, 5, 1}, dt), leaf({5}, dt), leaf({5}, dt)});
     compare("batch_norm train, no running stats", [](auto& v) {
       return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
     }, {leaf({4, 3, 5, 5}, dt), leaf({3}, dt), leaf({3}, dt)});
@@ -162,6 +183,26 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     CHECK(close(gpu[4], cpu[4]));
     compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
             {leaf({5, 3, 2, 2}, dt), leaf({3}, dt), leaf({3}, dt), rm, rv});
+    // Groups that are channels: one reduction gives the group sums and the
+    // parameter gradients (ops/cuda/norm_core.cu, one_pass); its edges.
+    compare("batch_norm weight only", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); },
+            {leaf({4, 3, 5}, dt), leaf({3}, dt)});
+    compare("batch_norm zero weight", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+            {leaf({4, 3, 5}, dt), tensor({0.0, 1.5, -2.0}, {3}, dt).requires_grad_(true), leaf({3}, dt)});
+    compare("batch_norm parameter gradients only", [](auto& v) {
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {randn({4, 3, 5}, dt), leaf({3}, dt), leaf({3}, dt)});
+    for (const Shape& s : {Shape{7, 5}, Shape{300, 40}}) {  // (N, C): the tiled column reduction, 1 and 3 chunks
+      CAPTURE(s);
+      compare("batch_norm1d (N, C)", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+              {leaf(s, dt), leaf({s[1]}, dt), leaf({s[1]}, dt)});
+    }
+    compare("batch_norm N=1 (fused dx, channel pass)", [](auto& v) {
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({1, 3, 6, 6}, dt), leaf({3}, dt), leaf({3}, dt)});
+    compare("batch_norm chunked channels", [](auto& v) {  // 40960 values a channel: chunk partials
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({40, 2, 32, 32}, dt), leaf({2}, dt), leaf({2}, dt)});
     compare("batch_norm empty spatial", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
             {leaf({0, 3, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
   }
@@ -195,6 +236,24 @@ TEST_CASE("SyncBN building blocks") {
                                                     on_target(sum_dy), on_target(sum_dy_xmu), on_target(counts64));
       CHECK(close(dx_g, dx_c));
     }
+    // batch_norm_backward_reduce: the local sums and the parameter gradients
+    // from one reduction on CUDA (groups are channels), each output alone too.
+    const Tensor mean_l = randn({C}, dt), invstd_l = positive({C}, dt);
+    for (const bool with_weight : {true, false})
+      for (const int wanted : {7, 4, 2, 1, 3}) {  // bits: input, weight, bias
+        const bool input_g = wanted & 4, weight_g = wanted & 2, bias_g = wanted & 1;
+        CAPTURE(with_weight);
+        CAPTURE(wanted);
+        const Tensor w = with_weight ? weight : Tensor();
+        const BatchNormBackwardReduce c = batch_norm_backward_reduce(dy, x, mean_l, invstd_l, w, input_g, weight_g, bias_g);
+        const BatchNormBackwardReduce g = batch_norm_backward_reduce(
+            on_target(dy), on_target(x), on_target(mean_l), on_target(invstd_l), on_target(w), input_g, weight_g, bias_g);
+        for (auto [got, want] : {std::pair{g.sum_dy, c.sum_dy}, {g.sum_dy_xmu, c.sum_dy_xmu},
+                                 {g.grad_weight, c.grad_weight}, {g.grad_bias, c.grad_bias}}) {
+          REQUIRE(got.defined() == want.defined());
+          if (want.defined()) CHECK(close(got, want));
+        }
+      }
   }
 }
 

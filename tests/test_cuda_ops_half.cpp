@@ -91,6 +91,9 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
       CHECK(close(gpu[4], cpu[4]));
       compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
               {leaf16({5, 3, 2, 2}, dt), leaf({3}, pdt), leaf({3}, pdt), rm, rv});
+      compare("batch_norm parameter gradients only, chunked", [](auto& v) {  // one reduction for both (norm_core.cu)
+        return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+      }, {randn({40, 2, 32, 32}, dt), leaf({2}, pdt), leaf({2}, pdt)});
       // Bias without weight: only in the input's dtype (ops/norm_core.cpp gives
       // grad_bias the input's dtype when there is no weight, which autograd
       // refuses for a float32 bias on the CPU too; not a CUDA kernel matter).
@@ -102,6 +105,12 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
             {leaf16({4, 8}, dt), leaf16({8}, dt), leaf16({8}, dt)});
     compare("group_norm", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf16({2, 4, 3, 3}, dt), leaf16({4}, dt), leaf16({4}, dt)});
+    // The tiled column reduction of the weight/bias gradients: rows past a
+    // 128-row chunk, channels not a multiple of 32, 1 row.
+    // 8 values a 16-byte vector: 3 x 45 leaves a tail of 7 (ops/cuda/vectorized.cuh).
+    for (const Shape& s : {Shape{129, 45}, Shape{1, 45}, Shape{3, 45}})
+      compare("layer_norm tiled parameter gradients", [](auto& v) { return layer_norm(v[0], {45}, v[1], v[2]); },
+              {leaf16(s, dt), leaf16({45}, dt), leaf16({45}, dt)});
   }
 }
 

@@ -4,22 +4,29 @@
 // double sums by default, per-element Welford when
 // MINIDL_CUDA_NORM_KERNELS=legacy), reduced by CUB's BlockReduce (a block
 // per group, no atomics, deterministic); small contiguous groups take the
-// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and per-channel backward sums likewise; the
-// rest is elementwise. SyncBN's given sums and count are read on the device,
-// so the host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
+// fused single-pass kernels of ops/cuda/norm_fused.cuh; the per-group and
+// per-channel backward sums likewise (one reduction for both when groups are
+// channels, BatchNorm; with S == 1 the tiled column reduction of
+// ops/cuda/column_reduce.cuh); the rest is elementwise, with 16-byte vector
+// loads when aligned (ops/cuda/vectorized.cuh). SyncBN's given sums and count
+// are read on the device, so the
+// host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
 // tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
 // take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
 // BatchNorm, cuDNN's convention); the elementwise math runs in float, rounded
 // once; statistics and sums stay double; parameter gradients come in the
 // parameters' dtype; running statistics may be float32, float64 or 16-bit
 // (updated in double, rounded once). float32/float64: checked against the CPU
-// kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
-// compiled, not run on a GPU.
+// kernels on an H100 (tests/test_cuda_ops, 2026-11-26) with the kernels that
+// MINIDL_CUDA_NORM_KERNELS=legacy keeps; the 16-bit paths and every kernel
+// written since are compiled, not run on a GPU.
+#include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/norm_fused.cuh"
 #include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/cuda/vectorized.cuh"
 #include "minidl/ops/norm_core.h"
 
 namespace minidl::norm {
@@ -51,11 +58,21 @@ struct NormalizeFunctor {
   const W *w, *b;  // w, b optional
   const double *mean, *invstd;
   NormShape shape;
-  __device__ void operator()(const Offsets<1>& o) const {
+  __device__ T value(int64_t i, T xi) const {
     using C = opmath_t<T>;
-    const int64_t i = o.v[0], g = shape.group_of(i), c = shape.channel_of(i);
-    y[i] = cuda_math::normalize_value_stored<T>(x[i], mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
+    const int64_t g = shape.group_of(i), c = shape.channel_of(i);
+    return cuda_math::normalize_value_stored<T>(xi, mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
                                                 b ? static_cast<C>(to_opmath(b[c])) : C(0));
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { y[i] = value(i, x[i]); }
+  template <int N>  // ops/cuda/vectorized.cuh; y may alias x (the thread loads before it stores)
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> xv = cuda_kernels::load_vec<T, N>(x + i0);
+    cuda_kernels::Vec<T, N> yv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) yv.v[k] = value(i0 + k, xv.v[k]);
+    cuda_kernels::store_vec<T, N>(y + i0, yv);
   }
 };
 
@@ -89,10 +106,11 @@ void forward_typed(const NormForwardArgs& args) {
   }
   if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
-  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"),
-                                   NormalizeFunctor<T, W>{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
-                                                          data_or_null<W>(args.bias), mean, invstd, shape},
-                                   "normalization");
+  const NormalizeFunctor<T, W> f{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
+                                 data_or_null<W>(args.bias), mean, invstd, shape};
+  // 16-byte loads and stores when aligned (ops/cuda/vectorized.cuh); not with the legacy kernels.
+  if (!stats::legacy_kernels() && cuda_kernels::launch_vectorized<T>(ctx, n, {f.x, f.y}, f, "normalization")) return;
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"), f, "normalization");
 }
 
 void forward_cuda(const NormForwardArgs& args) {
@@ -163,6 +181,26 @@ struct ParamGradStore {
   }
 };
 
+// Groups that are channels (BatchNorm): from one reduction's unweighted sums,
+// the w-weighted group sums (each optional) and the parameter gradients
+// (each optional) in the parameters' dtype (cuda_math::group_param_sums).
+template <class W>
+struct GroupParamStore {
+  const W* w;  // optional
+  const double* invstd;
+  double *s1, *s2;
+  W *dw, *db;
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
+    const cuda_math::GroupParamSums r =
+        cuda_math::group_param_sums(u.dy, u.dy_xmu, w ? convert<double>(w[g]) : 1.0, invstd[g]);
+    if (s1) s1[g] = r.sum_dy;
+    if (s2) s2[g] = r.sum_dy_xmu;
+    if (dw) dw[g] = convert<W>(r.grad_weight);
+    if (db) db[g] = convert<W>(r.grad_bias);
+  }
+};
+
 template <class T, class W>
 struct NormBackwardFunctor {
   T* dx;
@@ -173,12 +211,22 @@ struct NormBackwardFunctor {
   double count;
   bool batch_stats;
   NormShape shape;
-  __device__ void operator()(const Offsets<1>& o) const {
-    const int64_t i = o.v[0], g = shape.group_of(i);
+  __device__ T value(int64_t i, T dyi, T xi, double n) const {
+    const int64_t g = shape.group_of(i);
+    return cuda_math::norm_backward_value_stored<T>(dyi, xi, mean[g], invstd[g],
+                                                    w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
+                                                    batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i], count_ptr ? *count_ptr : count); }
+  template <int N>  // ops/cuda/vectorized.cuh
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> dyv = cuda_kernels::load_vec<T, N>(dy + i0), xv = cuda_kernels::load_vec<T, N>(x + i0);
     const double n = count_ptr ? *count_ptr : count;
-    dx[i] = cuda_math::norm_backward_value_stored<T>(dy[i], x[i], mean[g], invstd[g],
-                                                     w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
-                                                     batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+    cuda_kernels::Vec<T, N> dxv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) dxv.v[k] = value(i0 + k, dyv.v[k], xv.v[k], n);
+    cuda_kernels::store_vec<T, N>(dx + i0, dxv);
   }
 };
 
@@ -199,6 +247,13 @@ void backward_typed(const NormBackwardArgs& args) {
 
   // A contiguous small group: sums and dx in one kernel (ops/cuda/norm_fused.cuh).
   const bool fuse = want_dx && args.batch_stats && !given && fused::fused_backward_applies(shape);
+  W* dw = args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr;
+  W* db = args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr;
+  // Groups that are channels (BatchNorm, SyncBN's local sums): one reduction
+  // gives the group sums and the parameter gradients. Not with the legacy
+  // kernels (MINIDL_CUDA_NORM_KERNELS=legacy keeps the H100-checked two passes);
+  // with fuse the fused kernel makes the group sums and the channel pass the rest.
+  const bool one_pass = (dw || db) && !fuse && !stats::legacy_kernels() && cuda_math::groups_are_channels(shape);
   // Local per-group sums, into the caller's outputs where given, else temporaries.
   Tensor tmp;
   double *s1 = nullptr, *s2 = nullptr;
@@ -207,21 +262,38 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    if (!fuse)
+    if (!fuse && !one_pass)
       cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
                                       GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
                                       "normalization backward");
   }
-  if (args.grad_weight.defined() || args.grad_bias.defined()) {
-    // With S == 1 (LayerNorm, BatchNorm1d on (N, C)) neighbouring channels are
-    // neighbours in memory: a thread per channel reads coalesced, where a
-    // block per channel would read one element per 32-byte sector.
-    cuda_kernels::launch_row_reduce(
-        ctx, shape.channels(), shape.channel_size(), DySums{}, ChannelDyLoader<T>{dy, x, mean, invstd, shape},
-        AddDySums(), ParamGradStore<W>{args.grad_weight.defined() ? args.grad_weight.data_ptr<W>() : nullptr,
-                                       args.grad_bias.defined() ? args.grad_bias.data_ptr<W>() : nullptr},
-        "normalization backward",
-        shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
+  if (one_pass) {
+    // Unweighted loads (w == nullptr); the store weights the sums per group.
+    // BatchNorm1d on (N, C) (S == 1): value j of neighbouring channels are
+    // neighbours, so the tiled column reduction reads coalesced.
+    const GroupDyLoader<T, W> load{dy, x, nullptr, mean, shape};
+    const GroupParamStore<W> store{w, invstd, s1, s2, dw, db};
+    if (shape.S == 1 && cuda_kernels::column_reduce_applies(shape.G, shape.group_size()))
+      cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
+                                         "normalization backward");
+    else
+      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
+                                      "normalization backward");
+  } else if (dw || db) {
+    const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
+    // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
+    // the tiled column reduction (ops/cuda/column_reduce.cuh, 32 channels x
+    // 16 row slices a block); the legacy kernels' thread per channel also
+    // reads coalesced, but walks all rows alone. Otherwise a block per channel.
+    if (shape.S == 1 && !stats::legacy_kernels() &&
+        cuda_kernels::column_reduce_applies(shape.channels(), shape.channel_size()))
+      cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{}, load, AddDySums(),
+                                         ParamGradStore<W>{dw, db}, "normalization backward");
+    else
+      cuda_kernels::launch_row_reduce(
+          ctx, shape.channels(), shape.channel_size(), DySums{}, load, AddDySums(), ParamGradStore<W>{dw, db},
+          "normalization backward",
+          shape.S == 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
   }
   if (!want_dx) return;
   if (fuse) {
@@ -234,11 +306,12 @@ void backward_typed(const NormBackwardArgs& args) {
                                                                        : nullptr;
   const double count = given ? args.given_count : static_cast<double>(shape.group_size());
   const int64_t n = args.geo.numel();
-  cuda_kernels::launch_elementwise(
-      ctx, n, linear(n, "normalization backward"),
-      NormBackwardFunctor<T, W>{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu, count_ptr,
-                             count, args.batch_stats, shape},
-      "normalization backward");
+  const NormBackwardFunctor<T, W> f{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu,
+                                    count_ptr, count, args.batch_stats, shape};
+  if (!stats::legacy_kernels() &&
+      cuda_kernels::launch_vectorized<T>(ctx, n, {f.dx, f.dy, f.x}, f, "normalization backward"))
+    return;
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization backward"), f, "normalization backward");
 }
 
 void backward_cuda(const NormBackwardArgs& args) {

@@ -127,6 +127,25 @@ struct NormShape {
   }
 };
 
+// BatchNorm's geometry (K == 1, P == G): each group is exactly one channel,
+// c = (g % P) K + k = g. Then the backward's per-group sums and its
+// per-channel parameter-gradient sums run over the same values, and one
+// reduction of the unweighted u1 = sum dy, u2 = sum dy (x - mean) gives both
+// (group_param_sums), where the general path reduces dy and x twice.
+MINIDL_HOST_DEVICE inline bool groups_are_channels(const NormShape& s) { return s.K == 1 && s.P == s.G; }
+
+// From one group-is-channel's u1 = sum dy, u2 = sum dy (x - mean), in double:
+// the w-weighted sums of the backward (w constant over the group, so
+// sum w dy = w u1) and the parameter gradients sum dy (x - mean) invstd =
+// u2 invstd and sum dy = u1 (ops/norm_core.h). weight: 1 without one.
+struct GroupParamSums {
+  double sum_dy, sum_dy_xmu, grad_weight, grad_bias;
+};
+
+MINIDL_HOST_DEVICE inline GroupParamSums group_param_sums(double u1, double u2, double weight, double invstd) {
+  return GroupParamSums{weight * u1, weight * u2, u2 * invstd, u1};
+}
+
 // The statistics of a group from its moments: biased variance, invstd =
 // 1/sqrt(var + eps); no values gives zeros (the CPU kernel's convention).
 struct GroupStatistics {

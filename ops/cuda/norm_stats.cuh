@@ -23,6 +23,10 @@ using cuda_math::ShiftedSums;
 using cuda_math::Welford;
 
 // Read once per process: a GPU session compares both by running twice.
+// "legacy" means every H100-checked norm kernel (2026-11-26): it also turns
+// off the fused kernels, BatchNorm's one-reduction backward sums, the tiled
+// column reduction of the parameter gradients and the 16-byte vector passes
+// (ops/cuda/norm_core.cu).
 inline bool legacy_kernels() {
   static const bool legacy = [] {
     const char* v = std::getenv("MINIDL_CUDA_NORM_KERNELS");
