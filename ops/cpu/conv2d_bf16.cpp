@@ -28,6 +28,7 @@
 #include "minidl/ops/cpu/bf16_kernels.h"
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/convert_half.h"
 
 namespace minidl::cpu {
 
@@ -345,11 +346,20 @@ void backward_weight(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16
       bf16_gemm(false, true, d.Kg, d.CK, ld, dyc, ld, cols, ld, out);
     }
   }, /*fixed=*/true);
-  for (int64_t i = 0; i < wsize; ++i) {
-    float s = 0.0f;
+  // The threads' sums added in thread order and rounded, in blocks over the
+  // threads (one thread alone took ~2% of the step at 1 thread, 512x512x3x3).
+  constexpr int64_t kBlock = 2048;
+  const auto to_bf16 = half_convert_kernels().f32_to_bf16;
+  const int64_t blocks = ceil_div(wsize, kBlock);
+#pragma omp parallel for schedule(static) num_threads(c.threads) if (c.threads > 1 && blocks > 8)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kBlock, n = std::min(kBlock, wsize - i0);
+    float s[kBlock];
+    std::fill_n(s, n, 0.0f);
     for (const float* p : partial)
-      if (p) s += p[i];
-    dw[i] = BFloat16(s);
+      if (p)
+        for (int64_t i = 0; i < n; ++i) s[i] += p[i0 + i];
+    to_bf16(s, dw + i0, n);
   }
 }
 
