@@ -99,7 +99,8 @@ std::vector<Case> cases() {
   std::vector<Case> all;
   const int64_t dims[][3] = {{1, 1, 1},   {1, 1, 2},    {7, 5, 1},     {8, 48, 2},   {9, 49, 3},   {17, 33, 31},
                              {3, 100, 7}, {33, 17, 64}, {50, 20, 255}, {24, 96, 256}, {13, 61, 257}, {10, 11, 600},
-                             {3, 3100, 5},  {300, 20, 41}};  // past one block of columns; of rows
+                             {3, 3100, 5},  {300, 20, 41},  // past one block of columns; of rows
+                             {24, 96, 383}, {24, 96, 384}, {13, 61, 385}, {9, 50, 769}};  // K blocks of 384
   for (const auto& d : dims)
     for (int t = 0; t < 4; ++t) all.push_back({(t & 1) != 0, (t & 2) != 0, d[0], d[1], d[2], t == 3 ? 3 : 0});
   // Outputs and epilogues.

@@ -67,6 +67,8 @@ std::vector<Case> cases() {
        conv(Conv2dParams{.stride = {3, 3}, .padding = {2, 2}, .dilation = {2, 2}}, false)},
       {"conv2d kernel larger than the input with padding", {{2, 2, 3, 3}, {3, 2, 5, 5}},
        conv(Conv2dParams{.padding = {2, 2}}, false)},
+      {"conv2d groups 2, 128 -> 120 channels (flipped weights transposed, grad weight rounded, on the threads)",
+       {{1, 128, 5, 4}, {120, 64, 3, 3}}, conv(Conv2dParams{.padding = {1, 1}, .groups = 2}, false)},
   };
 }
 
