@@ -76,6 +76,7 @@ struct Scratch {
   std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
   std::vector<int64_t> vsrc;                // the forward's, images innermost: where each vector comes from
   std::vector<char> runs;                   // the forward's: per image, whether its columns are consecutive
+  std::vector<char> direct;                 // the forward's, images innermost: per panel of a tap, read from xt
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -211,11 +212,16 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
-    // x of the chunk and group, images innermost: [c][pixel][image].
-    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, images * Cg * HW) : nullptr;
+    // x of the chunk and group, images innermost: [c][pixel][image], the
+    // channel planes a cache line apart more than their size, so that the
+    // GEMM's reads of one vector across the channels do not all fall into
+    // one L1 set (a plane of 8x8 pixels of 32 images is 8 KB).
+    const int64_t plane = HW * images + 64 / static_cast<int64_t>(sizeof(T));
+    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, Cg * plane) : nullptr;
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
     s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
     s.vsrc.resize(static_cast<size_t>(plan.panels * NV));
+    s.direct.assign(static_cast<size_t>(plan.panels), 0);
     std::vector<char> started(static_cast<size_t>(plan.panels));
     // Per image: whether its pixels are consecutive columns (whole rows
     // order), so that writing y is a copy by vectors (through column_of, it
@@ -233,7 +239,7 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
     for (int64_t gi = 0; gi < G; ++gi) {
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
-      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt);
+      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt, plane);
       for (int64_t a = 0; a < g.kernel_h; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
           const int64_t t = a * g.kernel_w + b;
@@ -244,7 +250,10 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           // of each column's input pixel where some column needs it.
           bool by_columns = !images_inner;
           if (images_inner)
-            for (int64_t i = 0; i < np; ++i)
+            for (int64_t i = 0; i < np; ++i) {
+              // Whole panels of whole vectors (and whole row tiles) go
+              // from xt to the GEMM uncopied (conv2d_gemm::micro_tile_strided).
+              s.direct[static_cast<size_t>(i)] = (pt[static_cast<size_t>(i)] + 1) * NR <= cols && Kg % kMR == 0;
               for (int64_t q = 0; q < NV; ++q) {
                 const int64_t j = pt[static_cast<size_t>(i)] * NR + q * (NR / NV);
                 const int64_t pix = plan.input_pixel(g, j, a, b);
@@ -253,7 +262,9 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
                 s.vsrc[static_cast<size_t>(i * NV + q)] = !whole    ? conv2d_pack::kColumns
                                                           : pix < 0 ? conv2d_pack::kZero
                                                                     : pix * images + plan.n[plan.col(j)];
+                if (!whole) s.direct[static_cast<size_t>(i)] = 0;
               }
+            }
           if (by_columns) {
             for (int64_t i = 0; i < np; ++i)
               for (int64_t jj = 0; jj < NR; ++jj)
@@ -265,13 +276,13 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
             if (images_inner) {
-              const T* xtk = xt + k0 * HW * images;
+              const T* xtk = xt + k0 * plane;
               if (small) {
-                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
-                                          s.offsets32.data(), bpack);
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, plane, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets32.data(), s.direct.data(), bpack);
               } else {
-                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
-                                          s.offsets.data(), bpack);
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, plane, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets.data(), s.direct.data(), bpack);
               }
             } else {
               // Loads of 8 from an offset must end before x does, for the last channel packed.
@@ -297,9 +308,22 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
               for (int64_t i = 0; i < np; ++i)
                 for (int64_t tile = t0; tile < t1; ++tile) {
                   const int64_t p = pt[static_cast<size_t>(i)];
+                  const bool acc = started[static_cast<size_t>(p)] || k0 > 0;
+                  if (images_inner && s.direct[static_cast<size_t>(i)]) {
+                    alignas(64) static const T zeros[conv2d_gemm::kLanes<T>] = {};
+                    const T* src[NV];
+                    int64_t step[NV];
+                    for (int64_t q = 0; q < NV; ++q) {
+                      const int64_t v = s.vsrc[static_cast<size_t>(i * NV + q)];
+                      src[q] = v >= 0 ? xt + k0 * plane + v : zeros;
+                      step[q] = v >= 0 ? plane : 0;
+                    }
+                    conv2d_gemm::micro_tile_strided(kc, a_blk + tile * kc * kMR, src, step,
+                                                    out + tile * kMR * cols + p * NR, cols, acc);
+                    continue;
+                  }
                   any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
-                           std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
-                           started[static_cast<size_t>(p)] || k0 > 0);
+                           std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR), acc);
                 }
             }
           }
