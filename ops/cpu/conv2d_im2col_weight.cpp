@@ -285,7 +285,16 @@ void backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
   for (int64_t gi = 0; gi < G; ++gi)
     for (int64_t mb = 0; mb < m_blocks; ++mb) {
       const int64_t m0 = mb * kBlock, m1 = std::min(Kg, m0 + kBlock);
-      for (int64_t c = 0; c < Cg; ++c)
+      int64_t c0 = 0;
+      // 1x1 kernels, float: dw[k][c] = dwt[c][k] by 8 x 8 blocks through
+      // registers (column by column, the scalar stores Cg apart were 4.7% of
+      // a 1x1 stride-2 grad weight on 8x8 maps).
+      if constexpr (std::is_same_v<T, float>)
+        if (taps == 1 && m1 - m0 == kBlock)
+          for (; c0 + 8 <= Cg; c0 += 8)
+            for (int64_t m = m0; m < m1; m += 8)
+              transpose8::block(dwt + (gi * Cg + c0) * Kg + m, Kg, dw + (gi * Kg + m) * Cg + c0, Cg);
+      for (int64_t c = c0; c < Cg; ++c)
         for (int64_t t = 0; t < taps; ++t) {
           const T* src = dwt + ((gi * taps + t) * Cg + c) * Kg;
           for (int64_t m = m0; m < m1; ++m) dw[((gi * Kg + m) * Cg + c) * taps + t] = src[m];
