@@ -76,6 +76,8 @@ struct Scratch {
   std::vector<conv2d_pack::Group8> groups;  // the forward's: how each 8 columns are packed
   std::vector<int64_t> vsrc;                // the forward's, images innermost: where each vector comes from
   std::vector<char> runs;                   // the forward's: per image, whether its columns are consecutive
+  std::vector<char> direct;                 // the forward's, images innermost: per panel of a tap, read from xt
+  std::vector<int64_t> last_tap;            // the forward's: per panel, the last tap that reaches it (-1: none)
 };
 
 // Runs chunk(n0, images, parallel, scratch) over the batch: chunks spread
@@ -184,6 +186,11 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
   return {packed, group};
 }
 
+// Whether the forward's images-innermost panels are read from xt in place
+// (see forward_packed): where a vector is at least a cache line.
+template <class T>
+constexpr bool kDirectPanels = conv2d_gemm::kLanes<T> * sizeof(T) >= 64;
+
 // The forward correlation with w already packed (WeightView::kForward of
 // this geometry's weights).
 template <class T>
@@ -211,11 +218,16 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
     const int64_t cols = plan.cols;
     T* out = thread_buffer<T>(Slot::kProduct, Kg * cols);
     T* bpack = thread_buffer<T>(Slot::kOperandB, std::min(kKC, std::max<int64_t>(Cg, 1)) * plan.panels * NR);
-    // x of the chunk and group, images innermost: [c][pixel][image].
-    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, images * Cg * HW) : nullptr;
+    // x of the chunk and group, images innermost: [c][pixel][image], the
+    // channel planes a cache line apart more than their size, so that the
+    // GEMM's reads of one vector across the channels do not all fall into
+    // one L1 set (a plane of 8x8 pixels of 32 images is 8 KB).
+    const int64_t plane = HW * images + 64 / static_cast<int64_t>(sizeof(T));
+    T* xt = images_inner ? thread_buffer<T>(Slot::kTransform, Cg * plane) : nullptr;
     s.offsets.resize(static_cast<size_t>(plan.panels * NR));
     s.groups.resize(static_cast<size_t>(ceil_div(plan.panels * NR, 8)));
     s.vsrc.resize(static_cast<size_t>(plan.panels * NV));
+    s.direct.assign(static_cast<size_t>(plan.panels), 0);
     std::vector<char> started(static_cast<size_t>(plan.panels));
     // Per image: whether its pixels are consecutive columns (whole rows
     // order), so that writing y is a copy by vectors (through column_of, it
@@ -229,11 +241,36 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
       for (int64_t q = 1; q < P && run; ++q) run = col[q] == col[0] + q;
       s.runs[static_cast<size_t>(n)] = run;
     }
+    // Where every image's columns are one run of one vector (1x1 strided
+    // onto 4x4 maps: whole rows), each tile of out goes to y as soon as its
+    // last tap and K block are done, from L1, rather than in a pass over
+    // all of out at the end (out came back from L3 there, its rows written
+    // to y one cache line per image: 8% of a 1x1 stride-2 forward on 8x8
+    // maps). Zen 5, CPU time, 64 x 256 -> 512 at 8x8: 1 thread 1.265 ->
+    // 1.153 ms, 2 threads 0.312 -> 0.297 per thread. On 8x8 outputs (P = 64,
+    // 64 x 128 -> 256 at 16x16) it lost: 1.22 -> 1.25 ms, 2 threads 0.65 ->
+    // 0.73 wall.
+    constexpr int64_t L = conv2d_gemm::kLanes<T>;
+    bool early = P == L;
+    for (int64_t n = 0; n < images && early; ++n)
+      early = s.runs[static_cast<size_t>(n)] && plan.column_of[static_cast<size_t>(n * P)] % L == 0;
+    s.last_tap.assign(static_cast<size_t>(plan.panels), -1);
+    for (int64_t t = 0; t < g.kernel_h * g.kernel_w; ++t)
+      for (int64_t p : plan.panels_of_tap[static_cast<size_t>(t)]) s.last_tap[static_cast<size_t>(p)] = t;
     const bool small = images * g.in_channels * HW < (int64_t{1} << 31);
     for (int64_t gi = 0; gi < G; ++gi) {
+      T* yg = y + (n0 * g.out_channels + gi * Kg) * P;
+      // y = out + bias for row tile `tile` of panel p (early only).
+      auto flush = [&](int64_t tile, int64_t p) {
+        for (int64_t m = tile * kMR; m < std::min(Kg, (tile + 1) * kMR); ++m) {
+          const auto bm = conv2d_gemm::broadcast(bias ? bias[gi * Kg + m] : T(0));
+          for (int64_t j = p * NR; j < std::min(cols, (p + 1) * NR); j += L)
+            conv2d_gemm::store(yg + m * P + plan.output_offset(j), conv2d_gemm::load(out + m * cols + j) + bm);
+        }
+      };
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
-      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt);
+      if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt, plane);
       for (int64_t a = 0; a < g.kernel_h; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
           const int64_t t = a * g.kernel_w + b;
@@ -244,7 +281,15 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           // of each column's input pixel where some column needs it.
           bool by_columns = !images_inner;
           if (images_inner)
-            for (int64_t i = 0; i < np; ++i)
+            for (int64_t i = 0; i < np; ++i) {
+              // Whole panels of whole vectors (and whole row tiles) go
+              // from xt to the GEMM uncopied (conv2d_gemm::micro_tile_strided),
+              // where a vector is a cache line (AVX-512). Zen 5, 1 thread, CPU
+              // time, 3x3 stride 2: 64 x 128 -> 256 at 16x16 9.86 -> 9.60 ms,
+              // 256 -> 512 at 8x8 a wash; with AVX2 (half lines) the 8x8 one
+              // lost (17.8 -> 18.8 ms), so AVX2 builds copy.
+              s.direct[static_cast<size_t>(i)] = kDirectPanels<T> && (pt[static_cast<size_t>(i)] + 1) * NR <= cols &&
+                                                 Kg % kMR == 0;
               for (int64_t q = 0; q < NV; ++q) {
                 const int64_t j = pt[static_cast<size_t>(i)] * NR + q * (NR / NV);
                 const int64_t pix = plan.input_pixel(g, j, a, b);
@@ -253,7 +298,9 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
                 s.vsrc[static_cast<size_t>(i * NV + q)] = !whole    ? conv2d_pack::kColumns
                                                           : pix < 0 ? conv2d_pack::kZero
                                                                     : pix * images + plan.n[plan.col(j)];
+                if (!whole) s.direct[static_cast<size_t>(i)] = 0;
               }
+            }
           if (by_columns) {
             for (int64_t i = 0; i < np; ++i)
               for (int64_t jj = 0; jj < NR; ++jj)
@@ -265,13 +312,13 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
             const int64_t kc = std::min(kKC, Cg - k0);
             // X_t for channels [k0, k0 + kc) and the panels of pt.
             if (images_inner) {
-              const T* xtk = xt + k0 * HW * images;
+              const T* xtk = xt + k0 * plane;
               if (small) {
-                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
-                                          s.offsets32.data(), bpack);
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, plane, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets32.data(), s.direct.data(), bpack);
               } else {
-                conv2d_pack::pack_vectors(parallel, np, kc, xtk, HW * images, s.vsrc.data(), xg + k0 * HW, HW,
-                                          s.offsets.data(), bpack);
+                conv2d_pack::pack_vectors(parallel, np, kc, xtk, plane, s.vsrc.data(), xg + k0 * HW, HW,
+                                          s.offsets.data(), s.direct.data(), bpack);
               }
             } else {
               // Loads of 8 from an offset must end before x does, for the last channel packed.
@@ -297,9 +344,23 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
               for (int64_t i = 0; i < np; ++i)
                 for (int64_t tile = t0; tile < t1; ++tile) {
                   const int64_t p = pt[static_cast<size_t>(i)];
-                  any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR, cols,
-                           std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR),
-                           started[static_cast<size_t>(p)] || k0 > 0);
+                  const bool acc = started[static_cast<size_t>(p)] || k0 > 0;
+                  if (images_inner && s.direct[static_cast<size_t>(i)]) {
+                    alignas(64) static const T zeros[conv2d_gemm::kLanes<T>] = {};
+                    const T* src[NV];
+                    int64_t step[NV];
+                    for (int64_t q = 0; q < NV; ++q) {
+                      const int64_t v = s.vsrc[static_cast<size_t>(i * NV + q)];
+                      src[q] = v >= 0 ? xt + k0 * plane + v : zeros;
+                      step[q] = v >= 0 ? plane : 0;
+                    }
+                    conv2d_gemm::micro_tile_strided(kc, a_blk + tile * kc * kMR, src, step,
+                                                    out + tile * kMR * cols + p * NR, cols, acc);
+                  } else {
+                    any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR,
+                             cols, std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR), acc);
+                  }
+                  if (early && t == s.last_tap[static_cast<size_t>(p)] && k0 + kc >= Cg) flush(tile, p);
                 }
             }
           }
@@ -313,6 +374,12 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
         if (!started[static_cast<size_t>(p)])
           for (int64_t m = 0; m < Kg; ++m)
             std::fill(out + m * cols + p * NR, out + m * cols + std::min(cols, (p + 1) * NR), T(0));
+      if (early) {  // the started panels are in y already
+        for (int64_t p = 0; p < plan.panels; ++p)
+          if (!started[static_cast<size_t>(p)])
+            for (int64_t tile = 0; tile * kMR < Kg; ++tile) flush(tile, p);
+        continue;
+      }
       // m outer: a row of out stays in L1 while its images are written.
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
       for (int64_t m = 0; m < Kg; ++m)
@@ -322,7 +389,6 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           const T* om = out + m * cols;
           const int64_t* col = plan.column_of.data() + n * P;
           if (s.runs[static_cast<size_t>(n)]) {  // a plain copy, by whole vectors
-            constexpr int64_t L = conv2d_gemm::kLanes<T>;
             const T* on = om + col[0];
             int64_t q = 0;
             for (; q + L <= P; q += L) conv2d_gemm::store(ym + q, conv2d_gemm::load(on + q) + bm);

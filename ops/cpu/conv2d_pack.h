@@ -130,7 +130,7 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
 
 // ---- images innermost (conv2d_plan::ColumnOrder::kImagesInner) -----------------------------
 
-// xt[c][p][n] = x[n * image_stride + c * HW + p] for `channels` channels of
+// xt[c * plane + p * images + n] = x[n * image_stride + c * HW + p] for `channels` channels of
 // `images` images: x with the images innermost, so that one pixel of
 // consecutive images is a run. Float in 8 x 8 blocks through registers. 16
 // images at a time, each read as one sequential stream over its channels
@@ -139,12 +139,12 @@ void pack_panels(bool parallel, int64_t np, int64_t kc, const T* x, int64_t HW, 
 // xt written in whole cache lines.
 template <class T>
 void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, int64_t image_stride, const T* x,
-                  T* xt) {
+                  T* xt, int64_t plane) {
   constexpr int64_t B = 8;
   for (int64_t n0 = 0; n0 < images; n0 += 2 * B) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t c = 0; c < channels; ++c) {
-      T* dst = xt + c * HW * images;
+      T* dst = xt + c * plane;
       const T* src = x + c * HW;
       for (int64_t p0 = 0; p0 < HW; p0 += B)
         for (int64_t n1 = n0; n1 < std::min(images, n0 + 2 * B); n1 += B) {
@@ -170,13 +170,15 @@ inline constexpr int64_t kZero = -1, kColumns = -2;
 // The panels of X_t from xt (channel c's plane at xt + c * plane) by vectors,
 // as pack_panels does from x by columns: vsrc[i * NR / L + q] says where
 // vector q of panel i comes from; offsets (pack_panels') are read for kColumns only.
+// Panels with skip[i] set are left alone (the GEMM reads them from xt).
 template <class T, class Off>
 void pack_vectors(bool parallel, int64_t np, int64_t kc, const T* xt, int64_t plane, const int64_t* vsrc, const T* x,
-                  int64_t HW, const Off* offsets, T* bpack) {
+                  int64_t HW, const Off* offsets, const char* skip, T* bpack) {
   constexpr int64_t NR = conv2d_gemm::kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
   static_assert(NR % L == 0);
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < np; ++i) {
+    if (skip[i]) continue;
     const int64_t* vs = vsrc + i * NV;
     if (std::all_of(vs, vs + NV, [](int64_t s) { return s != kColumns; })) {
       // Row by row (each row of the panel written whole), zeros from a
