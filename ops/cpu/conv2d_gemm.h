@@ -75,33 +75,20 @@ T* thread_buffer(Slot slot, int64_t n) {
 
 // ---- micro-kernel ------------------------------------------------------------------------
 
-// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*PV*L + j] for r < kMR and
-// j < NV vectors of L lanes, from panels PV vectors wide (their first NV
-// vectors: NV < PV at a panel cut short).
-template <class T, int NV, int PV = kNV>
-void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
-  using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>, NR = PV * L;
-  V acc[kMR][NV];
-#pragma GCC unroll 8
+// C's tile is needed at the end: fetched into L1 while the products run
+// (C lies in L2 or beyond, its rows far apart: waiting for it at the end
+// took a tenth of the tile's time).
+template <class T, int NV>
+[[gnu::always_inline]] inline void prefetch_tile(const T* c, int64_t ldc) {
   for (int r = 0; r < kMR; ++r)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
-  // C's tile is needed at the end: fetched into L1 while the products run
-  // (C lies in L2 or beyond, its rows far apart: waiting for it at the end
-  // took a tenth of the tile's time).
-  if (accumulate)
-    for (int r = 0; r < kMR; ++r)
-      for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + v * L);
-  for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
-    V x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
-    for (int r = 0; r < kMR; ++r) {
-      const V ar = broadcast(a[r]);
-      for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
-    }
-  }
-  // Fully unrolled, so that acc stays in registers (else GCC kept it on the stack around the loop).
+    for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + v * kLanes<T>);
+}
+
+// c (+)= acc. Fully unrolled, so that acc stays in registers (else GCC kept
+// it on the stack around the loop).
+template <class T, int NV>
+[[gnu::always_inline]] inline void write_tile(const Vec<T> (&acc)[kMR][NV], T* c, int64_t ldc, bool accumulate) {
+  constexpr int64_t L = kLanes<T>;
   if (accumulate) {
 #pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r)
@@ -115,6 +102,30 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
   }
 }
 
+// c[r][j] (+)= sum_{k < kc} a[k*kMR + r] * b[k*PV*L + j] for r < kMR and
+// j < NV vectors of L lanes, from panels PV vectors wide (their first NV
+// vectors: NV < PV at a panel cut short).
+template <class T, int NV, int PV = kNV>
+void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>, NR = PV * L;
+  V acc[kMR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  if (accumulate) prefetch_tile<T, NV>(c, ldc);
+  for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
+    V x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
+    for (int r = 0; r < kMR; ++r) {
+      const V ar = broadcast(a[r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
+    }
+  }
+  write_tile<T, NV>(acc, c, ldc, accumulate);
+}
+
 // micro_tile with kNV whole vectors from anywhere: vector v of B's row k at
 // src[v] + k * step[v] (step 0: the same vector every row). The forward's
 // images-innermost panels read straight from x transposed (no copy into a
@@ -124,15 +135,12 @@ template <class T>
 void micro_tile_strided(int64_t kc, const T* a, const T* const* src, const int64_t* step, T* c, int64_t ldc,
                         bool accumulate) {
   using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>;
   V acc[kMR][kNV];
 #pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 3
     for (int v = 0; v < kNV; ++v) acc[r][v] = V{};
-  if (accumulate)
-    for (int r = 0; r < kMR; ++r)
-      for (int v = 0; v < kNV; ++v) __builtin_prefetch(c + r * ldc + v * L);
+  if (accumulate) prefetch_tile<T, kNV>(c, ldc);
   const T* b[kNV];
   for (int v = 0; v < kNV; ++v) b[v] = src[v];
   for (int64_t k = 0; k < kc; ++k, a += kMR) {
@@ -147,17 +155,7 @@ void micro_tile_strided(int64_t kc, const T* a, const T* const* src, const int64
       for (int v = 0; v < kNV; ++v) acc[r][v] += ar * x[v];
     }
   }
-  if (accumulate) {
-#pragma GCC unroll 8
-    for (int r = 0; r < kMR; ++r)
-#pragma GCC unroll 3
-      for (int v = 0; v < kNV; ++v) store(c + r * ldc + v * L, load(c + r * ldc + v * L) + acc[r][v]);
-  } else {
-#pragma GCC unroll 8
-    for (int r = 0; r < kMR; ++r)
-#pragma GCC unroll 3
-      for (int v = 0; v < kNV; ++v) store(c + r * ldc + v * L, acc[r][v]);
-  }
+  write_tile<T, kNV>(acc, c, ldc, accumulate);
 }
 
 // micro_tile for the rows x cols corner of a tile (at an edge of C): the
