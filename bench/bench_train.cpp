@@ -17,7 +17,8 @@
 // --profile 1 also prints, as "#" lines, the median time of each phase
 // (forward, loss, backward, step) and the forward+backward of single ops at
 // the model's shapes (smallnet: every layer; resnet18: one 3x3 conv per
-// stage), to see where the time goes (bench_torch.py --suite train --profile 1 prints the same for PyTorch).
+// stage), to see where the time goes (bench_torch.py --suite train --profile 1 prints the same for PyTorch);
+// with --amp bf16 the forwards run under the step's autocast.
 #include <sys/resource.h>
 #include <time.h>
 
@@ -61,15 +62,20 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Forward + backward (with a ones upstream gradient) of one op on fresh
-// leaves, median over reps after one warm-up.
+// Forward (under amp's autocast, as the step's) + backward (with a ones
+// upstream gradient) of one op on fresh leaves, median over reps after one warm-up.
 void time_op(const std::string& name, const std::vector<Tensor>& leaves,
-             const std::function<Tensor(const std::vector<Tensor>&)>& f, int reps) {
+             const std::function<Tensor(const std::vector<Tensor>&)>& f, int reps,
+             const examples::MixedPrecision& amp) {
   std::vector<double> ms;
   for (int r = 0; r <= reps; ++r) {
     for (const Tensor& t : leaves) Tensor(t).set_grad(Tensor());
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor y = f(leaves);
+    Tensor y;
+    {
+      auto region = amp.autocast();
+      y = f(leaves);
+    }
     y.backward(ones_like(y));
     if (r > 0) ms.push_back(elapsed_ms(t0));
   }
@@ -77,8 +83,9 @@ void time_op(const std::string& name, const std::vector<Tensor>& leaves,
   std::fflush(stdout);
 }
 
-// SmallNet's layers one at a time, at batch n (activations as in the model).
-void profile_smallnet_ops(int64_t n, int reps) {
+// SmallNet's layers one at a time, at batch n (activations as in the model:
+// the pooling and norm inputs in the dtype the convs give them under amp).
+void profile_smallnet_ops(int64_t n, int reps, const examples::MixedPrecision& amp) {
   const int64_t widths[] = {64, 128, 256, 512};
   int64_t cin = 3, hw = 32;
   for (int i = 0; i < 4; ++i) {
@@ -89,19 +96,21 @@ void profile_smallnet_ops(int64_t n, int reps) {
     params.padding = {1, 1};
     const std::string conv = "conv3x3 " + std::to_string(cin) + "->" + std::to_string(cout) + " @" +
                              std::to_string(hw);
-    time_op(conv, {x, w}, [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps);
+    time_op(conv, {x, w}, [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps,
+            amp);
     int64_t out_hw = hw;
     if (i > 0) {
-      const Tensor y = randn({n, cout, hw, hw}).requires_grad_();
+      const Tensor y = randn({n, cout, hw, hw}).to(amp.activation_dtype()).requires_grad_();
       time_op("max_pool2d 2x2 C" + std::to_string(cout) + " @" + std::to_string(hw), {y},
-              [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); }, reps);
+              [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); }, reps, amp);
       out_hw = hw / 2;
     }
-    const Tensor z = randn({n, cout, out_hw, out_hw}).requires_grad_();
+    const Tensor z = randn({n, cout, out_hw, out_hw}).to(amp.activation_dtype()).requires_grad_();
     const Tensor gamma = ones({cout}).requires_grad_(), beta = zeros({cout}).requires_grad_();
     const Tensor rm = zeros({cout}), rv = ones({cout});
     time_op("batch_norm+relu C" + std::to_string(cout) + " @" + std::to_string(out_hw), {z, gamma, beta},
-            [&](const std::vector<Tensor>& v) { return relu(batch_norm(v[0], rm, rv, v[1], v[2], true)); }, reps);
+            [&](const std::vector<Tensor>& v) { return relu(batch_norm(v[0], rm, rv, v[1], v[2], true)); }, reps,
+            amp);
     cin = cout;
     hw = out_hw;
   }
@@ -109,14 +118,14 @@ void profile_smallnet_ops(int64_t n, int reps) {
 
 // ResNet-18's 3x3 convs, one per stage (each stage has 4 of them, 3 for
 // stages 2-4 plus their strided first conv), at batch n.
-void profile_resnet18_convs(int64_t n, int reps) {
+void profile_resnet18_convs(int64_t n, int reps, const examples::MixedPrecision& amp) {
   for (int64_t c = 64, hw = 32; c <= 512; c *= 2, hw /= 2) {
     const Tensor x = randn({n, c, hw, hw}).requires_grad_();
     const Tensor w = (randn({c, c, 3, 3}) * 0.05).requires_grad_();
     Conv2dParams params;
     params.padding = {1, 1};
     time_op("conv3x3 " + std::to_string(c) + "->" + std::to_string(c) + " @" + std::to_string(hw), {x, w},
-            [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps);
+            [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps, amp);
   }
 }
 
@@ -204,10 +213,14 @@ static int program(int argc, char** argv) {
     std::vector<double> t_fwd, t_loss, t_bwd, t_step;
     for (int r = 0; r < options.reps; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      Tensor logits = model->forward(x);
+      Tensor logits;
+      {
+        auto region = amp.autocast();
+        logits = model->forward(x);
+      }
       t_fwd.push_back(elapsed_ms(t0));
       t0 = std::chrono::steady_clock::now();
-      Tensor loss = cross_entropy(logits, y);
+      Tensor loss = cross_entropy(logits.to(kFloat32), y);
       sgd.zero_grad();
       t_loss.push_back(elapsed_ms(t0));
       t0 = std::chrono::steady_clock::now();
@@ -219,8 +232,8 @@ static int program(int argc, char** argv) {
     }
     std::printf("# phases (median ms): forward %.1f, loss+zero_grad %.1f, backward %.1f, sgd step %.1f\n",
                 median_of(t_fwd), median_of(t_loss), median_of(t_bwd), median_of(t_step));
-    if (model_name == "smallnet") profile_smallnet_ops(batch, options.reps);
-    if (model_name == "resnet18") profile_resnet18_convs(batch, options.reps);
+    if (model_name == "smallnet") profile_smallnet_ops(batch, options.reps, amp);
+    if (model_name == "resnet18") profile_resnet18_convs(batch, options.reps, amp);
   }
   return 0;
 }

@@ -40,6 +40,8 @@ class MixedPrecision {
   MixedPrecision(const std::string& mode, Device device);
   const std::string& mode() const { return mode_; }
   bool enabled() const { return mode_ != "off"; }
+  // The dtype conv/matmul outputs have in the region (float32 when off).
+  DType activation_dtype() const { return enabled() ? dtype_ : kFloat32; }
 
   // The autocast region of a forward pass (a disabled one for "off").
   amp::autocast autocast() const { return amp::autocast(device_.type, dtype_, enabled()); }
