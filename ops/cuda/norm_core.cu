@@ -9,10 +9,9 @@
 // channels, BatchNorm; with S == 1 the tiled column reduction of
 // ops/cuda/column_reduce.cuh); the rest is elementwise, with 16-byte vector
 // loads when aligned (ops/cuda/vectorized.cuh). SyncBN's given sums and count
-// are read on the device, so the
-// host never waits. Math in ops/cuda/norm_math.h, shared with the CPU
-// tests. float16/bfloat16 inputs (with grad_out and outputs in that dtype)
-// take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
+// are read on the device, so the host never waits. Math in
+// ops/cuda/norm_math.h, shared with the CPU tests. float16/bfloat16 inputs
+// (with grad_out and outputs in that dtype) take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
 // BatchNorm, cuDNN's convention); the elementwise math runs in float, rounded
 // once; statistics and sums stay double; parameter gradients come in the
 // parameters' dtype; running statistics may be float32, float64 or 16-bit
