@@ -2,8 +2,9 @@
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
 // runs both and compares. Options: --threads N (default 2), --reps N (default 15),
-// --only matmul|conv|volume|overhead (default: all).
+// --only matmul|conv|volume|overhead|reduce (default: all).
 #include <omp.h>
+#include <time.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -182,6 +183,52 @@ void bench_overhead() {
          0);
 }
 
+
+// --only reduce: the reductions, transpose copy and pooling that a CPU scan
+// found slower than PyTorch. Also reports cpu_ms: the least thread CPU time of
+// one call (at --threads 1, what a loaded machine cannot inflate much).
+void bench_reduce() {
+  manual_seed(0);
+  const Tensor x = randn({64, 256, 28, 28}), m = randn({4096, 4096});
+  const std::string xs = "64x256x28x28", ms = "4096x4096";
+  auto timed = [](const std::string& op, const std::string& shape, const std::function<void()>& f) {
+    double cpu = 1e30;
+    const double med = median_ms([&] {
+      timespec a{}, b{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+      f();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+      cpu = std::min(cpu, (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6);
+    });
+    std::printf(
+        "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,"
+        "\"threads\":%d,\"version\":\"eigen %d.%d.%d\",\"cpu_ms\":%.3f}\n",
+        op.c_str(), shape.c_str(), med, g_options.threads, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+        EIGEN_MINOR_VERSION, cpu);
+    std::fflush(stdout);
+  };
+  {
+    NoGradGuard no_grad;
+    timed("transpose_contiguous", ms, [&] { (void)m.transpose(0, 1).contiguous(); });
+    timed("adaptive_avg_pool2d_1", xs, [&] { (void)adaptive_avg_pool2d(x, {1, 1}); });
+    timed("amax_last_dim", ms, [&] { (void)amax(m, {1}); });
+    timed("sum_all", xs, [&] { (void)sum(x); });
+    timed("mean_dim1", xs, [&] { (void)mean(x, {1}); });
+    timed("sum_last_dim", ms, [&] { (void)sum(m, {1}); });
+    timed("max_pool2d_3x3s2p1_fwd", xs, [&] { (void)max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); });
+  }
+  Tensor xg = x.clone().requires_grad_();
+  const Tensor dy_pool = ones({64, 256, 14, 14}), dy_gap = ones({64, 256, 1, 1});
+  timed("adaptive_avg_pool2d_1_fwd_bwd", xs, [&] {
+    xg.set_grad(Tensor());
+    adaptive_avg_pool2d(xg, {1, 1}).backward(dy_gap);
+  });
+  timed("max_pool2d_3x3s2p1_fwd_bwd", xs, [&] {
+    xg.set_grad(Tensor());
+    max_pool2d(xg, {3, 3}, {2, 2}, {1, 1}).backward(dy_pool);
+  });
+}
+
 }  // namespace
 
 static int program(int argc, char** argv) {
@@ -212,6 +259,7 @@ static int program(int argc, char** argv) {
     bench_volume();
   }
   if (want("overhead")) bench_overhead();
+  if (want("reduce")) bench_reduce();
   return 0;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead]
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|reduce]
 (--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
@@ -321,6 +321,48 @@ def bench_overhead(args):
            args.threads)
 
 
+def bench_reduce(args):
+    """Twin of bench_ops.cpp's bench_reduce (--only reduce); cpu_ms: the least thread CPU time of one call."""
+    torch.manual_seed(0)
+    x, m = torch.randn(64, 256, 28, 28), torch.randn(4096, 4096)
+    xs, ms = "64x256x28x28", "4096x4096"
+
+    def timed(op, shape, f):
+        cpu = [float("inf")]
+
+        def run():
+            c0 = time.thread_time()
+            f()
+            cpu[0] = min(cpu[0], (time.thread_time() - c0) * 1e3)
+
+        med = median_ms(run, args.reps)
+        print(json.dumps({"impl": "pytorch", "op": op, "shape": shape, "median_ms": round(med, 3), "gflops": 0.0,
+                          "threads": args.threads, "version": "torch " + torch.__version__,
+                          "cpu_ms": round(cpu[0], 3)}), flush=True)
+
+    with torch.no_grad():
+        timed("transpose_contiguous", ms, lambda: m.transpose(0, 1).contiguous())
+        timed("adaptive_avg_pool2d_1", xs, lambda: F.adaptive_avg_pool2d(x, 1))
+        timed("amax_last_dim", ms, lambda: torch.amax(m, 1))
+        timed("sum_all", xs, lambda: torch.sum(x))
+        timed("mean_dim1", xs, lambda: torch.mean(x, 1))
+        timed("sum_last_dim", ms, lambda: torch.sum(m, 1))
+        timed("max_pool2d_3x3s2p1_fwd", xs, lambda: F.max_pool2d(x, 3, 2, 1))
+    xg = x.clone().requires_grad_()
+    dy_pool, dy_gap = torch.ones(64, 256, 14, 14), torch.ones(64, 256, 1, 1)
+
+    def gap_fwd_bwd():
+        xg.grad = None
+        F.adaptive_avg_pool2d(xg, 1).backward(dy_gap)
+
+    def pool_fwd_bwd():
+        xg.grad = None
+        F.max_pool2d(xg, 3, 2, 1).backward(dy_pool)
+
+    timed("adaptive_avg_pool2d_1_fwd_bwd", xs, gap_fwd_bwd)
+    timed("max_pool2d_3x3s2p1_fwd_bwd", xs, pool_fwd_bwd)
+
+
 def time_op(name, leaves, f, reps):
     """Twin of bench_train.cpp's time_op: forward + backward with a ones upstream gradient."""
     times = []
@@ -368,7 +410,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
-    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead"], help="--suite ops: run one group")
+    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "reduce"], help="--suite ops: run one group")
     parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
@@ -402,6 +444,8 @@ def main():
         bench_volume(args)
     if want("overhead"):
         bench_overhead(args)
+    if want("reduce"):
+        bench_reduce(args)
 
 if __name__ == "__main__":
     main()
