@@ -16,6 +16,7 @@
 
 #include "minidl/core/half.h"
 #include "minidl/ops/cpu/convert_half.h"
+#include "minidl/ops/cpu/sum_span.h"
 #include "minidl/ops/pooling.h"
 
 namespace minidl {
@@ -226,13 +227,19 @@ void avg_pool_plane(const T* xp, T* yp, const PlaneTaps& t, const PoolGeometry& 
       }
 }
 
-// Global average pooling reads 16-bit values one by one: planes are small
+// Global average pooling: float and double planes through the vectorized
+// double sum (one running sum was latency-bound: 4x slower than PyTorch on
+// ResNet's 28x28 planes). 16-bit values are read one by one: planes are small
 // (4x4 in ResNet), where converting them row by row cost more than it saved.
 // The mean is rounded to float32 first for the 16-bit types, as the widened path.
 template <class T>
 T global_mean(const T* xp, int64_t n) {
   double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(load(xp[i]));
+  if constexpr (is_half_v<T>) {
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(load(xp[i]));
+  } else {
+    s = cpu::sum_span<double>(xp, n);
+  }
   return static_cast<T>(static_cast<Compute<T>>(s / static_cast<double>(n)));
 }
 

@@ -1,0 +1,28 @@
+// The vectorized sum every CPU reduction of a contiguous run shares
+// (ops/cpu/reduce.cpp, global average pooling in ops/cpu/pooling.cpp).
+// Internal to ops/cpu/.
+#pragma once
+
+#include <cstdint>
+
+namespace minidl::cpu {
+
+// Sum of x[0, n) in Acc (double for floating types, int64 for integers) with
+// 32 independent accumulators: enough adds in flight to hide their latency
+// (4 AVX-512 or 8 AVX2 vectors of doubles), so the loop runs at load speed
+// (8 accumulators were one vector, latency-bound). Combined pairwise; a little
+// more accurate than one running sum, never less. The order depends on n only.
+template <class Acc, class T>
+Acc sum_span(const T* x, int64_t n) {
+  constexpr int kLanes = 32;
+  Acc lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<Acc>(x[i + k]);
+  for (int k = 0; i < n; ++i, ++k) lane[k] += static_cast<Acc>(x[i]);  // the tail, still independent adds
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) lane[k] += lane[k + w];
+  return lane[0];
+}
+
+}  // namespace minidl::cpu
