@@ -3,13 +3,15 @@
 // (the taps inside the input, and for avg the padded extent), so window pools,
 // dilation, ceil_mode and adaptive bins share one loop nest; 2-D is D = 1.
 // The 2x2 stride-2 window of every CNN has its own loop (a fifth of a SmallNet
-// training step went to the general nest). max pooling reads float16/bfloat16
+// training step went to the general nest); float32 windows of stride 1 or 2
+// (ResNet's 3x3 stride 2) compare 8 outputs at once. max pooling reads float16/bfloat16
 // directly (comparisons in float32; the output is one of the inputs, the
 // gradient summed in float32 and rounded once: what Float32Compute's widened
 // copies gave, without them); avg pooling widens one plane at a time into a
 // per-thread float32 plane and rounds its float32 results once (the same bits).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "minidl/core/half.h"
 #include "minidl/ops/cpu/convert_half.h"
 #include "minidl/ops/cpu/sum_span.h"
+#include "minidl/ops/cpu/transpose8.h"
 #include "minidl/ops/pooling.h"
 
 namespace minidl {
@@ -132,6 +135,63 @@ void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, int64_t W, int64_t OH, 
   }
 }
 
+// 2-D float32 windows with stride 1 or 2 and no dilation (ResNet's 3x3
+// stride-2 pool): 8 outputs of a row per step. The general nest compares one
+// tap at a time behind a data-dependent branch (12 cycles a tap on random
+// data). Each input row is first copied into a row padded with -inf, so every
+// window reads whole vectors; a -inf pad never beats the running best (which
+// starts at -inf with the first inside tap's index), taps come in the general
+// nest's order, and ties keep the first: the same values and indices.
+bool is_vector_2d(const PoolGeometry& g) {
+  return !g.adaptive && g.in[0] == 1 && g.kernel[0] == 1 && g.stride[0] == 1 && g.padding[0] == 0 &&
+         g.dilation[1] == 1 && g.dilation[2] == 1 && (g.stride[2] == 1 || g.stride[2] == 2) &&
+         g.in_plane() < (int64_t{1} << 31);  // indices in int32 lanes
+}
+
+template <int S>
+void max_pool_plane_vec(const float* xp, float* yp, int64_t* ip, const PoolGeometry& g, const PlaneTaps& t) {
+  using transpose8::F8;
+  using transpose8::I8;
+  const int64_t H = g.in[1], W = g.in[2], OW = g.out[2], k = g.kernel[2], p = g.padding[2];
+  const int64_t blocks = (OW + 7) / 8;
+  // Padded row q holds input column q - p; wide enough for the last block's
+  // reads (load_run<2> reads 16 floats from each tap).
+  const int64_t Wp = std::max(p + W, S * 8 * blocks + k);
+  thread_local std::vector<float> rows;
+  rows.assign(static_cast<size_t>(H * Wp), -std::numeric_limits<float>::infinity());
+  for (int64_t h = 0; h < H; ++h) std::copy(xp + h * W, xp + (h + 1) * W, rows.data() + h * Wp + p);
+  const I8 lane = {0, S, 2 * S, 3 * S, 4 * S, 5 * S, 6 * S, 7 * S};
+  for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+    const Taps& th = t.h[static_cast<size_t>(oh)];
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
+      const int64_t n = std::min<int64_t>(8, OW - ow0);
+      F8 best = F8{} - std::numeric_limits<float>::infinity();
+      int32_t first[8];  // the first inside tap (PyTorch's index for an all -inf window)
+      for (int l = 0; l < 8; ++l) {
+        const Taps& tw = t.w[static_cast<size_t>(ow0 + std::min<int64_t>(l, n - 1))];
+        first[l] = static_cast<int32_t>(pos(th, th.lo) * W + pos(tw, tw.lo));
+      }
+      I8 best_i;
+      std::memcpy(&best_i, first, sizeof best_i);
+      for (int64_t b = th.lo; b < th.hi; ++b) {
+        const int64_t h = pos(th, b);
+        const float* row = rows.data() + h * Wp + ow0 * S;
+        for (int64_t c = 0; c < k; ++c) {
+          const F8 v = transpose8::load_run<S>(row + c);
+          const I8 i = lane + static_cast<int32_t>(h * W + ow0 * S + c - p);
+          const I8 take = (v > best) | (v != v);  // NaN propagates (the last NaN's index), as in PyTorch
+          best = take ? v : best;
+          best_i = take ? i : best_i;
+        }
+      }
+      for (int64_t l = 0; l < n; ++l) {
+        yp[oh * OW + ow0 + l] = best[l];
+        ip[oh * OW + ow0 + l] = best_i[l];
+      }
+    }
+  }
+}
+
 template <class T>
 void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry g) {
   const int64_t H = g.in[1], W = g.in[2], in_plane = g.in_plane(), out_plane = g.out_plane();
@@ -142,6 +202,18 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
     return;
   }
   const PlaneTaps t(g);
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_vector_2d(g)) {
+#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+      for (int64_t p = 0; p < g.planes; ++p) {
+        if (g.stride[2] == 1)
+          max_pool_plane_vec<1>(x + p * in_plane, y + p * out_plane, idx + p * out_plane, g, t);
+        else
+          max_pool_plane_vec<2>(x + p * in_plane, y + p * out_plane, idx + p * out_plane, g, t);
+      }
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;

@@ -1,0 +1,89 @@
+// The vectorized float32 max_pool2d path (stride 1 or 2, no dilation; ops/cpu/
+// pooling.cpp's max_pool_plane_vec) against the general nest, which float64
+// still takes: float32 values widen exactly, so values and indices must be
+// identical, through ties, NaN, -inf windows, padding, ceil_mode, row widths
+// around the 8-output blocks, non-contiguous input and 1 vs 2 threads.
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "minidl/core/parallel.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+
+namespace {
+
+struct Case {
+  int64_t k, s, p;
+  bool ceil;
+};
+
+// float32 (vector path) against float64 (general nest): same values and indices.
+void check_case(const Tensor& x, const Case& c) {
+  CAPTURE(c.k);
+  CAPTURE(c.s);
+  CAPTURE(c.p);
+  CAPTURE(c.ceil);
+  CAPTURE(x.shape()[3]);
+  auto [y, i] = max_pool2d_with_indices(x, {c.k, c.k}, {c.s, c.s}, {c.p, c.p}, {1, 1}, c.ceil);
+  auto [y64, i64] = max_pool2d_with_indices(x.to(kFloat64), {c.k, c.k}, {c.s, c.s}, {c.p, c.p}, {1, 1}, c.ceil);
+  REQUIRE(y.shape() == y64.shape());
+  const std::vector<double> a = y.to_vector<double>(), b = y64.to_vector<double>();
+  int64_t bad = 0;
+  for (size_t j = 0; j < a.size(); ++j) bad += !(a[j] == b[j] || (std::isnan(a[j]) && std::isnan(b[j])));
+  CHECK(bad == 0);
+  CHECK(i.to_vector<int64_t>() == i64.to_vector<int64_t>());
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int64_t k = 1; k <= 5; ++k)
+    for (int64_t s : {1, 2})
+      for (int64_t p = 0; p <= k / 2; ++p)
+        for (bool ceil : {false, true}) out.push_back({k, s, p, ceil});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("vector max_pool2d equals the general nest: random data, widths around the 8-output blocks") {
+  manual_seed(0);
+  for (int64_t w : {1, 2, 5, 8, 15, 16, 17, 28, 33}) {
+    const Tensor x = randn({2, 3, 7, w});
+    for (const Case& c : cases())
+      if (c.k <= w + 2 * c.p && c.k <= 7 + 2 * c.p) check_case(x, c);
+  }
+}
+
+TEST_CASE("vector max_pool2d: ties keep the first tap, NaN the last, -inf windows the first inside tap") {
+  manual_seed(1);
+  Tensor x = randint(-2, 3, {2, 2, 9, 21}).to(kFloat32);  // few distinct values: many ties
+  x.select(0, 1).select(0, 0).fill_(-std::numeric_limits<double>::infinity());
+  check_case(x, {3, 2, 1, false});
+  check_case(x, {2, 1, 1, true});
+  Tensor n = randn({1, 2, 10, 19});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t h : {0, 4, 9})
+    for (int64_t w : {0, 3, 8, 9, 18}) n.select(0, 0).select(0, 1).select(0, h).narrow(0, w, 1).fill_(nan);
+  for (const Case& c : cases()) check_case(n, c);
+}
+
+TEST_CASE("vector max_pool2d on non-contiguous input and at 1 vs 2 threads") {
+  manual_seed(2);
+  const Tensor base = randn({3, 6, 20, 40});
+  const Tensor view = base.narrow(3, 5, 30).narrow(1, 1, 4).transpose(2, 3);  // (3, 4, 30, 20)
+  check_case(view, {3, 2, 1, false});
+  const Tensor big = randn({4, 64, 28, 28});
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  auto [y1, i1] = max_pool2d_with_indices(big, {3, 3}, {2, 2}, {1, 1});
+  set_num_threads(2);
+  auto [y2, i2] = max_pool2d_with_indices(big, {3, 3}, {2, 2}, {1, 1});
+  set_num_threads(saved);
+  CHECK(y1.to_vector<float>() == y2.to_vector<float>());
+  CHECK(i1.to_vector<int64_t>() == i2.to_vector<int64_t>());
+  check_case(big, {3, 2, 1, false});
+  CHECK(max_pool2d(zeros({0, 3, 8, 8}), {3, 3}, {2, 2}, {1, 1}).shape() == Shape{0, 3, 4, 4});
+}
