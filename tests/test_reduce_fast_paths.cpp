@@ -1,5 +1,5 @@
 // The vectorized CPU reduction paths: the 32-lane double sums
-// (ops/cpu/sum_span.h: sum, mean, global average pooling), the four-row
+// (ops/cpu/sum_span.h: sum, mean, global average pooling), the eight-row
 // column sums (mean over channels of NCHW) and the lane-parallel max/min
 // scan. Values against long-double references (float32 results within one
 // float32 ulp: at least as accurate as PyTorch's float32 cascade sum), every
@@ -89,10 +89,10 @@ TEST_CASE("integer sums are exact") {
   CHECK(tensor(u).sum().item<int64_t>() == want);
 }
 
-TEST_CASE("column sums (mean over dim 1 of [A, R, B]) for R around the four-row step and B around the block") {
+TEST_CASE("column sums (mean over dim 1 of [A, R, B]) for R around the eight-row step and B around the block") {
   manual_seed(2);
   for (DType dt : {kFloat32, kFloat64})
-    for (int64_t R : {1, 2, 3, 4, 5, 7, 8, 9, 13})
+    for (int64_t R : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 23})
       for (int64_t B : {2, 5, 33, 784, 1023, 1024, 1025, 2100}) {
         CAPTURE(R);
         CAPTURE(B);

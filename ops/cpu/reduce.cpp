@@ -90,9 +90,9 @@ void sum_rows(const T* x, const RowLayout& L, double scale, O* out) {
 }
 
 // out[a, b] = scale * sum_r x[a, r, b]: whole blocks of output columns
-// accumulate down r (each column in one thread, so deterministic), four rows
-// of x per pass over the block (a quarter of the accumulator loads and stores;
-// the block fits L1 and covers a 28x28 plane).
+// accumulate down r (each column in one thread, so deterministic), eight rows
+// of x per pass over the block, summed pairwise (an eighth of the accumulator
+// loads and stores; the block fits L1 and covers a 28x28 plane).
 template <class T, class O>
 void sum_columns(const T* x, int64_t A, int64_t R, int64_t B, double scale, O* out) {
   using Acc = acc_t<T>;
@@ -104,11 +104,13 @@ void sum_columns(const T* x, int64_t A, int64_t R, int64_t B, double scale, O* o
     Acc acc[kBlock] = {};
     const T* base = x + a * R * B + b0;
     int64_t r = 0;
-    for (; r + 4 <= R; r += 4) {
-      const T *x0 = base + r * B, *x1 = x0 + B, *x2 = x1 + B, *x3 = x2 + B;
-      for (int64_t j = 0; j < n; ++j)
-        acc[j] += (static_cast<Acc>(x0[j]) + static_cast<Acc>(x1[j])) +
-                  (static_cast<Acc>(x2[j]) + static_cast<Acc>(x3[j]));
+    for (; r + 8 <= R; r += 8) {
+      const T* x0 = base + r * B;
+      for (int64_t j = 0; j < n; ++j) {
+        Acc s[8];
+        for (int q = 0; q < 8; ++q) s[q] = static_cast<Acc>(x0[q * B + j]);
+        acc[j] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+      }
     }
     for (; r < R; ++r)
       for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<Acc>(base[r * B + j]);
