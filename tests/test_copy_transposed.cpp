@@ -91,6 +91,13 @@ TEST_CASE("views with offsets, a strided destination, batched permutes") {
       for (int64_t hw = 0; hw < 35; ++hw) bad += !(nv[(n * 35 + hw) * 12 + c] == xv[(n * 12 + c) * 35 + hw]);
   CHECK(bad == 0);
   CHECK(x.permute({0, 2, 3, 1}).permute({0, 3, 1, 2}).contiguous().to_vector<float>() == xv);
+  // A column broadcast along rows (src strides (1, 0)) takes the same path.
+  const Tensor col = randn({37, 1});
+  const std::vector<float> cv = col.to_vector<float>(), ev = col.expand({37, 20}).contiguous().to_vector<float>();
+  bad = 0;
+  for (int64_t i = 0; i < 37; ++i)
+    for (int64_t j = 0; j < 20; ++j) bad += !(ev[i * 20 + j] == cv[i]);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("NaN and infinities copy bit for bit; empty views") {
