@@ -3,9 +3,11 @@
 // vectorized exp/log/log1p, ops/cpu/array_math.h), in the tensor's own
 // precision, parallel when large; each element is independent and the chunks
 // fixed, so results do not depend on the thread count.
+// GCC 12 reports its own _mm512_undefined_* inside the AVX-512 intrinsics
+// Eigen's packet math inlines as (maybe) uninitialized (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593 in the AVX-512 intrinsics Eigen inlines
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <Eigen/Core>
 

@@ -12,7 +12,7 @@
 // loops: Eigen's fast packet sqrt flushes subnormal inputs to 0, and pow keeps
 // std::pow's exact special cases (not measured as a bottleneck).
 // GCC 12 reports its own _mm512_undefined_* inside the AVX-512 intrinsics
-// Eigen's packet math inlines as "may be used uninitialized" (GCC bug 105593).
+// Eigen's packet math inlines as (maybe) uninitialized (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
