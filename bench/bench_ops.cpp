@@ -2,9 +2,8 @@
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
 // runs both and compares. Options: --threads N (default 2), --reps N (default 15),
-// --only matmul|conv|volume|overhead|reduce (default: all).
+// --only matmul|conv|volume|overhead|activations|reduce (default: all).
 #include <omp.h>
-#include <time.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -183,29 +182,47 @@ void bench_overhead() {
          0);
 }
 
+// --only activations: the elementwise transcendental activations on a
+// ResNet-sized activation (64, 256, 28, 28) = 12.8M floats, forward and
+// forward + backward (upstream gradient of ones). "gflops" counts one
+// operation per element (G elements/s): memory-bound, vectorized math.
+void bench_activations() {
+  manual_seed(0);
+  const Shape shape{64, 256, 28, 28};
+  const std::string name = "64x256x28x28";
+  const Tensor x = randn(shape), positive = rand(shape) + 0.5, dy = ones(shape);
+  const double n = static_cast<double>(x.numel());
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& v) { return exp(v); }},
+      {"log", [](const Tensor& v) { return log(v); }},
+      {"sigmoid", [](const Tensor& v) { return sigmoid(v); }},
+      {"tanh", [](const Tensor& v) { return tanh(v); }},
+      {"gelu", [](const Tensor& v) { return gelu(v); }},
+      {"gelu_tanh", [](const Tensor& v) { return gelu(v, "tanh"); }},
+  };
+  for (const auto& [op, f] : ops) {
+    Tensor in = (op == "log" ? positive : x).detach();
+    {
+      NoGradGuard no_grad;
+      report(op + "_fwd", name, median_ms([&] { (void)f(in); }), n);
+    }
+    in.requires_grad_();
+    report(op + "_fwd_bwd", name, median_ms([&] {
+             in.set_grad(Tensor());
+             f(in).backward(dy);
+           }),
+           2 * n);
+  }
+}
 
-// --only reduce: the reductions, transpose copy and pooling that a CPU scan
-// found slower than PyTorch. Also reports cpu_ms: the least thread CPU time of
-// one call (at --threads 1, what a loaded machine cannot inflate much).
+// --only reduce: the reductions, transposed copy and pooling that a CPU scan
+// found slower than PyTorch (compare cpu_ms at --threads 1 on a loaded machine).
 void bench_reduce() {
   manual_seed(0);
   const Tensor x = randn({64, 256, 28, 28}), m = randn({4096, 4096});
   const std::string xs = "64x256x28x28", ms = "4096x4096";
   auto timed = [](const std::string& op, const std::string& shape, const std::function<void()>& f) {
-    double cpu = 1e30;
-    const double med = median_ms([&] {
-      timespec a{}, b{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-      f();
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-      cpu = std::min(cpu, (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6);
-    });
-    std::printf(
-        "{\"impl\":\"minidl\",\"op\":\"%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,"
-        "\"threads\":%d,\"version\":\"eigen %d.%d.%d\",\"cpu_ms\":%.3f}\n",
-        op.c_str(), shape.c_str(), med, g_options.threads, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
-        EIGEN_MINOR_VERSION, cpu);
-    std::fflush(stdout);
+    report(op, shape, median_ms(f), 0);
   };
   {
     NoGradGuard no_grad;
@@ -233,7 +250,7 @@ void bench_reduce() {
 
 static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
-  // --only matmul|conv|volume|overhead runs one group (the default: all).
+  // --only matmul|conv|volume|overhead|activations|reduce runs one group (the default: all).
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
@@ -259,6 +276,7 @@ static int program(int argc, char** argv) {
     bench_volume();
   }
   if (want("overhead")) bench_overhead();
+  if (want("activations")) bench_activations();
   if (want("reduce")) bench_reduce();
   return 0;
 }
