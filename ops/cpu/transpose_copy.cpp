@@ -72,7 +72,9 @@ void copy_matrices(const T* src, const Shape& src_outer_strides, T* dst, const S
 }  // namespace
 
 bool copy_transposed_cpu(const Tensor& dst, const Tensor& src) {
-  if (dst.dtype() != src.dtype() || dst.shape() != src.shape()) return false;
+  // Cheap exits first: most copies (clones, small tensors) are not transposes.
+  if (dst.dtype() != src.dtype() || src.is_contiguous() || dst.numel() < 64 || dst.shape() != src.shape())
+    return false;
   // Merge dims contiguous on both sides (size-1 dims dropped), as for_each_row does.
   Shape dims, ds, ss;
   for (size_t d = 0; d < dst.shape().size(); ++d) {
