@@ -1,23 +1,37 @@
 // CPU kernels of softmax and log_softmax (ops/softmax.h's kernel interface).
 //
-// The input is viewed as (outer, D, inner) with D the softmax dim; the kernels
-// walk "columns" (one outer index, a few inner indices) with stride `inner`
-// along D. With inner == 1 (the last dim) a column is a contiguous row.
+// The input is viewed as (outer, D, inner) with D the softmax dim. With
+// inner == 1 (the last dim) each of the outer rows is a contiguous run of D
+// values; otherwise the kernels walk "columns" (one outer index, up to
+// kColumnChunk adjacent inner indices) with stride `inner` along D, so every
+// step along D is a contiguous run of columns. exp/log use Eigen's packet math
+// over those runs (ops/cpu/softmax_rows.h); the sums along D are float64, in
+// an order fixed by the shape (one row or column chunk per task), so results
+// do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/cpu/softmax_rows.h"
 #include "minidl/ops/softmax.h"
 
 namespace minidl {
 
 namespace {
 
-// Inner indices handled together by one task: enough for the compiler to
-// vectorize the inner loop, small enough for stack buffers.
-constexpr int64_t kColumnChunk = 64;
+using cpu::softmax_rows::add_widened;
+using cpu::softmax_rows::ConstRun;
+using cpu::softmax_rows::exp_into;
+using cpu::softmax_rows::run_max;
+using cpu::softmax_rows::Run;
+using cpu::softmax_rows::widened_dot;
+using cpu::softmax_rows::widened_sum;
+
+// Inner indices handled together by one task: long runs for the vector math,
+// D runs of them still in L1/L2, small enough for stack buffers.
+constexpr int64_t kColumnChunk = 128;
 
 struct SoftmaxGeometry {
   int64_t outer = 1, dim_size = 1, inner = 1;
@@ -48,59 +62,96 @@ void for_each_column_chunk(const SoftmaxGeometry& g, Fn&& fn) {
   }
 }
 
+// ---- rows: inner == 1, softmax over a contiguous run of D values ----
+
+template <class T>
+void softmax_forward_row(const T* x, T* y, int64_t D, bool log) {
+  const T mx = run_max(x, D);
+  exp_into(y, D, ConstRun<T>(x, D) - mx);
+  const double sum = widened_sum(y, D);
+  if (log) {
+    const T shift = mx + static_cast<T>(std::log(sum));
+    Run<T>(y, D) = ConstRun<T>(x, D) - shift;
+  } else {
+    Run<T>(y, D) *= static_cast<T>(1.0 / sum);
+  }
+}
+
+template <class T>
+void softmax_backward_row(const T* g, const T* y, T* gx, int64_t D, bool log) {
+  if (log) {
+    const T s = static_cast<T>(widened_sum(g, D));
+    exp_into(gx, D, ConstRun<T>(y, D));
+    Run<T>(gx, D) = ConstRun<T>(g, D) - Run<T>(gx, D) * s;
+  } else {
+    const T s = static_cast<T>(widened_dot(g, y, D));
+    Run<T>(gx, D) = ConstRun<T>(y, D) * (ConstRun<T>(g, D) - s);
+  }
+}
+
+// ---- columns: inner > 1, n adjacent columns of D values at stride S ----
+
+template <class T>
+void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n, bool log) {
+  T mx[kColumnChunk];
+  double sum[kColumnChunk];
+  for (int64_t i = 0; i < n; ++i) {
+    mx[i] = -std::numeric_limits<T>::infinity();
+    sum[i] = 0.0;
+  }
+  for (int64_t d = 0; d < D; ++d) Run<T>(mx, n) = Run<T>(mx, n).max(ConstRun<T>(xc + d * S, n));
+  for (int64_t d = 0; d < D; ++d) {
+    exp_into(yc + d * S, n, ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n));
+    add_widened(sum, yc + d * S, n);
+  }
+  T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
+  if (log) {
+    Run<double>(sum, n) = Run<double>(sum, n).log();
+    for (int64_t i = 0; i < n; ++i) scale[i] = mx[i] + static_cast<T>(sum[i]);
+    for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) = ConstRun<T>(xc + d * S, n) - ConstRun<T>(scale, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(1.0 / sum[i]);
+    for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) *= ConstRun<T>(scale, n);
+  }
+}
+
+template <class T>
+void softmax_backward_columns(const T* gc, const T* yc, T* out, int64_t D, int64_t S, int64_t n, bool log) {
+  double acc[kColumnChunk];
+  for (int64_t i = 0; i < n; ++i) acc[i] = 0.0;
+  // softmax needs sum(g * y); log_softmax needs sum(g).
+  if (log)
+    for (int64_t d = 0; d < D; ++d) add_widened(acc, gc + d * S, n);
+  else
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(gc[d * S + i] * yc[d * S + i]);
+  T s[kColumnChunk];
+  for (int64_t i = 0; i < n; ++i) s[i] = static_cast<T>(acc[i]);
+  const ConstRun<T> sums(s, n);
+  for (int64_t d = 0; d < D; ++d) {
+    const int64_t k = d * S;
+    if (log) {
+      exp_into(out + k, n, ConstRun<T>(yc + k, n));
+      Run<T>(out + k, n) = ConstRun<T>(gc + k, n) - Run<T>(out + k, n) * sums;
+    } else {
+      Run<T>(out + k, n) = ConstRun<T>(yc + k, n) * (ConstRun<T>(gc + k, n) - sums);
+    }
+  }
+}
+
 template <class T>
 void softmax_forward_kernel(const T* x, T* y, const SoftmaxGeometry& g, bool log) {
-  const int64_t D = g.dim_size, S = g.inner;
   for_each_column_chunk(g, [&](int64_t base, int64_t n) {
-    const T* xc = x + base;
-    T* yc = y + base;
-    T mx[kColumnChunk];
-    double sum[kColumnChunk];
-    for (int64_t i = 0; i < n; ++i) {
-      mx[i] = -std::numeric_limits<T>::infinity();
-      sum[i] = 0.0;
-    }
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < n; ++i) mx[i] = std::max(mx[i], xc[d * S + i]);
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < n; ++i) {
-        const T e = std::exp(xc[d * S + i] - mx[i]);
-        if (!log) yc[d * S + i] = e;
-        sum[i] += e;
-      }
-    if (log) {
-      T shift[kColumnChunk];
-      for (int64_t i = 0; i < n; ++i) shift[i] = mx[i] + static_cast<T>(std::log(sum[i]));
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t i = 0; i < n; ++i) yc[d * S + i] = xc[d * S + i] - shift[i];
-    } else {
-      T inv[kColumnChunk];
-      for (int64_t i = 0; i < n; ++i) inv[i] = static_cast<T>(1.0 / sum[i]);
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t i = 0; i < n; ++i) yc[d * S + i] *= inv[i];
-    }
+    if (g.inner == 1) softmax_forward_row(x + base, y + base, g.dim_size, log);
+    else softmax_forward_columns(x + base, y + base, g.dim_size, g.inner, n, log);
   });
 }
 
 template <class T>
 void softmax_backward_kernel(const T* gy, const T* y, T* gx, const SoftmaxGeometry& g, bool log) {
-  const int64_t D = g.dim_size, S = g.inner;
   for_each_column_chunk(g, [&](int64_t base, int64_t n) {
-    const T* gc = gy + base;
-    const T* yc = y + base;
-    T* out = gx + base;
-    double acc[kColumnChunk];
-    for (int64_t i = 0; i < n; ++i) acc[i] = 0.0;
-    // softmax needs sum(g * y); log_softmax needs sum(g).
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < n; ++i) acc[i] += log ? gc[d * S + i] : gc[d * S + i] * yc[d * S + i];
-    T s[kColumnChunk];
-    for (int64_t i = 0; i < n; ++i) s[i] = static_cast<T>(acc[i]);
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t k = d * S + i;
-        out[k] = log ? gc[k] - std::exp(yc[k]) * s[i] : yc[k] * (gc[k] - s[i]);
-      }
+    if (g.inner == 1) softmax_backward_row(gy + base, y + base, gx + base, g.dim_size, log);
+    else softmax_backward_columns(gy + base, y + base, gx + base, g.dim_size, g.inner, n, log);
   });
 }
 

@@ -1,0 +1,121 @@
+// Vectorized building blocks of the softmax-family CPU kernels
+// (ops/cpu/softmax.cpp, the cross_entropy kernels of ops/cpu/loss.cpp): max,
+// exp and float64 sums over contiguous runs of float or double.
+//
+// GCC does not vectorize std::exp/std::log, so exp and log go through Eigen's
+// packet math (array expressions over Eigen::Map). Sums are accumulated in
+// float64 with vector accumulators: the order of the additions depends only on
+// the run's length and the ISA, never on the thread count.
+//
+// Eigen's exp differs from std::exp at the ends of the range: float results
+// below FLT_MIN are 0 (flush to zero); for double, Eigen clamps the argument
+// at -709.78 (exp(-inf) would be 5.6e-309), so exp_into flushes results below
+// DBL_MIN to 0 as well: exp(-inf) = 0 for both types, as softmax needs.
+#pragma once
+
+// GCC 12 reports its own _mm512_undefined_* inside AVX-512 intrinsics (ours
+// and Eigen's) as "may be used uninitialized" where they are inlined into the
+// including file (GCC bug 105593): not our code, and harmless.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace minidl::cpu::softmax_rows {
+
+template <class T>
+using Run = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstRun = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Largest of p[0, n) (-inf when n == 0). With a NaN in the run the result is
+// unspecified (Eigen's fast max), which is harmless here: the NaN reaches
+// every output of its row through the sum of exps either way.
+template <class T>
+inline T run_max(const T* p, int64_t n) {
+  return n > 0 ? ConstRun<T>(p, n).maxCoeff() : -std::numeric_limits<T>::infinity();
+}
+
+// out[0, n) = exp(expr) for an Eigen array expression of n values; see the
+// header comment for the double flush.
+template <class T, class Expr>
+inline void exp_into(T* out, int64_t n, const Expr& expr) {
+  Run<T>(out, n) = expr.exp();
+  if constexpr (std::is_same_v<T, double>) {
+    constexpr double kMin = std::numeric_limits<double>::min();
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] < kMin ? 0.0 : out[i];
+  }
+}
+
+// sum_i double(p[i]) and sum_i double(a[i] * b[i]) (the product rounded to T
+// first, as the scalar loops did).
+inline double widened_sum(const double* p, int64_t n) { return n > 0 ? ConstRun<double>(p, n).sum() : 0.0; }
+inline double widened_dot(const double* a, const double* b, int64_t n) {
+  return n > 0 ? (ConstRun<double>(a, n) * ConstRun<double>(b, n)).sum() : 0.0;
+}
+
+namespace detail {
+
+// Two vector accumulators of doubles over float input; Load(i) gives 8 (AVX-512)
+// or 4 (AVX) floats starting at i. Tail and horizontal sum in scalar order.
+template <class Load, class Scalar>
+inline double widened_reduce(int64_t n, Load load, Scalar scalar) {
+  int64_t i = 0;
+  double s = 0.0;
+#if defined(__AVX512F__)
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(load(i)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(load(i + 8)));
+  }
+  s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+#elif defined(__AVX__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(load(i)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(load(i + 4)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (; i < n; ++i) s += scalar(i);
+  return s;
+}
+
+}  // namespace detail
+
+inline double widened_sum(const float* p, int64_t n) {
+#if defined(__AVX512F__)
+  auto load = [p](int64_t i) { return _mm256_loadu_ps(p + i); };
+#elif defined(__AVX__)
+  auto load = [p](int64_t i) { return _mm_loadu_ps(p + i); };
+#else
+  auto load = [](int64_t) { return 0; };
+#endif
+  return detail::widened_reduce(n, load, [p](int64_t i) { return static_cast<double>(p[i]); });
+}
+
+inline double widened_dot(const float* a, const float* b, int64_t n) {
+#if defined(__AVX512F__)
+  auto load = [a, b](int64_t i) { return _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)); };
+#elif defined(__AVX__)
+  auto load = [a, b](int64_t i) { return _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)); };
+#else
+  auto load = [](int64_t) { return 0; };
+#endif
+  return detail::widened_reduce(n, load, [a, b](int64_t i) { return static_cast<double>(a[i] * b[i]); });
+}
+
+// sum[i] += double(p[i]) for i in [0, n): the column-wise sums (plain loop, vectorized by the compiler).
+template <class T>
+inline void add_widened(double* sum, const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum[i] += static_cast<double>(p[i]);
+}
+
+}  // namespace minidl::cpu::softmax_rows
