@@ -1,21 +1,32 @@
-// CPU kernels of the losses (ops/loss.h's kernel interface): one loop over the
+// CPU kernels of the losses (ops/loss.h's kernel interface): loops over the
 // (n, s) positions of the (N, C, S) view, parallel when large. Per-position
 // losses are summed in float64 in a fixed order, so results do not depend on
-// the thread count. The class-loss forwards sum the weights of the non-ignored
-// targets (ReductionInfo::total_weight) in a serial pass; targets are in range
-// (the op checked CPU ones).
+// the thread count (cross_entropy: per block of positions, then the blocks in
+// order; see its kernels). The class-loss forwards also sum the weights of the
+// non-ignored targets (ReductionInfo::total_weight), nll_loss in a serial
+// pass; targets are in range (the op checked CPU ones).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/cpu/float32_compute.h"
+#include "minidl/ops/cpu/softmax_rows.h"
 #include "minidl/ops/loss.h"
 
 namespace minidl {
 
 namespace {
+
+using cpu::softmax_rows::add_widened;
+using cpu::softmax_rows::ConstRun;
+using cpu::softmax_rows::exp_into;
+using cpu::softmax_rows::run_max;
+using cpu::softmax_rows::Run;
+using cpu::softmax_rows::widened_dot;
+using cpu::softmax_rows::widened_sum;
 
 constexpr int64_t kParallelWork = 32768;
 
@@ -66,37 +77,127 @@ inline double position_weight(const T* grad_out, int64_t i, Reduction reduction,
 }
 
 // ---- cross_entropy kernels ------------------------------------------------------------
+//
+// Positions go in blocks of up to kPositionBlock: adjacent s of one sample
+// (S > 1: each class is then a contiguous run of the block's positions) or
+// adjacent rows (S == 1: each row is a contiguous run of C classes). exp/log
+// run as Eigen packet math over those runs (ops/cpu/softmax_rows.h). The
+// forward sums each block's losses and weights in float64, then the blocks'
+// sums in block order: blocks are fixed by the shape, not by the threads.
+
+constexpr int64_t kPositionBlock = 128;
+
+struct PositionBlocks {
+  const ClassGeometry& g;
+  int64_t per_sample() const { return g.S == 1 ? 1 : (g.S + kPositionBlock - 1) / kPositionBlock; }
+  int64_t count() const {
+    return g.S == 1 ? (g.N + kPositionBlock - 1) / kPositionBlock : g.N * per_sample();
+  }
+  // The first position of block b and its number of positions.
+  std::pair<int64_t, int64_t> operator[](int64_t b) const {
+    if (g.S == 1) return {b * kPositionBlock, std::min(kPositionBlock, g.N - b * kPositionBlock)};
+    const int64_t n = b / per_sample(), s0 = (b % per_sample()) * kPositionBlock;
+    return {n * g.S + s0, std::min(kPositionBlock, g.S - s0)};
+  }
+};
+
+// x's class 0 at position i: class c is at offset c * S from it.
+inline int64_t class_base(const ClassGeometry& g, int64_t i) { return (i / g.S) * g.C * g.S + i % g.S; }
+
+// lse of the block's positions (float64): rows of C (S == 1) or C runs of n (S > 1).
+template <class T>
+void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, double* lse) {
+  const int64_t C = g.C, S = g.S;
+  T buf[kPositionBlock];
+  if (S == 1) {
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = x + (first + r) * C;
+      const T mx = run_max(row, C);
+      double sum = 0.0;
+      for (int64_t c0 = 0; c0 < C; c0 += kPositionBlock) {
+        const int64_t m = std::min(kPositionBlock, C - c0);
+        exp_into(buf, m, ConstRun<T>(row + c0, m) - mx);
+        sum += widened_sum(buf, m);
+      }
+      lse[r] = static_cast<double>(mx) + std::log(sum);
+    }
+    return;
+  }
+  const T* xc = x + class_base(g, first);
+  T mx[kPositionBlock];
+  for (int64_t i = 0; i < n; ++i) {
+    mx[i] = -std::numeric_limits<T>::infinity();
+    lse[i] = 0.0;  // the sum of exps first
+  }
+  for (int64_t c = 0; c < C; ++c) Run<T>(mx, n) = Run<T>(mx, n).max(ConstRun<T>(xc + c * S, n));
+  for (int64_t c = 0; c < C; ++c) {
+    exp_into(buf, n, ConstRun<T>(xc + c * S, n) - ConstRun<T>(mx, n));
+    add_widened(lse, buf, n);
+  }
+  Run<double>(lse, n) = Run<double>(lse, n).log();
+  for (int64_t i = 0; i < n; ++i) lse[i] += static_cast<double>(mx[i]);
+}
+
+// sum_c w_c * (lse - x_c) (-sum_c w_c logp_c, label smoothing's term) of the block's positions.
+template <class T>
+void block_smoothing(const T* x, const T* weight, const ClassGeometry& g, int64_t first, int64_t n, const double* lse,
+                     double* smooth) {
+  const int64_t C = g.C, S = g.S;
+  if (S == 1) {
+    // W * lse - sum_c w_c x_c (the products rounded to T), W = sum_c w_c.
+    const double W = weight ? widened_sum(weight, C) : static_cast<double>(C);
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = x + (first + r) * C;
+      smooth[r] = W * lse[r] - (weight ? widened_dot(weight, row, C) : widened_sum(row, C));
+    }
+    return;
+  }
+  const T* xc = x + class_base(g, first);
+  for (int64_t i = 0; i < n; ++i) smooth[i] = 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    const double w = class_weight(weight, c);
+    for (int64_t i = 0; i < n; ++i) smooth[i] += w * (lse[i] - static_cast<double>(xc[c * S + i]));
+  }
+}
 
 template <class T>
 void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out, T* out, const ClassGeometry g,
                                   int64_t ignore_index, double eps, const ReductionInfo& r) {
-  const int64_t C = g.C, S = g.S;
   const T* weight = weight_or_null<T>(r);
-  write_total_weight(target, weight, g.positions(), ignore_index, r);
-  std::vector<double> losses(static_cast<size_t>(g.positions()));
-#pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
-  for (int64_t i = 0; i < g.positions(); ++i) {
-    const T* xc = x + (i / S) * C * S + i % S;  // class c of this position is xc[c * S]
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, xc[c * S]);
-    double sum = 0.0;
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(xc[c * S] - mx);
-    const double lse = static_cast<double>(mx) + std::log(sum);
-    lse_out[i] = static_cast<T>(lse);
-    const int64_t t = target[i];
-    if (t == ignore_index) {
-      losses[i] = 0.0;
-      continue;
+  const PositionBlocks blocks{g};
+  // Per block: the sum of its losses and of its non-ignored targets' weights.
+  std::vector<double> block_loss(static_cast<size_t>(blocks.count())), block_weight(block_loss.size());
+#pragma omp parallel for schedule(static) if (g.positions() * g.C >= kParallelWork)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    const auto [first, n] = blocks[b];
+    double lse[kPositionBlock], loss[kPositionBlock], wt[kPositionBlock], smooth[kPositionBlock];
+    block_lse(x, g, first, n, lse);
+    if (eps > 0.0) block_smoothing(x, weight, g, first, n, lse, smooth);
+    for (int64_t i = 0; i < n; ++i) {
+      lse_out[first + i] = static_cast<T>(lse[i]);
+      const int64_t t = target[first + i];
+      if (t == ignore_index) {
+        loss[i] = wt[i] = 0.0;
+        continue;
+      }
+      wt[i] = class_weight(weight, t);
+      const double xt = static_cast<double>(x[class_base(g, first + i) + t * g.S]);
+      loss[i] = (1.0 - eps) * wt[i] * (lse[i] - xt);
+      if (eps > 0.0) loss[i] += eps * smooth[i] / static_cast<double>(g.C);
     }
-    double loss = (1.0 - eps) * class_weight(weight, t) * (lse - static_cast<double>(xc[t * S]));
-    if (eps > 0.0) {
-      double smooth = 0.0;  // -sum_c w_c logp_c
-      for (int64_t c = 0; c < C; ++c) smooth += class_weight(weight, c) * (lse - static_cast<double>(xc[c * S]));
-      loss += eps * smooth / static_cast<double>(C);
-    }
-    losses[i] = loss;
+    if (r.reduction == Reduction::None)
+      for (int64_t i = 0; i < n; ++i) out[first + i] = static_cast<T>(loss[i]);
+    block_loss[b] = widened_sum(loss, n);
+    block_weight[b] = widened_sum(wt, n);
   }
-  write_reduced(losses, out, r);
+  double total = 0.0, total_weight = 0.0;
+  for (size_t b = 0; b < block_loss.size(); ++b) {
+    total += block_loss[b];
+    total_weight += block_weight[b];
+  }
+  *r.total_weight.data_ptr<double>() = total_weight;
+  if (r.reduction == Reduction::Sum) out[0] = static_cast<T>(total);
+  if (r.reduction == Reduction::Mean) out[0] = static_cast<T>(total / total_weight);  // 0 weight: nan
 }
 
 template <class T>
@@ -106,28 +207,55 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
   const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
   const double total = *r.total_weight.data_ptr<double>();
   const T* weight = weight_or_null<T>(r);
-  double weight_sum = static_cast<double>(C);  // sum_k w_k
-  if (weight) {
-    weight_sum = 0.0;
-    for (int64_t c = 0; c < C; ++c) weight_sum += weight[c];
-  }
+  const double weight_sum = weight ? widened_sum(weight, C) : static_cast<double>(C);  // sum_k w_k
+  const PositionBlocks blocks{g};
 #pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
-  for (int64_t i = 0; i < g.positions(); ++i) {
-    const int64_t offset = (i / S) * C * S + i % S;
-    const T* xc = x + offset;
-    T* gc = gx + offset;
-    const int64_t t = target[i];
-    if (t == ignore_index) {
-      for (int64_t c = 0; c < C; ++c) gc[c * S] = T(0);
-      continue;
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    const auto [first, n] = blocks[b];
+    // dx_c = a * softmax_c - u * w_c - h [c == t] with a = w * ((1 - eps) w_t + u sum_k w_k),
+    // u = w * eps / C, h = w * (1 - eps) w_t (w: dL/dloss); all 0 at ignored positions.
+    T a[kPositionBlock], u[kPositionBlock], h[kPositionBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = target[first + i];
+      if (t == ignore_index) {
+        a[i] = u[i] = h[i] = T(0);
+        continue;
+      }
+      const double w = position_weight(grad_out, first + i, r.reduction, total);
+      const double hard = (1.0 - eps) * class_weight(weight, t);  // weight of the target's one-hot
+      a[i] = static_cast<T>(w * (hard + uniform * weight_sum));
+      u[i] = static_cast<T>(w * uniform);
+      h[i] = static_cast<T>(w * hard);
     }
-    const double w = position_weight(grad_out, i, r.reduction, total);
-    const double hard = (1.0 - eps) * class_weight(weight, t);  // weight of the target's one-hot
-    const double softmax_scale = hard + uniform * weight_sum;
-    const T l = lse[i];
-    for (int64_t c = 0; c < C; ++c)
-      gc[c * S] = static_cast<T>(w * (std::exp(xc[c * S] - l) * softmax_scale - uniform * class_weight(weight, c)));
-    gc[t * S] -= static_cast<T>(w * hard);
+    if (S == 1) {
+      for (int64_t row = 0; row < n; ++row) {
+        const T* xr = x + (first + row) * C;
+        T* gr = gx + (first + row) * C;
+        exp_into(gr, C, ConstRun<T>(xr, C) - lse[first + row]);
+        if (eps == 0.0) Run<T>(gr, C) *= a[row];
+        else if (weight) Run<T>(gr, C) = Run<T>(gr, C) * a[row] - ConstRun<T>(weight, C) * u[row];
+        else Run<T>(gr, C) = Run<T>(gr, C) * a[row] - u[row];
+      }
+    } else {
+      const int64_t base = class_base(g, first);
+      const ConstRun<T> lse_run(lse + first, n), a_run(a, n), u_run(u, n);
+      for (int64_t c = 0; c < C; ++c) {
+        T* gc = gx + base + c * S;
+        exp_into(gc, n, ConstRun<T>(x + base + c * S, n) - lse_run);
+        if (eps == 0.0) Run<T>(gc, n) *= a_run;
+        else Run<T>(gc, n) = Run<T>(gc, n) * a_run - u_run * static_cast<T>(class_weight(weight, c));
+      }
+    }
+    // The target's one-hot term; ignored positions get exact zeros (even where x is not finite).
+    for (int64_t i = 0; i < n; ++i) {
+      T* gc = gx + class_base(g, first + i);
+      const int64_t t = target[first + i];
+      if (t != ignore_index) {
+        gc[t * S] -= h[i];
+        continue;
+      }
+      for (int64_t c = 0; c < C; ++c) gc[c * S] = T(0);
+    }
   }
 }
 
