@@ -174,7 +174,8 @@ ClassGeometry class_geometry(const Tensor& input, const Tensor& target, const ch
 void check_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, const char* op) {
   if (!target.device().is_cpu()) return;
   const int64_t* t = target.data_ptr<int64_t>();
-  for (int64_t i = 0; i < target.numel(); ++i) {
+  const int64_t n = target.numel();  // not in the loop: numel() walks the shape
+  for (int64_t i = 0; i < n; ++i) {
     const int64_t v = t[i];
     if (v == ignore_index) continue;
     MINIDL_CHECK(v >= 0 && v < num_classes, op, ": Target ", v, " is out of bounds. (expected a class index in [0, ",

@@ -104,6 +104,14 @@ struct PositionBlocks {
 // x's class 0 at position i: class c is at offset c * S from it.
 inline int64_t class_base(const ClassGeometry& g, int64_t i) { return (i / g.S) * g.C * g.S + i % g.S; }
 
+// class_base of the positions first + i of one block without a division per position.
+struct BlockOffsets {
+  int64_t base, step;  // rows: (first + i) * C; runs: class_base(first) + i
+  BlockOffsets(const ClassGeometry& g, int64_t first)
+      : base(g.S == 1 ? first * g.C : class_base(g, first)), step(g.S == 1 ? g.C : 1) {}
+  int64_t operator[](int64_t i) const { return base + i * step; }
+};
+
 // lse of the block's positions (float64): rows of C (S == 1) or C runs of n (S > 1).
 template <class T>
 void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, double* lse) {
@@ -134,8 +142,10 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
     exp_into(buf, n, ConstRun<T>(xc + c * S, n) - ConstRun<T>(mx, n));
     add_widened(lse, buf, n);
   }
-  Run<double>(lse, n) = Run<double>(lse, n).log();
-  for (int64_t i = 0; i < n; ++i) lse[i] += static_cast<double>(mx[i]);
+  // log(sum) in T: for float, its error (sum is in [1, C]) is below lse's own float rounding.
+  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<T>(lse[i]);
+  Run<T>(buf, n) = Run<T>(buf, n).log();
+  for (int64_t i = 0; i < n; ++i) lse[i] = static_cast<double>(mx[i]) + static_cast<double>(buf[i]);
 }
 
 // sum_c w_c * (lse - x_c) (-sum_c w_c logp_c, label smoothing's term) of the block's positions.
@@ -173,6 +183,7 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
     double lse[kPositionBlock], loss[kPositionBlock], wt[kPositionBlock], smooth[kPositionBlock];
     block_lse(x, g, first, n, lse);
     if (eps > 0.0) block_smoothing(x, weight, g, first, n, lse, smooth);
+    const BlockOffsets offset(g, first);
     for (int64_t i = 0; i < n; ++i) {
       lse_out[first + i] = static_cast<T>(lse[i]);
       const int64_t t = target[first + i];
@@ -181,7 +192,7 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
         continue;
       }
       wt[i] = class_weight(weight, t);
-      const double xt = static_cast<double>(x[class_base(g, first + i) + t * g.S]);
+      const double xt = static_cast<double>(x[offset[i] + t * g.S]);
       loss[i] = (1.0 - eps) * wt[i] * (lse[i] - xt);
       if (eps > 0.0) loss[i] += eps * smooth[i] / static_cast<double>(g.C);
     }
@@ -247,8 +258,9 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
       }
     }
     // The target's one-hot term; ignored positions get exact zeros (even where x is not finite).
+    const BlockOffsets offset(g, first);
     for (int64_t i = 0; i < n; ++i) {
-      T* gc = gx + class_base(g, first + i);
+      T* gc = gx + offset[i];
       const int64_t t = target[first + i];
       if (t != ignore_index) {
         gc[t * S] -= h[i];

@@ -106,8 +106,8 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
   }
   T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
   if (log) {
-    Run<double>(sum, n) = Run<double>(sum, n).log();
-    for (int64_t i = 0; i < n; ++i) scale[i] = mx[i] + static_cast<T>(sum[i]);
+    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(sum[i]);
+    Run<T>(scale, n) = Run<T>(scale, n).log() + ConstRun<T>(mx, n);
     for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) = ConstRun<T>(xc + d * S, n) - ConstRun<T>(scale, n);
   } else {
     for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(1.0 / sum[i]);
