@@ -1,7 +1,8 @@
 // The vectorized softmax-family CPU kernels (ops/cpu/softmax_rows.h: Eigen
 // packet exp/log, float64 vector sums) against long double loops written here:
 // softmax, log_softmax (forward and backward) and cross_entropy (class weights,
-// ignore_index, label smoothing; forward and backward) on float32 and float64,
+// ignore_index, label smoothing; forward and backward; nll_loss of the
+// log-probabilities against the same loss) on float32 and float64,
 // over the row path (softmax over the last dim, lengths not a multiple of the
 // vector width) and the column path (softmax over dim 1, several column chunks
 // and a partial one), with wide logits (+-1e4), -inf logits (PyTorch's results:
@@ -146,7 +147,9 @@ void check_softmax_case(const SoftmaxCase& c, DType dtype, double scale, bool ne
 
 const SoftmaxCase kSoftmaxCases[] = {
     {{7, 1000}, 1},     // rows: the last dim, length not a multiple of 16
-    {{5, 13}, -1},      // short rows (the tail loops only)
+    {{5, 13}, -1},      // short rows: one block of rows
+    {{200, 13}, 1},     // short rows: blocks of 78 rows (kShortRowsBlock / 13) and a partial one
+    {{9, 1}, 1},        // rows of one value
     {{3, 21, 5, 37}, 1},  // columns: inner 185 = one full chunk of 128 and a partial one
     {{2, 6, 300}, 1},   // columns: inner 300
     {{4, 3, 2}, 1},     // columns: inner 2
@@ -163,13 +166,14 @@ TEST_CASE("vectorized softmax and log_softmax match a long double reference (flo
         CAPTURE(shape_str(c.shape));
         CAPTURE(scale);
         check_softmax_case(c, dtype, scale, /*neg_inf=*/false);
-        check_softmax_case(c, dtype, scale, /*neg_inf=*/true);
+        if (c.shape[c.dim < 0 ? c.shape.size() - 1 : c.dim] > 1)  // rows of one -inf are all -inf: NaN
+          check_softmax_case(c, dtype, scale, /*neg_inf=*/true);
       }
 }
 
 TEST_CASE("vectorized softmax: NaN spreads along its own row or column only") {
   for (const DType dtype : {kFloat32, kFloat64})
-    for (const SoftmaxCase& c : {SoftmaxCase{{6, 40}, 1}, SoftmaxCase{{2, 5, 150}, 1}}) {
+    for (const SoftmaxCase& c : {SoftmaxCase{{6, 40}, 1}, SoftmaxCase{{6, 7}, 1}, SoftmaxCase{{2, 5, 150}, 1}}) {
       const Layout l = layout_of(c.shape, c.dim);
       std::vector<double> v = logits(numel_of(c.shape), 3.0, 5, false);
       const int64_t nan_at = l.at(1, 2, l.inner - 1);  // outer 1, D index 2, last column
@@ -272,6 +276,7 @@ TEST_CASE("vectorized cross_entropy matches a long double reference (float32, fl
       {{3, 21, 5, 37}, true, -100, 0.0, Reduction::Mean},     // runs: 185 positions a sample
       {{2, 4, 300}, true, 2, 0.2, Reduction::None},           // runs: C = 4, every option
       {{2, 7, 3}, false, -100, 0.05, Reduction::Mean},        // runs shorter than a vector
+      {{500, 10}, true, 3, 0.1, Reduction::Mean},             // short rows (C = 10)
   };
   for (const DType dtype : {kFloat32, kFloat64})
     for (const CeCase& c : cases)
@@ -311,6 +316,11 @@ TEST_CASE("vectorized cross_entropy matches a long double reference (float32, fl
           if (c.reduction == Reduction::None) loss.backward(tensor(go, target_shape(c), dtype));
           else loss.backward();
           check_close(x.grad().to_vector<double>(), want_gx, 8 * rtol, 8 * rtol * (1 + max_abs(go)), "grad");
+          if (c.eps == 0.0) {
+            // nll_loss of the log-probabilities is the same loss (its blocks and reduction are shared).
+            const Tensor nll = nll_loss(log_softmax(x.detach(), 1), t, w, c.reduction, c.ignore_index);
+            check_close(nll.to_vector<double>(), want, 8 * rtol, 8 * rtol * (scale + 10), "nll_loss");
+          }
         }
 }
 
@@ -336,7 +346,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-// Everything the kernels produce for one input, at the current thread count.
+// Everything the kernels produce for one input (softmax, log_softmax, cross_entropy, nll_loss;
+// forward and backward), at the current thread count.
 std::vector<std::vector<double>> run_all(const Tensor& x_in, const Tensor& t, const Tensor& w, const Tensor& g) {
   std::vector<std::vector<double>> out;
   for (const int64_t dim : {int64_t{1}, int64_t{-1}})
@@ -347,7 +358,12 @@ std::vector<std::vector<double>> run_all(const Tensor& x_in, const Tensor& t, co
       out.push_back(values(y));
       out.push_back(values(x.grad()));
     }
-  for (const Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+  for (const Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    Tensor lp = log_softmax(x_in, 1).detach().requires_grad_();
+    Tensor nll = nll_loss(lp, t, w, r, 3);
+    (r == Reduction::None ? nll.sum() : nll).backward();
+    out.push_back(values(nll));
+    out.push_back(values(lp.grad()));
     for (const double eps : {0.0, 0.1}) {
       Tensor x = x_in.detach().requires_grad_();
       Tensor loss = cross_entropy(x, t, w, r, 3, eps);
@@ -355,6 +371,7 @@ std::vector<std::vector<double>> run_all(const Tensor& x_in, const Tensor& t, co
       out.push_back(values(loss));
       out.push_back(values(x.grad()));
     }
+  }
   return out;
 }
 
@@ -363,7 +380,7 @@ std::vector<std::vector<double>> run_all(const Tensor& x_in, const Tensor& t, co
 TEST_CASE("vectorized softmax and cross_entropy: bit-identical at 1 and 2 threads") {
   const int saved = get_num_threads();
   for (const DType dtype : {kFloat32, kFloat64})
-    for (const Shape& shape : {Shape{4, 21, 30, 40}, Shape{600, 100}}) {
+    for (const Shape& shape : {Shape{4, 21, 30, 40}, Shape{600, 100}, Shape{12000, 5}}) {
       CAPTURE(shape_str(shape));
       const int64_t n = numel_of(shape), C = shape[1];
       const Tensor x = tensor(logits(n, 8.0, 41, false), shape, dtype), g = tensor(logits(n, 1.0, 42, false), shape, dtype);

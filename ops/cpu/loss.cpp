@@ -1,10 +1,10 @@
 // CPU kernels of the losses (ops/loss.h's kernel interface): loops over the
-// (n, s) positions of the (N, C, S) view, parallel when large. Per-position
-// losses are summed in float64 in a fixed order, so results do not depend on
-// the thread count (cross_entropy: per block of positions, then the blocks in
-// order; see its kernels). The class-loss forwards also sum the weights of the
-// non-ignored targets (ReductionInfo::total_weight), nll_loss in a serial
-// pass; targets are in range (the op checked CPU ones).
+// (n, s) positions of the (N, C, S) view, parallel when large. The class losses
+// (cross_entropy, nll_loss) go over blocks of positions; their forwards sum the
+// per-position losses and the weights of the non-ignored targets
+// (ReductionInfo::total_weight) in float64 per block, then the blocks in order
+// (reduce_position_blocks), so results do not depend on the thread count;
+// targets are in range (the op checked CPU ones).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -23,8 +23,11 @@ namespace {
 using cpu::softmax_rows::add_widened;
 using cpu::softmax_rows::ConstRun;
 using cpu::softmax_rows::exp_into;
+using cpu::softmax_rows::kShortRow;
+using cpu::softmax_rows::kShortRowsBlock;
 using cpu::softmax_rows::run_max;
 using cpu::softmax_rows::Run;
+using cpu::softmax_rows::spread_rows;
 using cpu::softmax_rows::widened_dot;
 using cpu::softmax_rows::widened_sum;
 
@@ -39,31 +42,6 @@ inline double class_weight(const T* weight, int64_t c) {
 template <class T>
 const T* weight_or_null(const ReductionInfo& r) {
   return r.weight.defined() ? r.weight.data_ptr<T>() : nullptr;
-}
-
-// Writes the summed weight[target] of the positions whose target is not
-// ignore_index to r.total_weight.
-template <class T>
-void write_total_weight(const int64_t* target, const T* weight, int64_t positions, int64_t ignore_index,
-                        const ReductionInfo& r) {
-  double total = 0.0;
-  for (int64_t i = 0; i < positions; ++i)
-    if (target[i] != ignore_index) total += class_weight(weight, target[i]);
-  *r.total_weight.data_ptr<double>() = total;
-}
-
-// out: per-position losses (None) or their sum / mean (a single value); the
-// mean divides by r.total_weight (write_total_weight first; 0 gives nan).
-template <class T>
-void write_reduced(const std::vector<double>& losses, T* out, const ReductionInfo& r) {
-  if (r.reduction == Reduction::None) {
-    for (size_t i = 0; i < losses.size(); ++i) out[i] = static_cast<T>(losses[i]);
-    return;
-  }
-  double s = 0.0;
-  for (double l : losses) s += l;
-  if (r.reduction == Reduction::Mean) s /= *r.total_weight.data_ptr<double>();
-  out[0] = static_cast<T>(s);
 }
 
 // dL/dloss at a non-ignored position i given the upstream gradient of the
@@ -112,11 +90,63 @@ struct BlockOffsets {
   int64_t operator[](int64_t i) const { return base + i * step; }
 };
 
+// Runs fill(first, n, loss, wt) for every block of positions (parallel when
+// work is large), which writes the block's per-position losses and target
+// weights (0 at ignored positions); writes the losses to out (None) or their
+// sum / mean to out[0], and the total weight to r.total_weight. Sums: per block,
+// then the blocks in order.
+template <class T, class Fill>
+void reduce_position_blocks(const ClassGeometry& g, T* out, const ReductionInfo& r, int64_t work, Fill&& fill) {
+  const PositionBlocks blocks{g};
+  std::vector<double> block_loss(static_cast<size_t>(blocks.count())), block_weight(block_loss.size());
+#pragma omp parallel for schedule(static) if (work >= kParallelWork)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    const auto [first, n] = blocks[b];
+    double loss[kPositionBlock], wt[kPositionBlock];
+    fill(first, n, loss, wt);
+    if (r.reduction == Reduction::None)
+      for (int64_t i = 0; i < n; ++i) out[first + i] = static_cast<T>(loss[i]);
+    block_loss[b] = widened_sum(loss, n);
+    block_weight[b] = widened_sum(wt, n);
+  }
+  double total = 0.0, total_weight = 0.0;
+  for (size_t b = 0; b < block_loss.size(); ++b) {
+    total += block_loss[b];
+    total_weight += block_weight[b];
+  }
+  *r.total_weight.data_ptr<double>() = total_weight;
+  if (r.reduction == Reduction::Sum) out[0] = static_cast<T>(total);
+  if (r.reduction == Reduction::Mean) out[0] = static_cast<T>(total / total_weight);  // 0 weight: nan
+}
+
 // lse of the block's positions (float64): rows of C (S == 1) or C runs of n (S > 1).
 template <class T>
 void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, double* lse) {
   const int64_t C = g.C, S = g.S;
   T buf[kPositionBlock];
+  if (S == 1 && C < kShortRow) {
+    // Short rows: sub-blocks of rows through the vector math at once.
+    T mx[kPositionBlock], spread[kShortRowsBlock], e[kShortRowsBlock];
+    for (int64_t r0 = 0; r0 < n; r0 += kShortRowsBlock / C) {
+      const int64_t rows = std::min(kShortRowsBlock / C, n - r0), m = rows * C;
+      const T* xr = x + (first + r0) * C;
+      for (int64_t r = 0; r < rows; ++r) {
+        T v = -std::numeric_limits<T>::infinity();
+        for (int64_t c = 0; c < C; ++c) v = std::max(v, xr[r * C + c]);
+        mx[r] = v;
+      }
+      spread_rows(mx, rows, C, spread);
+      exp_into(e, m, ConstRun<T>(xr, m) - ConstRun<T>(spread, m));
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0.0;
+        for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[r * C + c]);
+        buf[r] = static_cast<T>(sum);
+      }
+      Run<T>(buf, rows) = Run<T>(buf, rows).log();
+      for (int64_t r = 0; r < rows; ++r) lse[r0 + r] = static_cast<double>(mx[r]) + static_cast<double>(buf[r]);
+    }
+    return;
+  }
   if (S == 1) {
     for (int64_t r = 0; r < n; ++r) {
       const T* row = x + (first + r) * C;
@@ -174,13 +204,8 @@ template <class T>
 void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out, T* out, const ClassGeometry g,
                                   int64_t ignore_index, double eps, const ReductionInfo& r) {
   const T* weight = weight_or_null<T>(r);
-  const PositionBlocks blocks{g};
-  // Per block: the sum of its losses and of its non-ignored targets' weights.
-  std::vector<double> block_loss(static_cast<size_t>(blocks.count())), block_weight(block_loss.size());
-#pragma omp parallel for schedule(static) if (g.positions() * g.C >= kParallelWork)
-  for (int64_t b = 0; b < blocks.count(); ++b) {
-    const auto [first, n] = blocks[b];
-    double lse[kPositionBlock], loss[kPositionBlock], wt[kPositionBlock], smooth[kPositionBlock];
+  reduce_position_blocks(g, out, r, g.positions() * g.C, [&](int64_t first, int64_t n, double* loss, double* wt) {
+    double lse[kPositionBlock], smooth[kPositionBlock];
     block_lse(x, g, first, n, lse);
     if (eps > 0.0) block_smoothing(x, weight, g, first, n, lse, smooth);
     const BlockOffsets offset(g, first);
@@ -196,19 +221,7 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
       loss[i] = (1.0 - eps) * wt[i] * (lse[i] - xt);
       if (eps > 0.0) loss[i] += eps * smooth[i] / static_cast<double>(g.C);
     }
-    if (r.reduction == Reduction::None)
-      for (int64_t i = 0; i < n; ++i) out[first + i] = static_cast<T>(loss[i]);
-    block_loss[b] = widened_sum(loss, n);
-    block_weight[b] = widened_sum(wt, n);
-  }
-  double total = 0.0, total_weight = 0.0;
-  for (size_t b = 0; b < block_loss.size(); ++b) {
-    total += block_loss[b];
-    total_weight += block_weight[b];
-  }
-  *r.total_weight.data_ptr<double>() = total_weight;
-  if (r.reduction == Reduction::Sum) out[0] = static_cast<T>(total);
-  if (r.reduction == Reduction::Mean) out[0] = static_cast<T>(total / total_weight);  // 0 weight: nan
+  });
 }
 
 template <class T>
@@ -238,7 +251,20 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
       u[i] = static_cast<T>(w * uniform);
       h[i] = static_cast<T>(w * hard);
     }
-    if (S == 1) {
+    if (S == 1 && C < kShortRow) {
+      // Short rows: exp over sub-blocks of rows at once, then each row's affine map.
+      T spread[kShortRowsBlock];
+      for (int64_t r0 = 0; r0 < n; r0 += kShortRowsBlock / C) {
+        const int64_t rows = std::min(kShortRowsBlock / C, n - r0), m = rows * C;
+        T* gr = gx + (first + r0) * C;
+        spread_rows(lse + first + r0, rows, C, spread);
+        exp_into(gr, m, ConstRun<T>(x + (first + r0) * C, m) - ConstRun<T>(spread, m));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < C; ++c)
+            gr[r * C + c] = gr[r * C + c] * a[r0 + r] -
+                            (eps == 0.0 ? T(0) : u[r0 + r] * static_cast<T>(class_weight(weight, c)));
+      }
+    } else if (S == 1) {
       for (int64_t row = 0; row < n; ++row) {
         const T* xr = x + (first + row) * C;
         T* gr = gx + (first + row) * C;
@@ -277,15 +303,14 @@ template <class T>
 void nll_loss_forward_kernel(const T* x, const int64_t* target, T* out, const ClassGeometry g, int64_t ignore_index,
                              const ReductionInfo& r) {
   const T* weight = weight_or_null<T>(r);
-  write_total_weight(target, weight, g.positions(), ignore_index, r);
-  std::vector<double> losses(static_cast<size_t>(g.positions()));
-  for (int64_t i = 0; i < g.positions(); ++i) {
-    const int64_t t = target[i];
-    losses[i] = t == ignore_index ? 0.0
-                                  : -class_weight(weight, t) *
-                                        static_cast<double>(x[(i / g.S) * g.C * g.S + t * g.S + i % g.S]);
-  }
-  write_reduced(losses, out, r);
+  reduce_position_blocks(g, out, r, g.positions(), [&](int64_t first, int64_t n, double* loss, double* wt) {
+    const BlockOffsets offset(g, first);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = target[first + i];
+      wt[i] = t == ignore_index ? 0.0 : class_weight(weight, t);
+      loss[i] = t == ignore_index ? 0.0 : -wt[i] * static_cast<double>(x[offset[i] + t * g.S]);
+    }
+  });
 }
 
 template <class T>
@@ -293,12 +318,20 @@ void nll_loss_backward_kernel(const T* grad_out, const int64_t* target, T* gx, c
                               int64_t ignore_index, const ReductionInfo& r) {
   const double total = *r.total_weight.data_ptr<double>();
   const T* weight = weight_or_null<T>(r);
-  std::fill(gx, gx + g.N * g.C * g.S, T(0));
-  for (int64_t i = 0; i < g.positions(); ++i) {
-    const int64_t t = target[i];
-    if (t == ignore_index) continue;
-    gx[(i / g.S) * g.C * g.S + t * g.S + i % g.S] =
-        static_cast<T>(-class_weight(weight, t) * position_weight(grad_out, i, r.reduction, total));
+  const PositionBlocks blocks{g};
+#pragma omp parallel for schedule(static) if (g.positions() * g.C >= kParallelWork)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    const auto [first, n] = blocks[b];
+    const BlockOffsets offset(g, first);
+    if (g.S == 1) std::fill(gx + offset[0], gx + offset[0] + n * g.C, T(0));
+    else
+      for (int64_t c = 0; c < g.C; ++c) std::fill(gx + offset[0] + c * g.S, gx + offset[0] + c * g.S + n, T(0));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = target[first + i];
+      if (t == ignore_index) continue;
+      gx[offset[i] + t * g.S] =
+          static_cast<T>(-class_weight(weight, t) * position_weight(grad_out, first + i, r.reduction, total));
+    }
   }
 }
 

@@ -2,12 +2,13 @@
 //
 // The input is viewed as (outer, D, inner) with D the softmax dim. With
 // inner == 1 (the last dim) each of the outer rows is a contiguous run of D
-// values; otherwise the kernels walk "columns" (one outer index, up to
-// kColumnChunk adjacent inner indices) with stride `inner` along D, so every
-// step along D is a contiguous run of columns. exp/log use Eigen's packet math
-// over those runs (ops/cpu/softmax_rows.h); the sums along D are float64, in
-// an order fixed by the shape (one row or column chunk per task), so results
-// do not depend on the thread count.
+// values (rows shorter than kShortRow go a block of rows at a time);
+// otherwise the kernels walk "columns" (one outer index, up to kColumnChunk
+// adjacent inner indices) with stride `inner` along D, so every step along D
+// is a contiguous run of columns. exp/log use Eigen's packet math over those
+// runs (ops/cpu/softmax_rows.h); the sums along D are float64, in an order
+// fixed by the shape (each row or column summed by one task), so results do
+// not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,8 +25,11 @@ namespace {
 using cpu::softmax_rows::add_widened;
 using cpu::softmax_rows::ConstRun;
 using cpu::softmax_rows::exp_into;
+using cpu::softmax_rows::kShortRow;
+using cpu::softmax_rows::kShortRowsBlock;
 using cpu::softmax_rows::run_max;
 using cpu::softmax_rows::Run;
+using cpu::softmax_rows::spread_rows;
 using cpu::softmax_rows::widened_dot;
 using cpu::softmax_rows::widened_sum;
 
@@ -59,6 +63,59 @@ void for_each_column_chunk(const SoftmaxGeometry& g, Fn&& fn) {
     const int64_t i0 = (t % chunks) * kColumnChunk;
     const int64_t n = std::min(kColumnChunk, g.inner - i0);
     fn(o * g.dim_size * g.inner + i0, n);
+  }
+}
+
+// Runs fn(row0, rows) over blocks of `per_block` rows (inner == 1). Parallel when large.
+template <class Fn>
+void for_each_row_block(const SoftmaxGeometry& g, int64_t per_block, Fn&& fn) {
+  const int64_t tasks = (g.outer + per_block - 1) / per_block;
+#pragma omp parallel for schedule(static) if (g.numel() >= 32768)
+  for (int64_t t = 0; t < tasks; ++t) fn(t * per_block, std::min(per_block, g.outer - t * per_block));
+}
+
+// ---- short rows: inner == 1, D < kShortRow, `rows` rows of D values at once ----
+
+template <class T>
+void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool log) {
+  const int64_t m = rows * D;
+  T mx[kShortRowsBlock], per_row[kShortRowsBlock], spread[kShortRowsBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    T v = -std::numeric_limits<T>::infinity();
+    for (int64_t d = 0; d < D; ++d) v = std::max(v, x[r * D + d]);
+    mx[r] = v;
+  }
+  spread_rows(mx, rows, D, spread);
+  exp_into(y, m, ConstRun<T>(x, m) - ConstRun<T>(spread, m));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(y[r * D + d]);
+    per_row[r] = static_cast<T>(log ? sum : 1.0 / sum);
+  }
+  if (log) Run<T>(per_row, rows) = Run<T>(per_row, rows).log() + ConstRun<T>(mx, rows);  // the shift m + log(sum)
+  spread_rows(per_row, rows, D, spread);
+  if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);
+  else Run<T>(y, m) *= ConstRun<T>(spread, m);
+}
+
+template <class T>
+void softmax_backward_short_rows(const T* g, const T* y, T* gx, int64_t rows, int64_t D, bool log) {
+  const int64_t m = rows * D;
+  T s[kShortRowsBlock], spread[kShortRowsBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0.0;  // softmax: sum(g * y); log_softmax: sum(g)
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t k = r * D + d;
+      acc += static_cast<double>(log ? g[k] : g[k] * y[k]);
+    }
+    s[r] = static_cast<T>(acc);
+  }
+  spread_rows(s, rows, D, spread);
+  if (log) {
+    exp_into(gx, m, ConstRun<T>(y, m));
+    Run<T>(gx, m) = ConstRun<T>(g, m) - Run<T>(gx, m) * ConstRun<T>(spread, m);
+  } else {
+    Run<T>(gx, m) = ConstRun<T>(y, m) * (ConstRun<T>(g, m) - ConstRun<T>(spread, m));
   }
 }
 
@@ -141,17 +198,31 @@ void softmax_backward_columns(const T* gc, const T* yc, T* out, int64_t D, int64
 
 template <class T>
 void softmax_forward_kernel(const T* x, T* y, const SoftmaxGeometry& g, bool log) {
+  const int64_t D = g.dim_size;
+  if (g.inner == 1 && D < kShortRow) {
+    for_each_row_block(g, kShortRowsBlock / D, [&](int64_t row0, int64_t rows) {
+      softmax_forward_short_rows(x + row0 * D, y + row0 * D, rows, D, log);
+    });
+    return;
+  }
   for_each_column_chunk(g, [&](int64_t base, int64_t n) {
-    if (g.inner == 1) softmax_forward_row(x + base, y + base, g.dim_size, log);
-    else softmax_forward_columns(x + base, y + base, g.dim_size, g.inner, n, log);
+    if (g.inner == 1) softmax_forward_row(x + base, y + base, D, log);
+    else softmax_forward_columns(x + base, y + base, D, g.inner, n, log);
   });
 }
 
 template <class T>
 void softmax_backward_kernel(const T* gy, const T* y, T* gx, const SoftmaxGeometry& g, bool log) {
+  const int64_t D = g.dim_size;
+  if (g.inner == 1 && D < kShortRow) {
+    for_each_row_block(g, kShortRowsBlock / D, [&](int64_t row0, int64_t rows) {
+      softmax_backward_short_rows(gy + row0 * D, y + row0 * D, gx + row0 * D, rows, D, log);
+    });
+    return;
+  }
   for_each_column_chunk(g, [&](int64_t base, int64_t n) {
-    if (g.inner == 1) softmax_backward_row(gy + base, y + base, gx + base, g.dim_size, log);
-    else softmax_backward_columns(gy + base, y + base, gx + base, g.dim_size, g.inner, n, log);
+    if (g.inner == 1) softmax_backward_row(gy + base, y + base, gx + base, D, log);
+    else softmax_backward_columns(gy + base, y + base, gx + base, D, g.inner, n, log);
   });
 }
 

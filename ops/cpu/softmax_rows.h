@@ -112,6 +112,20 @@ inline double widened_dot(const float* a, const float* b, int64_t n) {
   return detail::widened_reduce(n, load, [a, b](int64_t i) { return static_cast<double>(a[i] * b[i]); });
 }
 
+// Rows shorter than kShortRow go through the vector math several at a time,
+// up to kShortRowsBlock values, each row's scalar (max, lse, 1 / sum) spread
+// to a per-value buffer: per row, a run of a few values would be the tail
+// loop of scalar std::exp.
+constexpr int64_t kShortRow = 32;
+constexpr int64_t kShortRowsBlock = 1024;
+
+// buf[r * D + d] = per_row[r] for r < rows, d < D.
+template <class T>
+inline void spread_rows(const T* per_row, int64_t rows, int64_t D, T* buf) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < D; ++d) buf[r * D + d] = per_row[r];
+}
+
 // sum[i] += double(p[i]) for i in [0, n): the column-wise sums (plain loop, vectorized by the compiler).
 template <class T>
 inline void add_widened(double* sum, const T* p, int64_t n) {
