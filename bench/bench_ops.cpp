@@ -186,7 +186,7 @@ void bench_overhead() {
 // 256x1000, a language model's 64x32000) and over the channels of a
 // segmentation batch (dim 1 of 8x21x128x128), then cross_entropy with class
 // indices at the classifier and segmentation shapes, and with probability
-// targets at the segmentation shape. Memory-bound: "gflops" counts one
+// targets and nll_loss at the segmentation shape. Memory-bound: "gflops" counts one
 // operation per element (two for fwd_bwd).
 void bench_softmax() {
   struct Case {
@@ -246,6 +246,13 @@ void bench_softmax() {
            cross_entropy(x, probs).backward();
          }),
          2.0 * static_cast<double>(x.numel()));
+  Tensor logp = log_softmax(randn({8, 21, 128, 128}), 1).requires_grad_();
+  const Tensor target = randint(0, 21, {8, 128, 128});
+  report("nll_loss_fwd_bwd", "8x21x128x128", median_ms([&] {
+           logp.set_grad(Tensor());
+           nll_loss(logp, target).backward();
+         }),
+         2.0 * static_cast<double>(logp.numel()));
 }
 
 }  // namespace

@@ -369,6 +369,14 @@ def bench_softmax(args):
 
     report("cross_entropy_probs_fwd_bwd", "8x21x128x128", median_ms(probs_fwd_bwd, args.reps), 2.0 * x.numel(),
            args.threads)
+    logp = F.log_softmax(torch.randn(8, 21, 128, 128), 1).requires_grad_()
+    target = torch.randint(0, 21, (8, 128, 128))
+
+    def nll_fwd_bwd():
+        logp.grad = None
+        F.nll_loss(logp, target).backward()
+
+    report("nll_loss_fwd_bwd", "8x21x128x128", median_ms(nll_fwd_bwd, args.reps), 2.0 * logp.numel(), args.threads)
 
 
 def time_op(name, leaves, f, reps):
