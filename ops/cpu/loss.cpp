@@ -56,26 +56,33 @@ inline double position_weight(const T* grad_out, int64_t i, Reduction reduction,
 
 // ---- cross_entropy kernels ------------------------------------------------------------
 //
-// Positions go in blocks of up to kPositionBlock: adjacent s of one sample
-// (S > 1: each class is then a contiguous run of the block's positions) or
-// adjacent rows (S == 1: each row is a contiguous run of C classes). exp/log
-// run as Eigen packet math over those runs (ops/cpu/softmax_rows.h). The
-// forward sums each block's losses and weights in float64, then the blocks'
-// sums in block order: blocks are fixed by the shape, not by the threads.
+// Positions go in blocks: adjacent s of one sample (S > 1: each class is then
+// a contiguous run of the block's positions) or adjacent rows (S == 1: each
+// row is a contiguous run of C classes). exp/log run as Eigen packet math over
+// those runs (ops/cpu/softmax_rows.h). The forward sums each block's losses
+// and weights in float64, then the blocks' sums in block order: blocks are
+// fixed by the shape, not by the threads.
 
-constexpr int64_t kPositionBlock = 128;
+constexpr int64_t kPositionBlock = 1024;  // the longest block (stack buffers)
+constexpr int64_t kRowBlock = 128;        // rows a block (S == 1)
 
 struct PositionBlocks {
   const ClassGeometry& g;
-  int64_t per_sample() const { return g.S == 1 ? 1 : (g.S + kPositionBlock - 1) / kPositionBlock; }
-  int64_t count() const {
-    return g.S == 1 ? (g.N + kPositionBlock - 1) / kPositionBlock : g.N * per_sample();
+  // Runs of up to 1024 positions (long runs keep the hardware prefetchers
+  // streaming C runs at stride S), shorter while that leaves under 16 blocks.
+  int64_t len = g.S == 1 ? kRowBlock : run_length(g);
+  static int64_t run_length(const ClassGeometry& g) {
+    int64_t len = kPositionBlock;
+    while (len > 128 && g.N * ((g.S + len - 1) / len) < 16) len /= 2;
+    return len;
   }
+  int64_t per_sample() const { return g.S == 1 ? 1 : (g.S + len - 1) / len; }
+  int64_t count() const { return g.S == 1 ? (g.N + len - 1) / len : g.N * per_sample(); }
   // The first position of block b and its number of positions.
   std::pair<int64_t, int64_t> operator[](int64_t b) const {
-    if (g.S == 1) return {b * kPositionBlock, std::min(kPositionBlock, g.N - b * kPositionBlock)};
-    const int64_t n = b / per_sample(), s0 = (b % per_sample()) * kPositionBlock;
-    return {n * g.S + s0, std::min(kPositionBlock, g.S - s0)};
+    if (g.S == 1) return {b * len, std::min(len, g.N - b * len)};
+    const int64_t n = b / per_sample(), s0 = (b % per_sample()) * len;
+    return {n * g.S + s0, std::min(len, g.S - s0)};
   }
 };
 

@@ -33,9 +33,10 @@ using cpu::softmax_rows::spread_rows;
 using cpu::softmax_rows::widened_dot;
 using cpu::softmax_rows::widened_sum;
 
-// Inner indices handled together by one task: long runs for the vector math,
-// D runs of them still in L1/L2, small enough for stack buffers.
-constexpr int64_t kColumnChunk = 128;
+// Inner indices handled together by one task (at most; stack buffers): long
+// runs keep the hardware prefetchers streaming D runs at stride `inner`
+// (2048 columns: fwd+bwd over dim 1 of 8x21x128x128 20% faster than 128).
+constexpr int64_t kColumnChunk = 2048;
 
 struct SoftmaxGeometry {
   int64_t outer = 1, dim_size = 1, inner = 1;
@@ -51,17 +52,28 @@ SoftmaxGeometry geometry_of(const Shape& shape, int64_t dim) {
   return g;
 }
 
-// Runs fn(base, i0, n) for every (outer block, chunk of inner columns), where
-// `base` is the element offset of column i0 at D index 0. Parallel when large.
+// Columns a task: kColumnChunk, halved (down to 128) while that leaves under
+// 16 tasks. A function of the shape only, never of the thread count: a
+// column's value depends on where its run starts (Eigen's packet/scalar split).
+int64_t column_chunk(const SoftmaxGeometry& g) {
+  int64_t chunk = kColumnChunk;
+  while (chunk > 128 && g.outer * ((g.inner + chunk - 1) / chunk) < 16) chunk /= 2;
+  return chunk;
+}
+
+// Runs fn(base, n) for every (outer index, chunk of n inner columns), where
+// `base` is the element offset of the chunk's first column at D index 0.
+// Parallel when large.
 template <class Fn>
 void for_each_column_chunk(const SoftmaxGeometry& g, Fn&& fn) {
-  const int64_t chunks = (g.inner + kColumnChunk - 1) / kColumnChunk;
+  const int64_t chunk = g.inner == 1 ? 1 : column_chunk(g);
+  const int64_t chunks = (g.inner + chunk - 1) / chunk;
   const int64_t tasks = g.outer * chunks;
 #pragma omp parallel for schedule(static) if (g.numel() >= 32768)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t o = t / chunks;
-    const int64_t i0 = (t % chunks) * kColumnChunk;
-    const int64_t n = std::min(kColumnChunk, g.inner - i0);
+    const int64_t i0 = (t % chunks) * chunk;
+    const int64_t n = std::min(chunk, g.inner - i0);
     fn(o * g.dim_size * g.inner + i0, n);
   }
 }
