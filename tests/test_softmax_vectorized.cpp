@@ -337,6 +337,79 @@ TEST_CASE("vectorized cross_entropy: a NaN logit makes its position's loss NaN, 
     }
 }
 
+TEST_CASE("vectorized cross_entropy with probability targets matches a long double reference (dx and dq)") {
+  struct ProbsCase {
+    Shape shape;
+    bool weighted;
+    double eps;
+    Reduction reduction;
+  };
+  const ProbsCase cases[] = {{{37, 1000}, true, 0.0, Reduction::Mean},  // rows
+                             {{50, 7}, false, 0.1, Reduction::Sum},     // short rows
+                             {{3, 21, 5, 37}, true, 0.2, Reduction::None},  // runs
+                             {{2, 4, 300}, false, 0.0, Reduction::Mean},
+                             {{19}, true, 0.1, Reduction::Mean}};  // 1-D input: one position
+  for (const DType dtype : {kFloat32, kFloat64})
+    for (const ProbsCase& c : cases)
+      for (const double scale : {3.0, 1e4}) {
+        const std::string dtype_str = dtype_name(dtype);
+        CAPTURE(dtype_str);
+        CAPTURE(shape_str(c.shape));
+        CAPTURE(scale);
+        const bool one_d = c.shape.size() == 1;
+        const Layout l = one_d ? Layout{1, c.shape[0], 1} : Layout{c.shape[0], c.shape[1], numel_of(c.shape) / (c.shape[0] * c.shape[1])};
+        const int64_t n = numel_of(c.shape), C = l.D;
+        Tensor x = tensor(logits(n, scale, 61, false), c.shape, dtype).requires_grad_();
+        // Probabilities along the class dim.
+        const Tensor q = softmax(tensor(logits(n, 2.0, 62, false), c.shape, dtype), one_d ? 0 : 1).detach().requires_grad_();
+        std::vector<double> wv(static_cast<size_t>(C), 1.0);
+        if (c.weighted)
+          for (int64_t k = 0; k < C; ++k) wv[k] = 0.25 + 0.5 * static_cast<double>(k % 4);
+        const Tensor w = c.weighted ? tensor(wv, {C}, dtype) : Tensor();
+        const std::vector<double> xv = x.to_vector<double>(), qv = q.to_vector<double>();
+        const int64_t positions = l.outer * l.inner;
+        const std::vector<double> go = logits(positions, 1.0, 63, false);
+        // Reference: loss = sum_c w_c q'_c (lse - x_c); dx, dq with lse saved in the dtype.
+        std::vector<Real> loss(static_cast<size_t>(positions)), gx(xv.size()), gq(xv.size());
+        const Real eps = c.eps, u = eps / C;
+        for (int64_t o = 0; o < l.outer; ++o)
+          for (int64_t i = 0; i < l.inner; ++i) {
+            const size_t p = static_cast<size_t>(o * l.inner + i);
+            Real mx = -INFINITY, sum = 0, wq = 0;
+            for (int64_t k = 0; k < C; ++k) mx = std::max<Real>(mx, xv[l.at(o, k, i)]);
+            for (int64_t k = 0; k < C; ++k) sum += std::exp(xv[l.at(o, k, i)] - mx);
+            const Real lse = mx + std::log(sum);
+            const Real saved = dtype == kFloat32 ? static_cast<Real>(static_cast<float>(lse)) : lse;
+            for (int64_t k = 0; k < C; ++k) {
+              const Real qq = (1 - eps) * qv[l.at(o, k, i)] + u;
+              loss[p] += wv[k] * qq * (lse - xv[l.at(o, k, i)]);
+              wq += wv[k] * qq;
+            }
+            const Real up = c.reduction == Reduction::None ? go[p] : c.reduction == Reduction::Sum ? 1 : Real(1) / positions;
+            for (int64_t k = 0; k < C; ++k) {
+              const int64_t e = l.at(o, k, i);
+              const Real qq = (1 - eps) * qv[e] + u;
+              gx[e] = up * (std::exp(xv[e] - saved) * wq - wv[k] * qq);
+              gq[e] = -up * (1 - eps) * wv[k] * (xv[e] - saved);
+            }
+          }
+        Real total = 0;
+        for (Real e : loss) total += e;
+        const std::vector<Real> want = c.reduction == Reduction::None ? loss
+                                       : std::vector<Real>{c.reduction == Reduction::Sum ? total : total / positions};
+        Tensor out = cross_entropy(x, q, w, c.reduction, -100, c.eps);
+        const double rtol = rtol_of(dtype);
+        check_close(out.to_vector<double>(), want, 8 * rtol, 8 * rtol * (scale + 10) * (c.reduction == Reduction::Sum ? positions : 1), "loss");
+        Shape go_shape = c.shape;
+        go_shape.erase(go_shape.begin() + (one_d ? 0 : 1));
+        if (c.reduction == Reduction::None) out.backward(tensor(go, go_shape, dtype));
+        else out.backward();
+        check_close(x.grad().to_vector<double>(), gx, 8 * rtol, 8 * rtol * (1 + max_abs(go)), "dx");
+        // dq carries (x - lse): rounding relative to the logits' size.
+        check_close(q.grad().to_vector<double>(), gq, 8 * rtol, 8 * rtol * (scale + 10) * (1 + max_abs(go)), "dq");
+      }
+}
+
 namespace {
 
 // The bits of a float tensor's values.
@@ -371,6 +444,11 @@ std::vector<std::vector<double>> run_all(const Tensor& x_in, const Tensor& t, co
       out.push_back(values(loss));
       out.push_back(values(x.grad()));
     }
+    // Probability targets (the softmax of g along dim 1), dx and dq.
+    Tensor x = x_in.detach().requires_grad_(), q = softmax(g, 1).detach().requires_grad_();
+    Tensor loss = cross_entropy(x, q, w, r, -100, 0.1);
+    (r == Reduction::None ? loss.sum() : loss).backward();
+    for (const Tensor& v : {loss, x.grad(), q.grad()}) out.push_back(values(v));
   }
   return out;
 }

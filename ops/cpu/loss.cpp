@@ -14,6 +14,7 @@
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/softmax_rows.h"
+#include "minidl/ops/cross_entropy_probs.h"
 #include "minidl/ops/loss.h"
 
 namespace minidl {
@@ -304,6 +305,113 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
   }
 }
 
+// ---- cross_entropy with probability targets (ops/cross_entropy_probs.h) ----------------
+// The same position blocks; q'_c = (1 - eps) q_c + eps / C; every position weighs 1.
+
+template <class T>
+void cross_entropy_probs_forward_kernel(const T* x, const T* q, T* lse_out, T* out, const ClassGeometry g, double eps,
+                                        const ReductionInfo& r) {
+  const int64_t C = g.C, S = g.S;
+  const T* weight = weight_or_null<T>(r);
+  const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
+  reduce_position_blocks(g, out, r, g.positions() * C, [&](int64_t first, int64_t n, double* loss, double* wt) {
+    double lse[kPositionBlock];
+    block_lse(x, g, first, n, lse);
+    for (int64_t i = 0; i < n; ++i) {
+      lse_out[first + i] = static_cast<T>(lse[i]);
+      loss[i] = 0.0;
+      wt[i] = 1.0;
+    }
+    if (S == 1) {
+      // Per row: sum_c w_c q'_c d_c with d = lse - x rounded to T.
+      T d[kPositionBlock], wd[kPositionBlock];
+      for (int64_t row = 0; row < n; ++row) {
+        const T* xr = x + (first + row) * C;
+        const T* qr = q + (first + row) * C;
+        double hard = 0.0, smooth = 0.0;  // sum_c q_c w_c d_c and sum_c w_c d_c
+        for (int64_t c0 = 0; c0 < C; c0 += kPositionBlock) {
+          const int64_t m = std::min(kPositionBlock, C - c0);
+          Run<T>(d, m) = static_cast<T>(lse[row]) - ConstRun<T>(xr + c0, m);
+          if (weight) Run<T>(wd, m) = Run<T>(d, m) * ConstRun<T>(weight + c0, m);
+          const T* w_d = weight ? wd : d;
+          hard += widened_dot(qr + c0, w_d, m);
+          if (eps > 0.0) smooth += widened_sum(w_d, m);
+        }
+        loss[row] = (1.0 - eps) * hard + uniform * smooth;
+      }
+      return;
+    }
+    const int64_t base = class_base(g, first);
+    for (int64_t c = 0; c < C; ++c) {
+      const T* xc = x + base + c * S;
+      const T* qc = q + base + c * S;
+      const double w = class_weight(weight, c);
+      for (int64_t i = 0; i < n; ++i)
+        loss[i] += w * ((1.0 - eps) * static_cast<double>(qc[i]) + uniform) * (lse[i] - static_cast<double>(xc[i]));
+    }
+  });
+}
+
+template <class T>
+void cross_entropy_probs_backward_kernel(const T* grad_out, const T* x, const T* q, const T* lse, T* gx, T* gq,
+                                         const ClassGeometry g, double eps, const ReductionInfo& r) {
+  const int64_t C = g.C, S = g.S;
+  const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
+  const double total = *r.total_weight.data_ptr<double>();
+  const T* weight = weight_or_null<T>(r);
+  const double weight_sum = weight ? widened_sum(weight, C) : static_cast<double>(C);
+  const T hard = static_cast<T>(1.0 - eps), soft = static_cast<T>(uniform);
+  const PositionBlocks blocks{g};
+#pragma omp parallel for schedule(static) if (g.positions() * C >= kParallelWork)
+  for (int64_t b = 0; b < blocks.count(); ++b) {
+    const auto [first, n] = blocks[b];
+    // dx_c = a softmax_c - u w_c q'_c with a = u sum_k w_k q'_k; dq_c = -u (1 - eps) w_c (x_c - lse); u = dL/dloss.
+    T a[kPositionBlock], u[kPositionBlock];
+    double wq[kPositionBlock];  // sum_k w_k q_k
+    for (int64_t i = 0; i < n; ++i) wq[i] = 0.0;
+    if (S == 1) {
+      for (int64_t row = 0; row < n; ++row)
+        wq[row] = weight ? widened_dot(weight, q + (first + row) * C, C) : widened_sum(q + (first + row) * C, C);
+    } else {
+      for (int64_t c = 0; c < C; ++c) {
+        const T* qc = q + class_base(g, first) + c * S;
+        const double w = class_weight(weight, c);
+        for (int64_t i = 0; i < n; ++i) wq[i] += w * static_cast<double>(qc[i]);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const double up = position_weight(grad_out, first + i, r.reduction, total);
+      a[i] = static_cast<T>(up * ((1.0 - eps) * wq[i] + uniform * weight_sum));
+      u[i] = static_cast<T>(up);
+    }
+    if (S == 1) {
+      for (int64_t row = 0; row < n; ++row) {
+        const int64_t k = (first + row) * C;
+        const T l = lse[first + row];
+        exp_into(gx + k, C, ConstRun<T>(x + k, C) - l);
+        if (weight) {
+          const ConstRun<T> w(weight, C);
+          Run<T>(gx + k, C) = Run<T>(gx + k, C) * a[row] - (ConstRun<T>(q + k, C) * hard + soft) * w * u[row];
+          if (gq) Run<T>(gq + k, C) = (ConstRun<T>(x + k, C) - l) * w * (-hard * u[row]);
+        } else {
+          Run<T>(gx + k, C) = Run<T>(gx + k, C) * a[row] - (ConstRun<T>(q + k, C) * hard + soft) * u[row];
+          if (gq) Run<T>(gq + k, C) = (ConstRun<T>(x + k, C) - l) * (-hard * u[row]);
+        }
+      }
+      continue;
+    }
+    const int64_t base = class_base(g, first);
+    const ConstRun<T> lse_run(lse + first, n), a_run(a, n), u_run(u, n);
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t k = base + c * S;
+      const T w = static_cast<T>(class_weight(weight, c));
+      exp_into(gx + k, n, ConstRun<T>(x + k, n) - lse_run);
+      Run<T>(gx + k, n) = Run<T>(gx + k, n) * a_run - (ConstRun<T>(q + k, n) * (hard * w) + soft * w) * u_run;
+      if (gq) Run<T>(gq + k, n) = (ConstRun<T>(x + k, n) - lse_run) * u_run * (-hard * w);
+    }
+  }
+}
+
 // ---- nll_loss kernels -------------------------------------------------------------------
 
 template <class T>
@@ -406,6 +514,24 @@ void cross_entropy_backward_cpu(const Tensor& grad_out, const Tensor& x, const T
   });
 }
 
+void cross_entropy_probs_forward_cpu(const Tensor& x, const Tensor& q, const Tensor& lse, const Tensor& out,
+                                     const ClassGeometry& g, double eps, const ReductionInfo& r) {
+  MINIDL_DISPATCH_FLOATING(x.dtype(), "cross_entropy", [&] {
+    cross_entropy_probs_forward_kernel(x.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>(),
+                                       out.data_ptr<scalar_t>(), g, eps, r);
+  });
+}
+
+void cross_entropy_probs_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tensor& q, const Tensor& lse,
+                                      const Tensor& gx, const Tensor& gq, const ClassGeometry& g, double eps,
+                                      const ReductionInfo& r) {
+  MINIDL_DISPATCH_FLOATING(x.dtype(), "cross_entropy_backward", [&] {
+    cross_entropy_probs_backward_kernel(grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(),
+                                        lse.data_ptr<scalar_t>(), gx.data_ptr<scalar_t>(), data_or_null<scalar_t>(gq),
+                                        g, eps, r);
+  });
+}
+
 void nll_loss_forward_cpu(const Tensor& x, const Tensor& target, const Tensor& out, const ClassGeometry& g,
                           int64_t ignore_index, const ReductionInfo& r) {
   MINIDL_DISPATCH_FLOATING(x.dtype(), "nll_loss", [&] {
@@ -442,6 +568,8 @@ void mse_loss_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tensor
 void register_loss_cpu_kernels() {
   cross_entropy_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_forward_cpu, 2, 3>::run);
   cross_entropy_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_backward_cpu, 4>::run);
+  cross_entropy_probs_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_probs_forward_cpu, 2, 3>::run);
+  cross_entropy_probs_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_probs_backward_cpu, 4, 5>::run);
   nll_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_forward_cpu, 2>::run);
   nll_loss_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_backward_cpu, 2>::run);
   mse_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<mse_loss_forward_cpu, 2>::run);

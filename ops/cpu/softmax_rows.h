@@ -76,7 +76,9 @@ inline double widened_reduce(int64_t n, Load load, Scalar scalar) {
     a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(load(i)));
     a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(load(i + 8)));
   }
-  s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(a0, a1));
+  s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 #elif defined(__AVX__)
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
   for (; i + 8 <= n; i += 8) {
