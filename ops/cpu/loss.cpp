@@ -23,6 +23,7 @@ namespace {
 
 using cpu::softmax_rows::add_widened;
 using cpu::softmax_rows::ConstRun;
+using cpu::softmax_rows::exp_for_sum;
 using cpu::softmax_rows::exp_into;
 using cpu::softmax_rows::kShortRow;
 using cpu::softmax_rows::kShortRowsBlock;
@@ -144,7 +145,7 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
         mx[r] = v;
       }
       spread_rows(mx, rows, C, spread);
-      exp_into(e, m, ConstRun<T>(xr, m) - ConstRun<T>(spread, m));
+      exp_for_sum(e, m, ConstRun<T>(xr, m) - ConstRun<T>(spread, m));
       for (int64_t r = 0; r < rows; ++r) {
         double sum = 0.0;
         for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[r * C + c]);
@@ -162,7 +163,7 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
       double sum = 0.0;
       for (int64_t c0 = 0; c0 < C; c0 += kPositionBlock) {
         const int64_t m = std::min(kPositionBlock, C - c0);
-        exp_into(buf, m, ConstRun<T>(row + c0, m) - mx);
+        exp_for_sum(buf, m, ConstRun<T>(row + c0, m) - mx);
         sum += widened_sum(buf, m);
       }
       lse[r] = static_cast<double>(mx) + std::log(sum);
@@ -177,7 +178,7 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
   }
   for (int64_t c = 0; c < C; ++c) Run<T>(mx, n) = Run<T>(mx, n).max(ConstRun<T>(xc + c * S, n));
   for (int64_t c = 0; c < C; ++c) {
-    exp_into(buf, n, ConstRun<T>(xc + c * S, n) - ConstRun<T>(mx, n));
+    exp_for_sum(buf, n, ConstRun<T>(xc + c * S, n) - ConstRun<T>(mx, n));
     add_widened(lse, buf, n);
   }
   // log(sum) in T: for float, its error (sum is in [1, C]) is below lse's own float rounding.

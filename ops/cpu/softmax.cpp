@@ -24,10 +24,12 @@ namespace {
 
 using cpu::softmax_rows::add_widened;
 using cpu::softmax_rows::ConstRun;
+using cpu::softmax_rows::exp_for_sum;
 using cpu::softmax_rows::exp_into;
 using cpu::softmax_rows::kShortRow;
 using cpu::softmax_rows::kShortRowsBlock;
 using cpu::softmax_rows::run_max;
+using cpu::softmax_rows::scale_flushed;
 using cpu::softmax_rows::Run;
 using cpu::softmax_rows::spread_rows;
 using cpu::softmax_rows::widened_dot;
@@ -98,7 +100,7 @@ void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool 
     mx[r] = v;
   }
   spread_rows(mx, rows, D, spread);
-  exp_into(y, m, ConstRun<T>(x, m) - ConstRun<T>(spread, m));
+  exp_for_sum(y, m, ConstRun<T>(x, m) - ConstRun<T>(spread, m));
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0.0;
     for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(y[r * D + d]);
@@ -107,7 +109,7 @@ void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool 
   if (log) Run<T>(per_row, rows) = Run<T>(per_row, rows).log() + ConstRun<T>(mx, rows);  // the shift m + log(sum)
   spread_rows(per_row, rows, D, spread);
   if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);
-  else Run<T>(y, m) *= ConstRun<T>(spread, m);
+  else scale_flushed(y, m, spread, 1);
 }
 
 template <class T>
@@ -136,13 +138,14 @@ void softmax_backward_short_rows(const T* g, const T* y, T* gx, int64_t rows, in
 template <class T>
 void softmax_forward_row(const T* x, T* y, int64_t D, bool log) {
   const T mx = run_max(x, D);
-  exp_into(y, D, ConstRun<T>(x, D) - mx);
+  exp_for_sum(y, D, ConstRun<T>(x, D) - mx);
   const double sum = widened_sum(y, D);
   if (log) {
     const T shift = mx + static_cast<T>(std::log(sum));
     Run<T>(y, D) = ConstRun<T>(x, D) - shift;
   } else {
-    Run<T>(y, D) *= static_cast<T>(1.0 / sum);
+    const T inv = static_cast<T>(1.0 / sum);
+    scale_flushed(y, D, &inv, 0);
   }
 }
 
@@ -170,7 +173,7 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
   }
   for (int64_t d = 0; d < D; ++d) Run<T>(mx, n) = Run<T>(mx, n).max(ConstRun<T>(xc + d * S, n));
   for (int64_t d = 0; d < D; ++d) {
-    exp_into(yc + d * S, n, ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n));
+    exp_for_sum(yc + d * S, n, ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n));
     add_widened(sum, yc + d * S, n);
   }
   T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
@@ -180,7 +183,7 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
     for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) = ConstRun<T>(xc + d * S, n) - ConstRun<T>(scale, n);
   } else {
     for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(1.0 / sum[i]);
-    for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) *= ConstRun<T>(scale, n);
+    for (int64_t d = 0; d < D; ++d) scale_flushed(yc + d * S, n, scale, 1);
   }
 }
 

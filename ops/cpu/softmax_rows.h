@@ -11,8 +11,9 @@
 // exp(-inf) comes out as a tiny positive number (2.9e-39 for float with AVX2
 // packets, 0 with AVX-512's; 5.6e-309 for double): exp_into flushes results
 // below the smallest normal number to 0, so exp(-inf) = 0 as softmax needs
-// (an extra pass, 5-10% of a softmax: skipped where Eigen's packets give 0;
-// test_softmax_vectorized checks exp(-inf) = 0 in both builds).
+// (an extra pass, 5-10% of a softmax: skipped where Eigen's packets give 0,
+// not needed where the values are only summed, folded into softmax's scaling
+// pass; test_softmax_vectorized checks exp(-inf) = 0 in both builds).
 #pragma once
 
 // GCC 12 reports its own _mm512_undefined_* inside AVX-512 intrinsics (ours
@@ -43,16 +44,57 @@ inline T run_max(const T* p, int64_t n) {
   return n > 0 ? ConstRun<T>(p, n).maxCoeff() : -std::numeric_limits<T>::infinity();
 }
 
-// out[0, n) = exp(expr) for an Eigen array expression of n values; see the
-// header comment for the double flush.
+// Whether Eigen's exp can leave tiny positives where 0 is right (all but float with AVX-512).
+template <class T>
+constexpr bool kExpNeedsFlush =
+#if defined(__AVX512F__)
+    !std::is_same_v<T, float>;
+#else
+    true;
+#endif
+
+// out[0, n) = exp(expr) for an Eigen array expression of n values, flushed
+// (see the header comment).
 template <class T, class Expr>
 inline void exp_into(T* out, int64_t n, const Expr& expr) {
   Run<T>(out, n) = expr.exp();
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) return;  // AVX-512's float exp already gives 0
-#endif
-  constexpr T kMin = std::numeric_limits<T>::min();
-  for (int64_t i = 0; i < n; ++i) out[i] = out[i] < kMin ? T(0) : out[i];
+  if constexpr (kExpNeedsFlush<T>) {
+    constexpr T kMin = std::numeric_limits<T>::min();
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] < kMin ? T(0) : out[i];
+  }
+}
+
+// exp_into without the flush, for values that are only summed (a tiny
+// positive in place of 0 changes no sum that has a term >= 1 in it).
+template <class T, class Expr>
+inline void exp_for_sum(T* out, int64_t n, const Expr& expr) {
+  Run<T>(out, n) = expr.exp();
+}
+
+// p[i] *= scale[i] (scale_step 1) or *= scale[0] (scale_step 0), with the flush
+// of exp_into folded in: p holds exp_for_sum's values.
+template <class T>
+inline void scale_flushed(T* p, int64_t n, const T* scale, int64_t scale_step) {
+  if constexpr (kExpNeedsFlush<T>) {
+    constexpr T kMin = std::numeric_limits<T>::min();
+    // Select, then multiply: the form GCC if-converts and vectorizes.
+    if (scale_step == 0) {
+      const T s = scale[0];
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i] < kMin ? T(0) : p[i];
+        p[i] = v * s;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i] < kMin ? T(0) : p[i];
+        p[i] = v * scale[i];
+      }
+    }
+  } else if (scale_step == 0) {
+    Run<T>(p, n) *= scale[0];
+  } else {
+    Run<T>(p, n) *= ConstRun<T>(scale, n);
+  }
 }
 
 // sum_i double(p[i]) and sum_i double(a[i] * b[i]) (the product rounded to T
