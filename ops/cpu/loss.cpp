@@ -111,7 +111,7 @@ void reduce_position_blocks(const ClassGeometry& g, T* out, const ReductionInfo&
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t b = 0; b < blocks.count(); ++b) {
     const auto [first, n] = blocks[b];
-    double loss[kPositionBlock], wt[kPositionBlock];
+    alignas(64) double loss[kPositionBlock], wt[kPositionBlock];
     fill(first, n, loss, wt);
     if (r.reduction == Reduction::None)
       for (int64_t i = 0; i < n; ++i) out[first + i] = static_cast<T>(loss[i]);
@@ -132,10 +132,10 @@ void reduce_position_blocks(const ClassGeometry& g, T* out, const ReductionInfo&
 template <class T>
 void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, double* lse) {
   const int64_t C = g.C, S = g.S;
-  T buf[kPositionBlock];
+  alignas(64) T buf[kPositionBlock];
   if (S == 1 && C < kShortRow) {
     // Short rows: sub-blocks of rows through the vector math at once.
-    T mx[kPositionBlock], spread[kShortRowsBlock], e[kShortRowsBlock];
+    alignas(64) T mx[kPositionBlock], spread[kShortRowsBlock], e[kShortRowsBlock];
     for (int64_t r0 = 0; r0 < n; r0 += kShortRowsBlock / C) {
       const int64_t rows = std::min(kShortRowsBlock / C, n - r0), m = rows * C;
       const T* xr = x + (first + r0) * C;
@@ -171,7 +171,7 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
     return;
   }
   const T* xc = x + class_base(g, first);
-  T mx[kPositionBlock];
+  alignas(64) T mx[kPositionBlock];
   for (int64_t i = 0; i < n; ++i) {
     mx[i] = -std::numeric_limits<T>::infinity();
     lse[i] = 0.0;  // the sum of exps first
@@ -214,7 +214,7 @@ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* lse_out,
                                   int64_t ignore_index, double eps, const ReductionInfo& r) {
   const T* weight = weight_or_null<T>(r);
   reduce_position_blocks(g, out, r, g.positions() * g.C, [&](int64_t first, int64_t n, double* loss, double* wt) {
-    double lse[kPositionBlock], smooth[kPositionBlock];
+    alignas(64) double lse[kPositionBlock], smooth[kPositionBlock];
     block_lse(x, g, first, n, lse);
     if (eps > 0.0) block_smoothing(x, weight, g, first, n, lse, smooth);
     const BlockOffsets offset(g, first);
@@ -247,7 +247,7 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
     const auto [first, n] = blocks[b];
     // dx_c = a * softmax_c - u * w_c - h [c == t] with a = w * ((1 - eps) w_t + u sum_k w_k),
     // u = w * eps / C, h = w * (1 - eps) w_t (w: dL/dloss); all 0 at ignored positions.
-    T a[kPositionBlock], u[kPositionBlock], h[kPositionBlock];
+    alignas(64) T a[kPositionBlock], u[kPositionBlock], h[kPositionBlock];
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = target[first + i];
       if (t == ignore_index) {
@@ -262,7 +262,7 @@ void cross_entropy_backward_kernel(const T* grad_out, const T* x, const int64_t*
     }
     if (S == 1 && C < kShortRow) {
       // Short rows: exp over sub-blocks of rows at once, then each row's affine map.
-      T spread[kShortRowsBlock];
+      alignas(64) T spread[kShortRowsBlock];
       for (int64_t r0 = 0; r0 < n; r0 += kShortRowsBlock / C) {
         const int64_t rows = std::min(kShortRowsBlock / C, n - r0), m = rows * C;
         T* gr = gx + (first + r0) * C;
@@ -316,7 +316,7 @@ void cross_entropy_probs_forward_kernel(const T* x, const T* q, T* lse_out, T* o
   const T* weight = weight_or_null<T>(r);
   const double uniform = C > 0 ? eps / static_cast<double>(C) : 0.0;
   reduce_position_blocks(g, out, r, g.positions() * C, [&](int64_t first, int64_t n, double* loss, double* wt) {
-    double lse[kPositionBlock];
+    alignas(64) double lse[kPositionBlock];
     block_lse(x, g, first, n, lse);
     for (int64_t i = 0; i < n; ++i) {
       lse_out[first + i] = static_cast<T>(lse[i]);
@@ -325,7 +325,7 @@ void cross_entropy_probs_forward_kernel(const T* x, const T* q, T* lse_out, T* o
     }
     if (S == 1) {
       // Per row: sum_c w_c q'_c d_c with d = lse - x rounded to T.
-      T d[kPositionBlock], wd[kPositionBlock];
+      alignas(64) T d[kPositionBlock], wd[kPositionBlock];
       for (int64_t row = 0; row < n; ++row) {
         const T* xr = x + (first + row) * C;
         const T* qr = q + (first + row) * C;
@@ -367,8 +367,8 @@ void cross_entropy_probs_backward_kernel(const T* grad_out, const T* x, const T*
   for (int64_t b = 0; b < blocks.count(); ++b) {
     const auto [first, n] = blocks[b];
     // dx_c = a softmax_c - u w_c q'_c with a = u sum_k w_k q'_k; dq_c = -u (1 - eps) w_c (x_c - lse); u = dL/dloss.
-    T a[kPositionBlock], u[kPositionBlock];
-    double wq[kPositionBlock];  // sum_k w_k q_k
+    alignas(64) T a[kPositionBlock], u[kPositionBlock];
+    alignas(64) double wq[kPositionBlock];  // sum_k w_k q_k
     for (int64_t i = 0; i < n; ++i) wq[i] = 0.0;
     if (S == 1) {
       for (int64_t row = 0; row < n; ++row)
@@ -569,8 +569,10 @@ void mse_loss_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tensor
 void register_loss_cpu_kernels() {
   cross_entropy_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_forward_cpu, 2, 3>::run);
   cross_entropy_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_backward_cpu, 4>::run);
-  cross_entropy_probs_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_probs_forward_cpu, 2, 3>::run);
-  cross_entropy_probs_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<cross_entropy_probs_backward_cpu, 4, 5>::run);
+  cross_entropy_probs_forward_stub.set(DeviceType::CPU,
+                                       cpu::Float32Compute<cross_entropy_probs_forward_cpu, 2, 3>::run);
+  cross_entropy_probs_backward_stub.set(DeviceType::CPU,
+                                        cpu::Float32Compute<cross_entropy_probs_backward_cpu, 4, 5>::run);
   nll_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_forward_cpu, 2>::run);
   nll_loss_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<nll_loss_backward_cpu, 2>::run);
   mse_loss_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<mse_loss_forward_cpu, 2>::run);

@@ -93,7 +93,7 @@ void for_each_row_block(const SoftmaxGeometry& g, int64_t per_block, Fn&& fn) {
 template <class T>
 void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool log) {
   const int64_t m = rows * D;
-  T mx[kShortRowsBlock], per_row[kShortRowsBlock], spread[kShortRowsBlock];
+  alignas(64) T mx[kShortRowsBlock], per_row[kShortRowsBlock], spread[kShortRowsBlock];
   for (int64_t r = 0; r < rows; ++r) {
     T v = -std::numeric_limits<T>::infinity();
     for (int64_t d = 0; d < D; ++d) v = std::max(v, x[r * D + d]);
@@ -115,7 +115,7 @@ void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool 
 template <class T>
 void softmax_backward_short_rows(const T* g, const T* y, T* gx, int64_t rows, int64_t D, bool log) {
   const int64_t m = rows * D;
-  T s[kShortRowsBlock], spread[kShortRowsBlock];
+  alignas(64) T s[kShortRowsBlock], spread[kShortRowsBlock];
   for (int64_t r = 0; r < rows; ++r) {
     double acc = 0.0;  // softmax: sum(g * y); log_softmax: sum(g)
     for (int64_t d = 0; d < D; ++d) {
@@ -165,8 +165,8 @@ void softmax_backward_row(const T* g, const T* y, T* gx, int64_t D, bool log) {
 
 template <class T>
 void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n, bool log) {
-  T mx[kColumnChunk];
-  double sum[kColumnChunk];
+  alignas(64) T mx[kColumnChunk];
+  alignas(64) double sum[kColumnChunk];
   for (int64_t i = 0; i < n; ++i) {
     mx[i] = -std::numeric_limits<T>::infinity();
     sum[i] = 0.0;
@@ -176,7 +176,7 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
     exp_for_sum(yc + d * S, n, ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n));
     add_widened(sum, yc + d * S, n);
   }
-  T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
+  alignas(64) T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
   if (log) {
     for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(sum[i]);
     Run<T>(scale, n) = Run<T>(scale, n).log() + ConstRun<T>(mx, n);
@@ -189,7 +189,7 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
 
 template <class T>
 void softmax_backward_columns(const T* gc, const T* yc, T* out, int64_t D, int64_t S, int64_t n, bool log) {
-  double acc[kColumnChunk];
+  alignas(64) double acc[kColumnChunk];
   for (int64_t i = 0; i < n; ++i) acc[i] = 0.0;
   // softmax needs sum(g * y); log_softmax needs sum(g).
   if (log)
@@ -197,7 +197,7 @@ void softmax_backward_columns(const T* gc, const T* yc, T* out, int64_t D, int64
   else
     for (int64_t d = 0; d < D; ++d)
       for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(gc[d * S + i] * yc[d * S + i]);
-  T s[kColumnChunk];
+  alignas(64) T s[kColumnChunk];
   for (int64_t i = 0; i < n; ++i) s[i] = static_cast<T>(acc[i]);
   const ConstRun<T> sums(s, n);
   for (int64_t d = 0; d < D; ++d) {

@@ -4,8 +4,12 @@
 //
 // GCC does not vectorize std::exp/std::log, so exp and log go through Eigen's
 // packet math (array expressions over Eigen::Map). Sums are accumulated in
-// float64 with vector accumulators: the order of the additions depends only on
-// the run's length and the ISA, never on the thread count.
+// float64 with vector accumulators. A result depends on the run's length, its
+// start address modulo the vector width (Eigen does the unaligned head in
+// scalar code; CPU storage is 64-byte aligned, so that is a function of the
+// shape) and the ISA, never on the thread count. Hence the kernels' stack
+// buffers are alignas(64): an unaligned one would make values depend on each
+// thread's stack, i.e. on the thread count.
 //
 // Eigen's exp clamps its argument below (float: -88.72, double: -709.78), so
 // exp(-inf) comes out as a tiny positive number (2.9e-39 for float with AVX2
