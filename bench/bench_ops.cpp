@@ -2,7 +2,7 @@
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
 // runs both and compares. Options: --threads N (default 2), --reps N (default 15),
-// --only matmul|conv|volume|overhead|softmax (default: all).
+// --only matmul|conv|volume|overhead|activations|softmax (default: all).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -182,6 +182,39 @@ void bench_overhead() {
          0);
 }
 
+// --only activations: the elementwise transcendental activations on a
+// ResNet-sized activation (64, 256, 28, 28) = 12.8M floats, forward and
+// forward + backward (upstream gradient of ones). "gflops" counts one
+// operation per element (G elements/s): memory-bound, vectorized math.
+void bench_activations() {
+  manual_seed(0);
+  const Shape shape{64, 256, 28, 28};
+  const std::string name = "64x256x28x28";
+  const Tensor x = randn(shape), positive = rand(shape) + 0.5, dy = ones(shape);
+  const double n = static_cast<double>(x.numel());
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& v) { return exp(v); }},
+      {"log", [](const Tensor& v) { return log(v); }},
+      {"sigmoid", [](const Tensor& v) { return sigmoid(v); }},
+      {"tanh", [](const Tensor& v) { return tanh(v); }},
+      {"gelu", [](const Tensor& v) { return gelu(v); }},
+      {"gelu_tanh", [](const Tensor& v) { return gelu(v, "tanh"); }},
+  };
+  for (const auto& [op, f] : ops) {
+    Tensor in = (op == "log" ? positive : x).detach();
+    {
+      NoGradGuard no_grad;
+      report(op + "_fwd", name, median_ms([&] { (void)f(in); }), n);
+    }
+    in.requires_grad_();
+    report(op + "_fwd_bwd", name, median_ms([&] {
+             in.set_grad(Tensor());
+             f(in).backward(dy);
+           }),
+           2 * n);
+  }
+}
+
 // --only softmax: softmax and log_softmax over the last dim (a classifier's
 // 256x1000, a language model's 64x32000) and over the channels of a
 // segmentation batch (dim 1 of 8x21x128x128), then cross_entropy with class
@@ -259,7 +292,7 @@ void bench_softmax() {
 
 static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
-  // --only matmul|conv|volume|overhead|softmax runs one group (the default: all).
+  // --only matmul|conv|volume|overhead|activations|softmax runs one group (the default: all).
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
@@ -285,6 +318,7 @@ static int program(int argc, char** argv) {
     bench_volume();
   }
   if (want("overhead")) bench_overhead();
+  if (want("activations")) bench_activations();
   if (want("softmax")) bench_softmax();
   return 0;
 }

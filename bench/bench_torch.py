@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|softmax]
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|activations|softmax]
 (--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
@@ -16,21 +16,27 @@ import torch.nn.functional as F
 from torch import nn
 
 
+LAST_CPU_MS = [0.0]  # median CPU time of this thread over the last median_ms's runs (report's cpu_ms)
+
+
 def median_ms(f, reps):
     for _ in range(3):
         f()
-    times = []
+    times, cpu = [], []
     for _ in range(reps):
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         f()
         times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.thread_time() - c0) * 1e3)
+    LAST_CPU_MS[0] = statistics.median(cpu)
     return statistics.median(times)
 
 
 def report(op, shape, ms, flops, threads):
     print(json.dumps({"impl": "pytorch", "op": op, "shape": shape, "median_ms": round(ms, 3),
                       "gflops": round(flops / (ms * 1e6), 1), "threads": threads,
-                      "version": "torch " + torch.__version__}), flush=True)
+                      "version": "torch " + torch.__version__, "cpu_ms": round(LAST_CPU_MS[0], 3)}), flush=True)
 
 
 def bench_matmul(n, args):
@@ -321,6 +327,28 @@ def bench_overhead(args):
            args.threads)
 
 
+def bench_activations(args):
+    """Twin of bench_ops.cpp's bench_activations (--only activations): exp, log, sigmoid, tanh, gelu and
+    gelu tanh on (64, 256, 28, 28), forward and forward + backward; "gflops" = G elements/s."""
+    torch.manual_seed(0)
+    shape, name = (64, 256, 28, 28), "64x256x28x28"
+    x, positive, dy = torch.randn(*shape), torch.rand(*shape) + 0.5, torch.ones(*shape)
+    n = float(x.numel())
+    ops = [("exp", torch.exp), ("log", torch.log), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh),
+           ("gelu", F.gelu), ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh"))]
+    for op, f in ops:
+        inp = (positive if op == "log" else x).detach()
+        with torch.no_grad():
+            report(op + "_fwd", name, median_ms(lambda: f(inp), args.reps), n, args.threads)
+        inp.requires_grad_()
+
+        def fwd_bwd():
+            inp.grad = None
+            f(inp).backward(dy)
+
+        report(op + "_fwd_bwd", name, median_ms(fwd_bwd, args.reps), 2 * n, args.threads)
+
+
 def bench_softmax(args):
     """Twin of bench_ops.cpp's bench_softmax (--only softmax)."""
     cases = [((256, 1000), -1, "256x1000 dim -1"), ((64, 32000), -1, "64x32000 dim -1"),
@@ -426,7 +454,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
-    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "softmax"], help="--suite ops: run one group")
+    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "activations", "softmax"], help="--suite ops: run one group")
     parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
@@ -460,6 +488,8 @@ def main():
         bench_volume(args)
     if want("overhead"):
         bench_overhead(args)
+    if want("activations"):
+        bench_activations(args)
     if want("softmax"):
         bench_softmax(args)
 

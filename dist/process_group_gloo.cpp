@@ -161,6 +161,12 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   } catch (const std::exception& e) {
     MINIDL_FAIL("ProcessGroupGloo: rank ", rank, " could not connect to its ", size - 1, " peers: ", e.what());
   }
+  // Gloo's connect returns on a rank once its own side is done. A rank that
+  // then exited at once (a program with nothing to communicate, an error
+  // found before any collective) closed its sockets while a peer was still
+  // completing the handshake: "Connection closed by peer" in the peer's
+  // init. So no rank leaves before every rank has connected.
+  store_based_barrier(*store_, "gloo_connected", rank, size, timeout);
   context_ = context;
   if (GlooProfile::enabled()) profile_ = std::make_unique<GlooProfile>();
   watchdog_ = std::make_unique<CollectiveWatchdog>(store_, rank, size, timeout);

@@ -107,6 +107,23 @@ void Store::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
   }
 }
 
+void store_based_barrier(Store& store, const std::string& name, int rank, int size, Milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto wait_for = [&](const std::string& key, int64_t count) {
+    Backoff backoff;
+    for (int64_t n = count; n < size; n = store.add(key, 0)) {
+      MINIDL_CHECK(Clock::now() < deadline, "store_based_barrier '", name, "': timed out after ", timeout.count(),
+                   " ms with ", n, " of ", size, " ranks arrived");
+      backoff.sleep();
+    }
+  };
+  wait_for(name + "/arrived", store.add(name + "/arrived", 1));
+  // A second count, so that rank 0 leaves only after every other rank has
+  // seen the first one complete (they poll the store until then).
+  const int64_t left = store.add(name + "/left", 1);
+  if (rank == 0) wait_for(name + "/left", left);
+}
+
 // ---- TCPStore --------------------------------------------------------------
 
 namespace {

@@ -53,6 +53,12 @@ class Store {
   Milliseconds timeout_;
 };
 
+// Returns once every rank of `size` has called it with the same `name`
+// (PyTorch's _store_based_barrier), rank 0 last: the others are done with the
+// store by then, so rank 0, which hosts a TCPStore's server, may exit at once.
+// Throws after `timeout`, naming how many ranks arrived.
+void store_based_barrier(Store& store, const std::string& name, int rank, int size, Milliseconds timeout);
+
 class TCPStore : public Store {
  public:
   // is_master: host the server on `host`:`port` (0 picks a free port; see

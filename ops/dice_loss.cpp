@@ -1,12 +1,20 @@
-// dice_loss and bce_dice_loss, composed from sigmoid, mul, sum, div and mean:
-// autograd differentiates input and target through those ops, everything
-// stays on the input's device, and no kernel of its own is needed (the sums
-// are the cost; three reductions over the input's size).
-//   d(1 - dice)/dp_i = -(2 t_i (P + T + s) - (2 I + s)) / (P + T + s)^2, times p (1 - p) for the logit.
+// dice_loss and bce_dice_loss. The forward is composed from sigmoid, mul, sum,
+// div and mean, so everything stays on the input's device and no kernel of its
+// own is needed (the sums are the cost; three reductions over the input's
+// size). The backward is written out (DiceLoss below) rather than left to
+// autograd through the composition: with D = P + T + s (per sample),
+//   d(1 - dice)/dp_i = -(2 t_i D - (2 I + s)) / D^2 = a t_i + b,  a = -2/D, b = (2 I + s)/D^2
+// (divided by N for the mean over samples), times p (1 - p) for the logit
+// (sigmoid's backward kernel), and the same with p and t swapped for the
+// target: two broadcast ops and one kernel, where the composition's backward
+// took five full-size passes (two materialized sum gradients, a mul, an add
+// and sigmoid's backward).
+// Saved: p = sigmoid(input), the target, 2 I + s and D.
 #include "minidl/ops/dice_loss.h"
 
 #include <numeric>
 
+#include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
 #include "minidl/ops/binary_cross_entropy.h"
 #include "minidl/ops/reduce.h"
@@ -29,6 +37,45 @@ void check_dice_args(const Tensor& input, const Tensor& target, double smooth, c
   MINIDL_CHECK(smooth >= 0.0, op, ": expected smooth >= 0, got ", smooth);
 }
 
+using autograd::AutogradContext;
+using autograd::variable_list;
+
+// x, t: (N, ...) with N samples (a 1-D input is unsqueezed by the caller).
+struct DiceLoss : autograd::Function<DiceLoss> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& t, double smooth, bool batch) {
+    Shape dims;  // empty: all dims (batch)
+    if (!batch) {
+      dims.resize(static_cast<size_t>(x.dim() - 1));
+      std::iota(dims.begin(), dims.end(), int64_t{1});
+    }
+    const Tensor p = sigmoid(x);
+    const Tensor numer = sum(p * t, dims) * 2.0 + smooth, denom = sum(p, dims) + sum(t, dims) + smooth;
+    const Tensor dice = numer / denom;
+    ctx->save_for_backward({p, t, numer, denom});
+    ctx->saved_data["batch"] = batch;
+    return 1.0 - (batch ? dice : mean(dice));  // no samples: mean is nan
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &p = saved[0], &t = saved[1], &numer = saved[2], &denom = saved[3];
+    const bool batch = ctx->saved_data["batch"].to_bool();
+    // w = dL/d(dice) per sample, dL/dp_i = w (2 t_i / D - (2 I + s) / D^2); a and b shaped (N, 1, ..., 1) (or 0-d) to broadcast over the sample.
+    const Tensor w = batch ? -grads[0] : grads[0] * (-1.0 / static_cast<double>(numer.numel()));
+    Shape per_sample(static_cast<size_t>(p.dim()), 1);
+    if (!batch) per_sample[0] = p.size(0);
+    const Tensor a = (w * 2.0 / denom).reshape(batch ? Shape{} : per_sample);
+    const Tensor b = (-w * numer / (denom * denom)).reshape(batch ? Shape{} : per_sample);
+    Tensor dx, dt;
+    if (ctx->needs_input_grad(0)) {
+      const Tensor dp = t * a + b;
+      dx = empty(p.shape(), p.options());
+      unary_backward_stub(p.device())(UnaryOp::Sigmoid, UnaryParams{}, dx, dp, p);
+    }
+    if (ctx->needs_input_grad(1)) dt = p * a + b;
+    return {dx, dt, Tensor(), Tensor()};
+  }
+};
+
 }  // namespace
 
 Tensor dice_loss(const Tensor& input, const Tensor& target, double smooth, bool batch) {
@@ -36,15 +83,7 @@ Tensor dice_loss(const Tensor& input, const Tensor& target, double smooth, bool 
   // Per sample: sum every dim but the first ((N) input: each element is a sample).
   const Tensor x = input.dim() == 1 ? input.unsqueeze(1) : input;
   const Tensor t = target.dim() == 1 ? target.unsqueeze(1) : target;
-  Shape dims;  // empty: all dims (batch)
-  if (!batch) {
-    dims.resize(static_cast<size_t>(x.dim() - 1));
-    std::iota(dims.begin(), dims.end(), int64_t{1});
-  }
-  const Tensor p = sigmoid(x);
-  const Tensor intersection = sum(p * t, dims), cardinality = sum(p, dims) + sum(t, dims);
-  const Tensor dice = (intersection * 2.0 + smooth) / (cardinality + smooth);
-  return 1.0 - (batch ? dice : mean(dice));  // no samples: mean is nan
+  return DiceLoss::apply(x, t, smooth, batch);
 }
 
 Tensor bce_dice_loss(const Tensor& input, const Tensor& target, double bce_weight, double dice_weight, double smooth,

@@ -4,10 +4,28 @@
 // relu on float16/bfloat16 reads and writes them directly (its result is the
 // input or 0, exact in any type); every other op on them goes through
 // Float32Compute.
+// exp, log, sigmoid, tanh, gelu and gelu tanh (forward and backward) are Eigen
+// array expressions (array_loop: packet math on contiguous rows; error bounds
+// in ops/cpu/array_math.h and tests/test_vec_math.cpp). Where Eigen has no
+// packet version for the type (tanh, erf and log1p on double) it computes the
+// same expression with std:: functions. sqrt, rsqrt and pow stay scalar
+// loops: Eigen's fast packet sqrt flushes subnormal inputs to 0, and pow keeps
+// std::pow's exact special cases (not measured as a bottleneck).
+// GCC 12 reports its own _mm512_undefined_* inside the AVX-512 intrinsics
+// Eigen's packet math inlines as (maybe) uninitialized (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <unsupported/Eigen/SpecialFunctions>  // erf on arrays (vectorized for float)
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
+#include "minidl/ops/cpu/array_loop.h"
+#include "minidl/ops/cpu/array_math.h"
 #include "minidl/ops/cpu/float32_compute.h"
 #include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/unary.h"
@@ -73,11 +91,15 @@ T bound(double v) {
 template <class T>
 void unary_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
   auto run = [&](auto f) { unary_loop<T>(out, x, f); };
+  // Only the floating types reach the array ops (runs_on_integers).
+  auto vec = [&](auto f) {
+    if constexpr (std::is_floating_point_v<T>) array_loop<T>(out, f, x);
+  };
   const T s = static_cast<T>(p.scalar);
   switch (op) {
     case UnaryOp::Neg: return run([](T v) { return static_cast<T>(-v); });
-    case UnaryOp::Exp: return run([](T v) { return static_cast<T>(std::exp(v)); });
-    case UnaryOp::Log: return run([](T v) { return static_cast<T>(std::log(v)); });
+    case UnaryOp::Exp: return vec([](const auto& v) { return vec::exp(v); });
+    case UnaryOp::Log: return vec([](const auto& v) { return vec::log(v); });
     case UnaryOp::Sqrt: return run([](T v) { return static_cast<T>(std::sqrt(v)); });
     case UnaryOp::Rsqrt: return run([](T v) { return static_cast<T>(1 / std::sqrt(v)); });
     case UnaryOp::Abs: return run([](T v) { return static_cast<T>(v < 0 ? -v : v); });
@@ -94,13 +116,12 @@ void unary_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const 
     }
     case UnaryOp::Relu: return run([](T v) { return v < 0 ? T(0) : v; });
     case UnaryOp::LeakyRelu: return run([s](T v) { return v > 0 ? v : static_cast<T>(v * s); });
-    case UnaryOp::Sigmoid: return run([](T v) { return static_cast<T>(1 / (1 + std::exp(-v))); });
-    case UnaryOp::Tanh: return run([](T v) { return static_cast<T>(std::tanh(v)); });
-    case UnaryOp::Gelu:
-      return run([](T v) { return static_cast<T>(T(0.5) * v * (1 + std::erf(v * T(kSqrt1_2)))); });
+    case UnaryOp::Sigmoid: return vec([](const auto& v) { return vec::sigmoid(v); });
+    case UnaryOp::Tanh: return vec([](const auto& v) { return v.tanh(); });
+    case UnaryOp::Gelu: return vec([](const auto& v) { return T(0.5) * v * (T(1) + (v * T(kSqrt1_2)).erf()); });
     case UnaryOp::GeluTanh:
-      return run([](T v) {
-        return static_cast<T>(T(0.5) * v * (1 + std::tanh(T(kSqrt2OverPi) * (v + T(kGeluC) * v * v * v))));
+      return vec([](const auto& v) {
+        return T(0.5) * v * (T(1) + (T(kSqrt2OverPi) * (v + T(kGeluC) * v.cube())).tanh());
       });
   }
 }
@@ -109,11 +130,14 @@ template <class T>
 void unary_backward_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
                               const Tensor& saved) {
   auto run = [&](auto f) { backward_loop<T>(dx, grad, saved, f); };
+  auto vec = [&](auto f) {
+    if constexpr (std::is_floating_point_v<T>) array_loop<T>(dx, f, grad, saved);
+  };
   const T s = static_cast<T>(p.scalar);
   switch (op) {
     case UnaryOp::Neg: return run([](T g, T) { return -g; });
-    case UnaryOp::Exp: return run([](T g, T y) { return g * y; });
-    case UnaryOp::Log: return run([](T g, T x) { return g / x; });
+    case UnaryOp::Exp: return vec([](const auto& g, const auto& y) { return g * y; });
+    case UnaryOp::Log: return vec([](const auto& g, const auto& x) { return g / x; });
     case UnaryOp::Sqrt: return run([](T g, T y) { return g / (2 * y); });
     case UnaryOp::Rsqrt: return run([](T g, T y) { return T(-0.5) * g * y * y * y; });
     case UnaryOp::Abs: return run([](T g, T x) { return x > 0 ? g : x < 0 ? -g : T(0); });
@@ -129,19 +153,21 @@ void unary_backward_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& dx
     }
     case UnaryOp::Relu: return run([](T g, T y) { return y > 0 ? g : T(0); });
     case UnaryOp::LeakyRelu: return run([s](T g, T x) { return x > 0 ? g : g * s; });
-    case UnaryOp::Sigmoid: return run([](T g, T y) { return g * y * (1 - y); });
-    case UnaryOp::Tanh: return run([](T g, T y) { return g * (1 - y * y); });
+    case UnaryOp::Sigmoid: return vec([](const auto& g, const auto& y) { return g * y * (T(1) - y); });
+    case UnaryOp::Tanh: return vec([](const auto& g, const auto& y) { return g * (T(1) - y.square()); });
     case UnaryOp::Gelu:
-      return run([](T g, T x) {
-        const T cdf = T(0.5) * (1 + std::erf(x * T(kSqrt1_2)));
-        const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+      return vec([](const auto& g, const auto& x) {
+        const auto cdf = T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf());
+        const auto pdf = T(kInvSqrt2Pi) * vec::exp(T(-0.5) * x.square());
         return g * (cdf + x * pdf);
       });
     case UnaryOp::GeluTanh:
-      return run([](T g, T x) {
-        const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x));
-        const T dinner = T(kSqrt2OverPi) * (1 + 3 * T(kGeluC) * x * x);
-        return g * (T(0.5) * (1 + t) + T(0.5) * x * (1 - t * t) * dinner);
+      // t is computed twice (an Eigen expression does not share subexpressions);
+      // packet tanh is cheap next to the memory traffic.
+      return vec([](const auto& g, const auto& x) {
+        const auto t = (T(kSqrt2OverPi) * (x + T(kGeluC) * x.cube())).tanh();
+        const auto dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluC) * x.square());
+        return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t.square()) * dinner);
       });
   }
 }
