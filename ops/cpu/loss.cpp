@@ -1,10 +1,11 @@
-// CPU kernels of the losses (ops/loss.h's kernel interface): loops over the
-// (n, s) positions of the (N, C, S) view, parallel when large. The class losses
-// (cross_entropy, nll_loss) go over blocks of positions; their forwards sum the
-// per-position losses and the weights of the non-ignored targets
-// (ReductionInfo::total_weight) in float64 per block, then the blocks in order
-// (reduce_position_blocks), so results do not depend on the thread count;
-// targets are in range (the op checked CPU ones).
+// CPU kernels of the losses (ops/loss.h's kernel interface, and
+// ops/cross_entropy_probs.h's): loops over the (n, s) positions of the
+// (N, C, S) view, parallel when large. The class losses (cross_entropy with
+// class indices or probabilities, nll_loss) go over blocks of positions; their
+// forwards sum the per-position losses and the weights of the non-ignored
+// targets (ReductionInfo::total_weight) in float64 per block, then the blocks
+// in order (reduce_position_blocks), so results do not depend on the thread
+// count; targets are in range (the op checked CPU ones).
 #include <algorithm>
 #include <cmath>
 #include <limits>
