@@ -2,7 +2,7 @@
 //   {"impl":"minidl","op":"conv2d_fwd_bwd","shape":"...","median_ms":..,"gflops":..,"threads":2,"version":"eigen 3.4.0"}
 // bench/bench_torch.py prints the same lines for PyTorch; bench/run_bench.py
 // runs both and compares. Options: --threads N (default 2), --reps N (default 15),
-// --only matmul|conv|volume|overhead|activations|reduce (default: all).
+// --only matmul|conv|volume|overhead|activations|reduce|softmax (default: all).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -244,13 +244,84 @@ void bench_reduce() {
     xg.set_grad(Tensor());
     max_pool2d(xg, {3, 3}, {2, 2}, {1, 1}).backward(dy_pool);
   });
+// --only softmax: softmax and log_softmax over the last dim (a classifier's
+// 256x1000, a language model's 64x32000) and over the channels of a
+// segmentation batch (dim 1 of 8x21x128x128), then cross_entropy with class
+// indices at the classifier and segmentation shapes, and with probability
+// targets and nll_loss at the segmentation shape. Memory-bound: "gflops" counts one
+// operation per element (two for fwd_bwd).
+void bench_softmax() {
+  struct Case {
+    Shape shape;
+    int64_t dim;
+    std::string name;
+  };
+  const Case cases[] = {{{256, 1000}, -1, "256x1000 dim -1"},
+                        {{64, 32000}, -1, "64x32000 dim -1"},
+                        {{8, 21, 128, 128}, 1, "8x21x128x128 dim 1"}};
+  for (const Case& c : cases) {
+    manual_seed(0);
+    Tensor x = randn(c.shape) * 3.0;
+    const Tensor dy = randn(c.shape);
+    const double n = static_cast<double>(x.numel());
+    for (const bool log : {false, true}) {
+      const std::string op = log ? "log_softmax" : "softmax";
+      auto run = [&] { return log ? log_softmax(x, c.dim) : softmax(x, c.dim); };
+      {
+        NoGradGuard no_grad;
+        report(op + "_fwd", c.name, median_ms([&] { (void)run(); }), n);
+      }
+      x.requires_grad_();
+      report(op + "_fwd_bwd", c.name, median_ms([&] {
+               x.set_grad(Tensor());
+               run().backward(dy);
+             }),
+             2 * n);
+      x.requires_grad_(false);
+    }
+  }
+  for (const Case& c : {cases[0], cases[2]}) {
+    manual_seed(0);
+    Tensor x = randn(c.shape) * 3.0;
+    Shape target_shape = c.shape;
+    target_shape.erase(target_shape.begin() + 1);
+    const Tensor target = randint(0, c.shape[1], target_shape);
+    const double n = static_cast<double>(x.numel());
+    const std::string shape = c.name.substr(0, c.name.find(' '));
+    {
+      NoGradGuard no_grad;
+      report("cross_entropy_fwd", shape, median_ms([&] { (void)cross_entropy(x, target); }), n);
+    }
+    x.requires_grad_();
+    report("cross_entropy_fwd_bwd", shape, median_ms([&] {
+             x.set_grad(Tensor());
+             cross_entropy(x, target).backward();
+           }),
+           2 * n);
+  }
+  manual_seed(0);
+  Tensor x = randn({8, 21, 128, 128}) * 3.0;
+  const Tensor probs = softmax(randn({8, 21, 128, 128}), 1);
+  x.requires_grad_();
+  report("cross_entropy_probs_fwd_bwd", "8x21x128x128", median_ms([&] {
+           x.set_grad(Tensor());
+           cross_entropy(x, probs).backward();
+         }),
+         2.0 * static_cast<double>(x.numel()));
+  Tensor logp = log_softmax(randn({8, 21, 128, 128}), 1).requires_grad_();
+  const Tensor target = randint(0, 21, {8, 128, 128});
+  report("nll_loss_fwd_bwd", "8x21x128x128", median_ms([&] {
+           logp.set_grad(Tensor());
+           nll_loss(logp, target).backward();
+         }),
+         2.0 * static_cast<double>(logp.numel()));
 }
 
 }  // namespace
 
 static int program(int argc, char** argv) {
   g_options = bench::parse_options(argc, argv);
-  // --only matmul|conv|volume|overhead|activations|reduce runs one group (the default: all).
+  // --only matmul|conv|volume|overhead|activations|reduce|softmax runs one group (the default: all).
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
@@ -278,6 +349,7 @@ static int program(int argc, char** argv) {
   if (want("overhead")) bench_overhead();
   if (want("activations")) bench_activations();
   if (want("reduce")) bench_reduce();
+  if (want("softmax")) bench_softmax();
   return 0;
 }
 

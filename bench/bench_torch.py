@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
-JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|activations|reduce]
+JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|activations|reduce|softmax]
 (--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
@@ -379,6 +379,62 @@ def bench_reduce(args):
 
     timed("adaptive_avg_pool2d_1_fwd_bwd", xs, gap_fwd_bwd)
     timed("max_pool2d_3x3s2p1_fwd_bwd", xs, pool_fwd_bwd)
+def bench_softmax(args):
+    """Twin of bench_ops.cpp's bench_softmax (--only softmax)."""
+    cases = [((256, 1000), -1, "256x1000 dim -1"), ((64, 32000), -1, "64x32000 dim -1"),
+             ((8, 21, 128, 128), 1, "8x21x128x128 dim 1")]
+    for shape, dim, name in cases:
+        torch.manual_seed(0)
+        x = torch.randn(*shape) * 3.0
+        dy = torch.randn(*shape)
+        n = float(x.numel())
+        for log in (False, True):
+            op = "log_softmax" if log else "softmax"
+            fn = F.log_softmax if log else F.softmax
+            with torch.no_grad():
+                report(op + "_fwd", name, median_ms(lambda: fn(x, dim), args.reps), n, args.threads)
+            x.requires_grad_()
+
+            def fwd_bwd():
+                x.grad = None
+                fn(x, dim).backward(dy)
+
+            report(op + "_fwd_bwd", name, median_ms(fwd_bwd, args.reps), 2 * n, args.threads)
+            x.requires_grad_(False)
+    for shape, _, name in (cases[0], cases[2]):
+        torch.manual_seed(0)
+        x = torch.randn(*shape) * 3.0
+        target = torch.randint(0, shape[1], (shape[0],) + shape[2:])
+        n = float(x.numel())
+        label = name.split(" ")[0]
+        with torch.no_grad():
+            report("cross_entropy_fwd", label, median_ms(lambda: F.cross_entropy(x, target), args.reps), n,
+                   args.threads)
+        x.requires_grad_()
+
+        def ce_fwd_bwd():
+            x.grad = None
+            F.cross_entropy(x, target).backward()
+
+        report("cross_entropy_fwd_bwd", label, median_ms(ce_fwd_bwd, args.reps), 2 * n, args.threads)
+    torch.manual_seed(0)
+    x = (torch.randn(8, 21, 128, 128) * 3.0).requires_grad_()
+    probs = F.softmax(torch.randn(8, 21, 128, 128), 1)
+
+    def probs_fwd_bwd():
+        x.grad = None
+        F.cross_entropy(x, probs).backward()
+
+    report("cross_entropy_probs_fwd_bwd", "8x21x128x128", median_ms(probs_fwd_bwd, args.reps), 2.0 * x.numel(),
+           args.threads)
+    logp = F.log_softmax(torch.randn(8, 21, 128, 128), 1).requires_grad_()
+    target = torch.randint(0, 21, (8, 128, 128))
+
+    def nll_fwd_bwd():
+        logp.grad = None
+        F.nll_loss(logp, target).backward()
+
+    report("nll_loss_fwd_bwd", "8x21x128x128", median_ms(nll_fwd_bwd, args.reps), 2.0 * logp.numel(), args.threads)
 
 
 def time_op(name, leaves, f, reps):
@@ -428,7 +484,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
-    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "activations", "reduce"], help="--suite ops: run one group")
+    parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "activations", "reduce", "softmax"], help="--suite ops: run one group")
     parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
@@ -466,6 +522,8 @@ def main():
         bench_activations(args)
     if want("reduce"):
         bench_reduce(args)
+    if want("softmax"):
+        bench_softmax(args)
 
 if __name__ == "__main__":
     main()

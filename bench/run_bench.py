@@ -8,7 +8,7 @@ the closest to what each library can do. ratio = PyTorch time / minidl time
 (> 1: minidl is faster).
 
 Usage: python3 bench/run_bench.py [--build build] [--threads 2] [--reps 15] [--rounds 3] [--json out.jsonl]
-                                  [--suites ops,norm] [--only matmul|conv|volume|overhead|activations|reduce]
+                                  [--suites ops,norm] [--only matmul|conv|volume|overhead|activations|reduce|softmax]
 Suites: ops (bench_ops: matmul, conv2d), norm (bench_norm: BN, GN, LN, IN) and
 
 train (bench_train: one SGD training step of ResNet-18 at batch 64 and SmallNet
@@ -76,7 +76,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write every raw line to this file")
     parser.add_argument("--suites", default="ops,norm", help="comma-separated: ops, norm, train")
-    parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, volume: conv3d, conv_transpose3d, max_pool3d, trilinear upsampling at UNet3d shapes, overhead: per-call cost on tiny tensors, activations: exp, log, sigmoid, tanh, gelu on a (64, 256, 28, 28) activation, or reduce: reductions, transposed copy, global and max pooling)")
+    parser.add_argument("--only", help="ops suite: one group of bench_ops (matmul, conv, volume: conv3d, conv_transpose3d, max_pool3d, trilinear upsampling at UNet3d shapes, overhead: per-call cost on tiny tensors, activations: exp, log, sigmoid, tanh, gelu on a (64, 256, 28, 28) activation, reduce: reductions, transposed copy, global and max pooling, or softmax: softmax, log_softmax and the class losses)")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native",
                         help="avx2: PyTorch limited to AVX2 (ATEN_CPU_CAPABILITY=avx2), for a minidl build "
                              "made with -march=x86-64-v3 (make bench-avx2): what users without AVX-512 get")

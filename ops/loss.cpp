@@ -19,9 +19,11 @@
 // (ReductionInfo::total_weight), so targets are not copied to the host; their
 // range (class index or ignore_index) is checked for CPU targets only.
 // Per-position losses are summed in float64 in a fixed order.
-//   cross_entropy with probability targets q (input's shape): composed from
-//     log_softmax, mul and sum (autograd gives dx and dq):
-//     q' = (1 - eps) q + eps / C,  loss = -sum_c w_c q'_c logp_c,  "mean" divides by N * S.
+//   cross_entropy with probability targets q (input's shape):
+//     q' = (1 - eps) q + eps / C,  loss = -sum_c w_c q'_c logp_c,  "mean" divides by N * S;
+//     fused kernels where the device has them (ops/cross_entropy_probs.h: saves
+//     input, target, weights and lse; dx and dq), else composed from
+//     log_softmax, mul and sum (autograd gives dx and dq).
 //   mse_loss: loss_i = (x_i - y_i)^2, dx = 2 (x - y) g = -dy. Saves input and target.
 // Backward returns fresh gradient tensors (the engine accumulates them).
 // CPU kernels: ops/cpu/loss.cpp.
@@ -30,6 +32,7 @@
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
+#include "minidl/ops/cross_entropy_probs.h"
 #include "minidl/ops/reduce.h"
 #include "minidl/ops/softmax.h"
 
@@ -41,6 +44,8 @@ DispatchStub<NllLossForwardFn> nll_loss_forward_stub("nll_loss");
 DispatchStub<NllLossBackwardFn> nll_loss_backward_stub("nll_loss_backward");
 DispatchStub<MseLossForwardFn> mse_loss_forward_stub("mse_loss");
 DispatchStub<MseLossBackwardFn> mse_loss_backward_stub("mse_loss_backward");
+DispatchStub<CrossEntropyProbsForwardFn> cross_entropy_probs_forward_stub("cross_entropy_probs");
+DispatchStub<CrossEntropyProbsBackwardFn> cross_entropy_probs_backward_stub("cross_entropy_probs_backward");
 
 namespace {
 
@@ -89,6 +94,37 @@ struct CrossEntropyFunction : autograd::Function<CrossEntropyFunction> {
         ctx->saved_data["ignore_index"].to_int(), ctx->saved_data["label_smoothing"].to_double(),
         saved_reduction(ctx, saved[3], saved[4]));
     return {gx, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct CrossEntropyProbsFunction : autograd::Function<CrossEntropyProbsFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& input, const Tensor& target, const Tensor& weight,
+                        const ClassGeometry& g, double eps, Reduction reduction) {
+    Tensor x = input.contiguous(), q = target.contiguous();
+    Shape out_shape;  // None: the input's shape without the class dim
+    if (reduction == Reduction::None) {
+      out_shape = x.shape();
+      out_shape.erase(out_shape.begin() + (x.dim() == 1 ? 0 : 1));
+    }
+    Tensor lse = empty({g.positions()}, x.options());
+    Tensor out = empty(out_shape, x.options());
+    const ReductionInfo r = new_reduction(reduction, x, weight);
+    cross_entropy_probs_forward_stub(x.device())(x, q, lse, out, g, eps, r);
+    ctx->save_for_backward({x, q, lse, r.weight, r.total_weight});
+    ctx->saved_data["geometry"] = g.to_list();
+    ctx->saved_data["reduction"] = static_cast<int64_t>(reduction);
+    ctx->saved_data["label_smoothing"] = eps;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &q = saved[1], &lse = saved[2];
+    Tensor gx = empty(x.shape(), x.options());
+    Tensor gq = ctx->needs_input_grad(1) ? empty(q.shape(), q.options()) : Tensor();
+    cross_entropy_probs_backward_stub(x.device())(
+        grads[0].contiguous(), x, q, lse, gx, gq, ClassGeometry::from_list(ctx->saved_data["geometry"].to_int_list()),
+        ctx->saved_data["label_smoothing"].to_double(), saved_reduction(ctx, saved[3], saved[4]));
+    return {ctx->needs_input_grad(0) ? gx : Tensor(), gq, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -174,7 +210,8 @@ ClassGeometry class_geometry(const Tensor& input, const Tensor& target, const ch
 void check_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, const char* op) {
   if (!target.device().is_cpu()) return;
   const int64_t* t = target.data_ptr<int64_t>();
-  for (int64_t i = 0; i < target.numel(); ++i) {
+  const int64_t n = target.numel();  // not in the loop: numel() walks the shape
+  for (int64_t i = 0; i < n; ++i) {
     const int64_t v = t[i];
     if (v == ignore_index) continue;
     MINIDL_CHECK(v >= 0 && v < num_classes, op, ": Target ", v, " is out of bounds. (expected a class index in [0, ",
@@ -213,6 +250,12 @@ Tensor cross_entropy_probabilities(const Tensor& input, const Tensor& target, co
   const int64_t class_dim = input.dim() == 1 ? 0 : 1;
   const int64_t C = input.size(class_dim);
   const Tensor w = checked_weight(weight, input, C, op);
+  ensure_kernels_registered();
+  if (cross_entropy_probs_forward_stub.has_kernel(input.device().type)) {
+    ClassGeometry g{input.dim() == 1 ? 1 : input.size(0), C, 1};
+    for (int64_t d = 2; d < input.dim(); ++d) g.S *= input.size(d);
+    return CrossEntropyProbsFunction::apply(input, target, w, g, eps, reduction);
+  }
   const Tensor q = eps > 0.0 ? target * (1.0 - eps) + eps / static_cast<double>(C) : target;
   Tensor prod = log_softmax(input, class_dim) * q;
   if (w.defined()) {

@@ -1,0 +1,186 @@
+// Vectorized building blocks of the softmax-family CPU kernels
+// (ops/cpu/softmax.cpp, the cross_entropy kernels of ops/cpu/loss.cpp): max,
+// exp and float64 sums over contiguous runs of float or double.
+//
+// GCC does not vectorize std::exp/std::log, so exp and log go through Eigen's
+// packet math (array expressions over Eigen::Map). Sums are accumulated in
+// float64 with vector accumulators. A result depends on the run's length, its
+// start address modulo the vector width (Eigen does the unaligned head in
+// scalar code; CPU storage is 64-byte aligned, so that is a function of the
+// shape) and the ISA, never on the thread count. Hence the kernels' stack
+// buffers are alignas(64): an unaligned one would make values depend on each
+// thread's stack, i.e. on the thread count.
+//
+// Eigen's exp clamps its argument below (float: -88.72, double: -709.78), so
+// exp(-inf) comes out as a tiny positive number (2.9e-39 for float with AVX2
+// packets, 0 with AVX-512's; 5.6e-309 for double): exp_into flushes results
+// below the smallest normal number to 0, so exp(-inf) = 0 as softmax needs
+// (an extra pass, 5-10% of a softmax: skipped where Eigen's packets give 0,
+// not needed where the values are only summed, folded into softmax's scaling
+// pass; test_softmax_vectorized checks exp(-inf) = 0 in both builds).
+#pragma once
+
+// GCC 12 reports its own _mm512_undefined_* inside AVX-512 intrinsics (ours
+// and Eigen's) as "may be used uninitialized" where they are inlined into the
+// including file (GCC bug 105593): not our code, and harmless.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace minidl::cpu::softmax_rows {
+
+template <class T>
+using Run = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstRun = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Largest of p[0, n) (-inf when n == 0). With a NaN in the run the result is
+// unspecified (Eigen's fast max), which is harmless here: the NaN reaches
+// every output of its row through the sum of exps either way.
+template <class T>
+inline T run_max(const T* p, int64_t n) {
+  return n > 0 ? ConstRun<T>(p, n).maxCoeff() : -std::numeric_limits<T>::infinity();
+}
+
+// Whether Eigen's exp can leave tiny positives where 0 is right (all but float with AVX-512).
+template <class T>
+constexpr bool kExpNeedsFlush =
+#if defined(__AVX512F__)
+    !std::is_same_v<T, float>;
+#else
+    true;
+#endif
+
+// out[0, n) = exp(expr) for an Eigen array expression of n values, flushed
+// (see the header comment).
+template <class T, class Expr>
+inline void exp_into(T* out, int64_t n, const Expr& expr) {
+  Run<T>(out, n) = expr.exp();
+  if constexpr (kExpNeedsFlush<T>) {
+    constexpr T kMin = std::numeric_limits<T>::min();
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] < kMin ? T(0) : out[i];
+  }
+}
+
+// exp_into without the flush, for values that are only summed (a tiny
+// positive in place of 0 changes no sum that has a term >= 1 in it).
+template <class T, class Expr>
+inline void exp_for_sum(T* out, int64_t n, const Expr& expr) {
+  Run<T>(out, n) = expr.exp();
+}
+
+// p[i] *= scale[i] (scale_step 1) or *= scale[0] (scale_step 0), with the flush
+// of exp_into folded in: p holds exp_for_sum's values.
+template <class T>
+inline void scale_flushed(T* p, int64_t n, const T* scale, int64_t scale_step) {
+  if constexpr (kExpNeedsFlush<T>) {
+    constexpr T kMin = std::numeric_limits<T>::min();
+    // Select, then multiply: the form GCC if-converts and vectorizes.
+    if (scale_step == 0) {
+      const T s = scale[0];
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i] < kMin ? T(0) : p[i];
+        p[i] = v * s;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = p[i] < kMin ? T(0) : p[i];
+        p[i] = v * scale[i];
+      }
+    }
+  } else if (scale_step == 0) {
+    Run<T>(p, n) *= scale[0];
+  } else {
+    Run<T>(p, n) *= ConstRun<T>(scale, n);
+  }
+}
+
+// sum_i double(p[i]) and sum_i double(a[i] * b[i]) (the product rounded to T
+// first, as the scalar loops did).
+inline double widened_sum(const double* p, int64_t n) { return n > 0 ? ConstRun<double>(p, n).sum() : 0.0; }
+inline double widened_dot(const double* a, const double* b, int64_t n) {
+  return n > 0 ? (ConstRun<double>(a, n) * ConstRun<double>(b, n)).sum() : 0.0;
+}
+
+namespace detail {
+
+// Two vector accumulators of doubles over float input; Load(i) gives 8 (AVX-512)
+// or 4 (AVX) floats starting at i. Tail and horizontal sum in scalar order.
+template <class Load, class Scalar>
+inline double widened_reduce(int64_t n, Load load, Scalar scalar) {
+  int64_t i = 0;
+  double s = 0.0;
+#if defined(__AVX512F__)
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(load(i)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(load(i + 8)));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(a0, a1));
+  s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+#elif defined(__AVX__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(load(i)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(load(i + 4)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (; i < n; ++i) s += scalar(i);
+  return s;
+}
+
+}  // namespace detail
+
+inline double widened_sum(const float* p, int64_t n) {
+#if defined(__AVX512F__)
+  auto load = [p](int64_t i) { return _mm256_loadu_ps(p + i); };
+#elif defined(__AVX__)
+  auto load = [p](int64_t i) { return _mm_loadu_ps(p + i); };
+#else
+  auto load = [](int64_t) { return 0; };
+#endif
+  return detail::widened_reduce(n, load, [p](int64_t i) { return static_cast<double>(p[i]); });
+}
+
+inline double widened_dot(const float* a, const float* b, int64_t n) {
+#if defined(__AVX512F__)
+  auto load = [a, b](int64_t i) { return _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)); };
+#elif defined(__AVX__)
+  auto load = [a, b](int64_t i) { return _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)); };
+#else
+  auto load = [](int64_t) { return 0; };
+#endif
+  return detail::widened_reduce(n, load, [a, b](int64_t i) { return static_cast<double>(a[i] * b[i]); });
+}
+
+// Rows shorter than kShortRow go through the vector math several at a time,
+// up to kShortRowsBlock values, each row's scalar (max, lse, 1 / sum) spread
+// to a per-value buffer: per row, a run of a few values would be the tail
+// loop of scalar std::exp.
+constexpr int64_t kShortRow = 32;
+constexpr int64_t kShortRowsBlock = 1024;
+
+// buf[r * D + d] = per_row[r] for r < rows, d < D.
+template <class T>
+inline void spread_rows(const T* per_row, int64_t rows, int64_t D, T* buf) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < D; ++d) buf[r * D + d] = per_row[r];
+}
+
+// sum[i] += double(p[i]) for i in [0, n): the column-wise sums (plain loop, vectorized by the compiler).
+template <class T>
+inline void add_widened(double* sum, const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum[i] += static_cast<double>(p[i]);
+}
+
+}  // namespace minidl::cpu::softmax_rows
