@@ -244,6 +244,8 @@ void bench_reduce() {
     xg.set_grad(Tensor());
     max_pool2d(xg, {3, 3}, {2, 2}, {1, 1}).backward(dy_pool);
   });
+}
+
 // --only softmax: softmax and log_softmax over the last dim (a classifier's
 // 256x1000, a language model's 64x32000) and over the channels of a
 // segmentation batch (dim 1 of 8x21x128x128), then cross_entropy with class

@@ -379,6 +379,8 @@ def bench_reduce(args):
 
     timed("adaptive_avg_pool2d_1_fwd_bwd", xs, gap_fwd_bwd)
     timed("max_pool2d_3x3s2p1_fwd_bwd", xs, pool_fwd_bwd)
+
+
 def bench_softmax(args):
     """Twin of bench_ops.cpp's bench_softmax (--only softmax)."""
     cases = [((256, 1000), -1, "256x1000 dim -1"), ((64, 32000), -1, "64x32000 dim -1"),
