@@ -4,10 +4,11 @@
 //
 // GCC does not vectorize std::exp/std::log, so exp and log go through Eigen's
 // packet math (array expressions over Eigen::Map). Sums are accumulated in
-// float64 with vector accumulators. A result depends on the run's length, its
-// start address modulo the vector width (Eigen does the unaligned head in
-// scalar code; CPU storage is 64-byte aligned, so that is a function of the
-// shape) and the ISA, never on the thread count. Hence the kernels' stack
+// float64 with vector accumulators (cpu::sum_of, the reductions' own). A
+// result depends on the run's length, its start address modulo the vector
+// width (Eigen does the unaligned head in scalar code; CPU storage is 64-byte
+// aligned, so that is a function of the shape) and the ISA, never on the
+// thread count. Hence the kernels' stack
 // buffers are alignas(64): an unaligned one would make values depend on each
 // thread's stack, i.e. on the thread count.
 //
@@ -20,18 +21,18 @@
 // pass; test_softmax_vectorized checks exp(-inf) = 0 in both builds).
 #pragma once
 
-// GCC 12 reports its own _mm512_undefined_* inside AVX-512 intrinsics (ours
-// and Eigen's) as "may be used uninitialized" where they are inlined into the
+// GCC 12 reports its own _mm512_undefined_* inside AVX-512 intrinsics (in
+// Eigen's packet math) as "may be used uninitialized" where they are inlined into the
 // including file (GCC bug 105593): not our code, and harmless.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <immintrin.h>
-
 #include <Eigen/Core>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+
+#include "minidl/ops/cpu/sum_span.h"
 
 namespace minidl::cpu::softmax_rows {
 
@@ -102,65 +103,15 @@ inline void scale_flushed(T* p, int64_t n, const T* scale, int64_t scale_step) {
 }
 
 // sum_i double(p[i]) and sum_i double(a[i] * b[i]) (the product rounded to T
-// first, as the scalar loops did).
-inline double widened_sum(const double* p, int64_t n) { return n > 0 ? ConstRun<double>(p, n).sum() : 0.0; }
-inline double widened_dot(const double* a, const double* b, int64_t n) {
-  return n > 0 ? (ConstRun<double>(a, n) * ConstRun<double>(b, n)).sum() : 0.0;
+// first, as the scalar loops did): the reductions' vectorized sum
+// (ops/cpu/sum_span.h).
+template <class T>
+inline double widened_sum(const T* p, int64_t n) {
+  return sum_span<double>(p, n);
 }
-
-namespace detail {
-
-// Two vector accumulators of doubles over float input; Load(i) gives 8 (AVX-512)
-// or 4 (AVX) floats starting at i. Tail and horizontal sum in scalar order.
-template <class Load, class Scalar>
-inline double widened_reduce(int64_t n, Load load, Scalar scalar) {
-  int64_t i = 0;
-  double s = 0.0;
-#if defined(__AVX512F__)
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(load(i)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(load(i + 8)));
-  }
-  alignas(64) double lanes[8];
-  _mm512_store_pd(lanes, _mm512_add_pd(a0, a1));
-  s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-#elif defined(__AVX__)
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  for (; i + 8 <= n; i += 8) {
-    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(load(i)));
-    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(load(i + 4)));
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
-  s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#endif
-  for (; i < n; ++i) s += scalar(i);
-  return s;
-}
-
-}  // namespace detail
-
-inline double widened_sum(const float* p, int64_t n) {
-#if defined(__AVX512F__)
-  auto load = [p](int64_t i) { return _mm256_loadu_ps(p + i); };
-#elif defined(__AVX__)
-  auto load = [p](int64_t i) { return _mm_loadu_ps(p + i); };
-#else
-  auto load = [](int64_t) { return 0; };
-#endif
-  return detail::widened_reduce(n, load, [p](int64_t i) { return static_cast<double>(p[i]); });
-}
-
-inline double widened_dot(const float* a, const float* b, int64_t n) {
-#if defined(__AVX512F__)
-  auto load = [a, b](int64_t i) { return _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)); };
-#elif defined(__AVX__)
-  auto load = [a, b](int64_t i) { return _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)); };
-#else
-  auto load = [](int64_t) { return 0; };
-#endif
-  return detail::widened_reduce(n, load, [a, b](int64_t i) { return static_cast<double>(a[i] * b[i]); });
+template <class T>
+inline double widened_dot(const T* a, const T* b, int64_t n) {
+  return sum_of<double>(n, [a, b](int64_t i) { return a[i] * b[i]; });
 }
 
 // Rows shorter than kShortRow go through the vector math several at a time,

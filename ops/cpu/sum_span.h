@@ -1,5 +1,6 @@
 // The vectorized sum every CPU reduction of a contiguous run shares
-// (ops/cpu/reduce.cpp, global average pooling in ops/cpu/pooling.cpp).
+// (ops/cpu/reduce.cpp, global average pooling in ops/cpu/pooling.cpp, the
+// softmax and class-loss kernels' float64 sums in ops/cpu/softmax_rows.h).
 // Internal to ops/cpu/.
 #pragma once
 
@@ -7,22 +8,28 @@
 
 namespace minidl::cpu {
 
-// Sum of x[0, n) in Acc (double for floating types, int64 for integers) with
-// 32 independent accumulators: enough adds in flight to hide their latency
-// (4 AVX-512 or 8 AVX2 vectors of doubles), so the loop runs at load speed
-// (8 accumulators were one vector, latency-bound). Combined pairwise; a little
-// more accurate than one running sum, never less. The order depends on n only.
-template <class Acc, class T>
-Acc sum_span(const T* x, int64_t n) {
+// Sum of value(0) ... value(n - 1) in Acc with 32 independent accumulators:
+// enough adds in flight to hide their latency (4 AVX-512 or 8 AVX2 vectors of
+// doubles), so the loop runs at load speed (8 accumulators were one vector,
+// latency-bound). Combined pairwise; a little more accurate than one running
+// sum, never less. The order depends on n only.
+template <class Acc, class Value>
+Acc sum_of(int64_t n, Value value) {
   constexpr int kLanes = 32;
   Acc lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<Acc>(x[i + k]);
-  for (int k = 0; i < n; ++i, ++k) lane[k] += static_cast<Acc>(x[i]);  // the tail, still independent adds
+    for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<Acc>(value(i + k));
+  for (int k = 0; i < n; ++i, ++k) lane[k] += static_cast<Acc>(value(i));  // the tail, still independent adds
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) lane[k] += lane[k + w];
   return lane[0];
+}
+
+// Sum of x[0, n) in Acc (double for floating types, int64 for integers).
+template <class Acc, class T>
+Acc sum_span(const T* x, int64_t n) {
+  return sum_of<Acc>(n, [x](int64_t i) { return x[i]; });
 }
 
 }  // namespace minidl::cpu
