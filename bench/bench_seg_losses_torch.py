@@ -3,28 +3,13 @@
 object per line. Usage: python3 bench/bench_seg_losses_torch.py [--threads 2] [--reps 15]"""
 import argparse
 import json
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
 
-LAST_CPU_MS = [0.0]  # median CPU time of this thread over the last median_ms's runs (report's cpu_ms)
-
-
-def median_ms(f, reps):
-    for _ in range(3):
-        f()
-    times, cpu = [], []
-    for _ in range(reps):
-        c0 = time.thread_time()
-        t0 = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t0) * 1e3)
-        cpu.append((time.thread_time() - c0) * 1e3)
-    LAST_CPU_MS[0] = statistics.median(cpu)
-    return statistics.median(times)
+from bench_torch import LAST_CPU_MS, median_ms  # the same warm-up and median as bench_ops' twin
 
 
 def report(op, shape, ms, threads):

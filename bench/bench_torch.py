@@ -20,8 +20,12 @@ LAST_CPU_MS = [0.0]  # median CPU time of this thread over the last median_ms's 
 
 
 def median_ms(f, reps):
-    for _ in range(3):
+    # Warm-up as bench_util.h's median_ms: at least 3 calls and at least 50 ms.
+    warm_until = time.perf_counter() + 0.05
+    calls = 0
+    while calls < 3 or time.perf_counter() < warm_until:
         f()
+        calls += 1
     times, cpu = [], []
     for _ in range(reps):
         c0 = time.thread_time()
