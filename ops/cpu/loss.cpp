@@ -26,6 +26,7 @@ using cpu::softmax_rows::add_widened;
 using cpu::softmax_rows::ConstRun;
 using cpu::softmax_rows::exp_for_sum;
 using cpu::softmax_rows::exp_into;
+using cpu::softmax_rows::short_rows_exp_sums;
 using cpu::softmax_rows::kShortRow;
 using cpu::softmax_rows::kShortRowsBlock;
 using cpu::softmax_rows::run_max;
@@ -137,21 +138,11 @@ void block_lse(const T* x, const ClassGeometry& g, int64_t first, int64_t n, dou
   if (S == 1 && C < kShortRow) {
     // Short rows: sub-blocks of rows through the vector math at once.
     alignas(64) T mx[kPositionBlock], spread[kShortRowsBlock], e[kShortRowsBlock];
+    alignas(64) double sums[kShortRowsBlock];
     for (int64_t r0 = 0; r0 < n; r0 += kShortRowsBlock / C) {
-      const int64_t rows = std::min(kShortRowsBlock / C, n - r0), m = rows * C;
-      const T* xr = x + (first + r0) * C;
-      for (int64_t r = 0; r < rows; ++r) {
-        T v = -std::numeric_limits<T>::infinity();
-        for (int64_t c = 0; c < C; ++c) v = std::max(v, xr[r * C + c]);
-        mx[r] = v;
-      }
-      spread_rows(mx, rows, C, spread);
-      exp_for_sum(e, m, ConstRun<T>(xr, m) - ConstRun<T>(spread, m));
-      for (int64_t r = 0; r < rows; ++r) {
-        double sum = 0.0;
-        for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[r * C + c]);
-        buf[r] = static_cast<T>(sum);
-      }
+      const int64_t rows = std::min(kShortRowsBlock / C, n - r0);
+      short_rows_exp_sums(x + (first + r0) * C, rows, C, mx, spread, e, sums);
+      for (int64_t r = 0; r < rows; ++r) buf[r] = static_cast<T>(sums[r]);
       Run<T>(buf, rows) = Run<T>(buf, rows).log();
       for (int64_t r = 0; r < rows; ++r) lse[r0 + r] = static_cast<double>(mx[r]) + static_cast<double>(buf[r]);
     }

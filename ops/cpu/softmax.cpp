@@ -30,6 +30,7 @@ using cpu::softmax_rows::kShortRow;
 using cpu::softmax_rows::kShortRowsBlock;
 using cpu::softmax_rows::run_max;
 using cpu::softmax_rows::scale_flushed;
+using cpu::softmax_rows::short_rows_exp_sums;
 using cpu::softmax_rows::Run;
 using cpu::softmax_rows::spread_rows;
 using cpu::softmax_rows::widened_dot;
@@ -94,18 +95,9 @@ template <class T>
 void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool log) {
   const int64_t m = rows * D;
   alignas(64) T mx[kShortRowsBlock], per_row[kShortRowsBlock], spread[kShortRowsBlock];
-  for (int64_t r = 0; r < rows; ++r) {
-    T v = -std::numeric_limits<T>::infinity();
-    for (int64_t d = 0; d < D; ++d) v = std::max(v, x[r * D + d]);
-    mx[r] = v;
-  }
-  spread_rows(mx, rows, D, spread);
-  exp_for_sum(y, m, ConstRun<T>(x, m) - ConstRun<T>(spread, m));
-  for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0.0;
-    for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(y[r * D + d]);
-    per_row[r] = static_cast<T>(log ? sum : 1.0 / sum);
-  }
+  alignas(64) double sums[kShortRowsBlock];
+  short_rows_exp_sums(x, rows, D, mx, spread, y, sums);
+  for (int64_t r = 0; r < rows; ++r) per_row[r] = static_cast<T>(log ? sums[r] : 1.0 / sums[r]);
   if (log) Run<T>(per_row, rows) = Run<T>(per_row, rows).log() + ConstRun<T>(mx, rows);  // the shift m + log(sum)
   spread_rows(per_row, rows, D, spread);
   if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);

@@ -28,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -126,6 +127,27 @@ template <class T>
 inline void spread_rows(const T* per_row, int64_t rows, int64_t D, T* buf) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t d = 0; d < D; ++d) buf[r * D + d] = per_row[r];
+}
+
+// The first half of a softmax over `rows` short rows of D values at x
+// (rows * D <= kShortRowsBlock): mx[r] = row r's max, e = exp(x - mx) of every
+// value (unflushed: exp_for_sum), sums[r] = row r's sum of e in double.
+// spread: scratch of rows * D values.
+template <class T>
+inline void short_rows_exp_sums(const T* x, int64_t rows, int64_t D, T* mx, T* spread, T* e, double* sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T v = -std::numeric_limits<T>::infinity();
+    for (int64_t d = 0; d < D; ++d) v = std::max(v, x[r * D + d]);
+    mx[r] = v;
+  }
+  spread_rows(mx, rows, D, spread);
+  const int64_t m = rows * D;
+  exp_for_sum(e, m, ConstRun<T>(x, m) - ConstRun<T>(spread, m));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(e[r * D + d]);
+    sums[r] = sum;
+  }
 }
 
 // sum[i] += double(p[i]) for i in [0, n): the column-wise sums (plain loop, vectorized by the compiler).
