@@ -29,7 +29,8 @@ void bce_forward_kernel(const Tensor& x, const Tensor& t, const Tensor& out) {
   array_loop<T>(
       out,
       [](const auto& xv, const auto& tv) {
-        const auto log_x = vec::log(xv).max(T(-100)), log_1mx = (-xv).log1p().max(T(-100));
+        const auto log_x = vec::log(xv).max(T(-100));  // two declarations: the types differ
+        const auto log_1mx = (-xv).log1p().max(T(-100));
         return -(tv * log_x + (T(1) - tv) * log_1mx);
       },
       x, t);
