@@ -68,6 +68,11 @@ def print_table(header, rows, best, format_row):
             print(format_row(op, shape, m, t))
 
 
+def least_cpu_ms(raw, impl, op, shape):
+    """The least cpu_ms over every raw line of (impl, op, shape) that has one."""
+    return min(l["cpu_ms"] for l in raw if (l["impl"], l["op"], l["shape"]) == (impl, op, shape) and "cpu_ms" in l)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build", help="CMake build directory holding bench/bench_ops")
@@ -163,11 +168,8 @@ def main():
         if cpu_rows:
             # Process CPU time of one step / threads, least over all reps and rounds: on a
             # loaded machine it moves much less than wall time.
-            def least_cpu(impl, op, shape):
-                return min(l["cpu_ms"] for l in raw if (l["impl"], l["op"], l["shape"]) == (impl, op, shape) and "cpu_ms" in l)
-
             def cpu_row(op, shape, m, t):
-                mc, tc = least_cpu("minidl", op, shape), least_cpu("pytorch", op, shape)
+                mc, tc = least_cpu_ms(raw, "minidl", op, shape), least_cpu_ms(raw, "pytorch", op, shape)
                 return f"{op:<22} {shape:<16} {mc:>14.1f} {tc:>14.1f} {tc / mc:>6.2f}"
 
             print()
@@ -177,11 +179,8 @@ def main():
     # which a loaded machine inflates much less than wall time (compare at --threads 1).
     op_cpu_rows = [r for r in order if r not in train_rows and "cpu_ms" in best.get(("minidl",) + r, {})]
     if op_cpu_rows:
-        def least(impl, op, shape):
-            return min(l["cpu_ms"] for l in raw if (l["impl"], l["op"], l["shape"]) == (impl, op, shape))
-
         def op_cpu_row(op, shape, m, t):
-            mc, tc = least("minidl", op, shape), least("pytorch", op, shape)
+            mc, tc = least_cpu_ms(raw, "minidl", op, shape), least_cpu_ms(raw, "pytorch", op, shape)
             return f"{op:<30} {shape:<14} {mc:>14.2f} {tc:>14.2f} {tc / mc:>6.2f}"
 
         print()
