@@ -21,25 +21,45 @@
 
 namespace minidl {
 
+// The dims of `shape` with size-1 dims dropped and neighbours merged where
+// every operand is contiguous across them (innermost last); `empty` when a
+// dim is 0. Shared by for_each_row and the tiled transposed copy.
+template <size_t N>
+struct MergedDims {
+  Shape dims;
+  std::array<Shape, N> strides;
+  bool empty = false;
+};
+
+template <size_t N>
+MergedDims<N> merge_dims(const Shape& shape, const std::array<Shape, N>& strides) {
+  MergedDims<N> m;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (shape[d] == 0) {
+      m.empty = true;
+      return m;
+    }
+    bool merge = !m.dims.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = m.strides[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      m.dims.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) m.strides[k].back() = strides[k][d];
+    } else {
+      m.dims.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) m.strides[k].push_back(strides[k][d]);
+    }
+  }
+  return m;
+}
+
 template <size_t N, class RowFn>
 void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, RowFn&& row,
                   int64_t min_parallel_numel = 32768) {
-  // Collapse dims (innermost last); drop size-1 dims.
-  Shape dims;
-  std::array<Shape, N> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (shape[d] == 0) return;
-    bool merge = !dims.empty();
-    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      dims.back() *= shape[d];
-      for (size_t k = 0; k < N; ++k) st[k].back() = strides[k][d];
-    } else {
-      dims.push_back(shape[d]);
-      for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
-    }
-  }
+  MergedDims<N> m = merge_dims(shape, strides);
+  if (m.empty) return;
+  Shape& dims = m.dims;
+  std::array<Shape, N>& st = m.strides;
   if (dims.empty()) {  // a single element
     dims.push_back(1);
     for (size_t k = 0; k < N; ++k) st[k].push_back(1);

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "minidl/core/dtype.h"
+#include "minidl/ops/cpu/strided_loop.h"
 #include "minidl/ops/cpu/transpose8.h"
 
 namespace minidl {
@@ -75,22 +76,10 @@ bool copy_transposed_cpu(const Tensor& dst, const Tensor& src) {
   // Cheap exits first: most copies (clones, small tensors) are not transposes.
   if (dst.dtype() != src.dtype() || src.is_contiguous() || dst.numel() < 64 || dst.shape() != src.shape())
     return false;
-  // Merge dims contiguous on both sides (size-1 dims dropped), as for_each_row does.
-  Shape dims, ds, ss;
-  for (size_t d = 0; d < dst.shape().size(); ++d) {
-    const int64_t n = dst.shape()[d];
-    if (n == 1) continue;
-    if (n == 0) return false;  // nothing to copy: the general loop returns at once
-    if (!dims.empty() && ds.back() == dst.strides()[d] * n && ss.back() == src.strides()[d] * n) {
-      dims.back() *= n;
-      ds.back() = dst.strides()[d];
-      ss.back() = src.strides()[d];
-    } else {
-      dims.push_back(n);
-      ds.push_back(dst.strides()[d]);
-      ss.push_back(src.strides()[d]);
-    }
-  }
+  // Dims contiguous on both sides merged (size-1 dims dropped), as for_each_row does.
+  const MergedDims<2> m = merge_dims<2>(dst.shape(), {dst.strides(), src.strides()});
+  if (m.empty) return false;  // nothing to copy: the general loop returns at once
+  const Shape &dims = m.dims, &ds = m.strides[0], &ss = m.strides[1];
   const size_t nd = dims.size();
   if (nd < 2 || ds[nd - 1] != 1 || ss[nd - 2] != 1 || ss[nd - 1] == 1) return false;
   const int64_t M = dims[nd - 2], N = dims[nd - 1];
