@@ -158,8 +158,14 @@ void max_pool_plane_vec(const float* xp, float* yp, int64_t* ip, const PoolGeome
   // reads (load_run<2> reads 16 floats from each tap).
   const int64_t Wp = std::max(p + W, S * 8 * blocks + k);
   thread_local std::vector<float> rows;
-  rows.assign(static_cast<size_t>(H * Wp), -std::numeric_limits<float>::infinity());
-  for (int64_t h = 0; h < H; ++h) std::copy(xp + h * W, xp + (h + 1) * W, rows.data() + h * Wp + p);
+  rows.resize(static_cast<size_t>(H * Wp));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t h = 0; h < H; ++h) {  // the pads -inf, the input between them
+    float* r = rows.data() + h * Wp;
+    std::fill(r, r + p, kNegInf);
+    std::copy(xp + h * W, xp + (h + 1) * W, r + p);
+    std::fill(r + p + W, r + Wp, kNegInf);
+  }
   const I8 lane = {0, S, 2 * S, 3 * S, 4 * S, 5 * S, 6 * S, 7 * S};
   for (int64_t oh = 0; oh < g.out[1]; ++oh) {
     const Taps& th = t.h[static_cast<size_t>(oh)];
