@@ -2,7 +2,10 @@
 // pooling.cpp's max_pool_plane_vec) against the general nest, which float64
 // still takes: float32 values widen exactly, so values and indices must be
 // identical, through ties, NaN, -inf windows, padding, ceil_mode, row widths
-// around the 8-output blocks, non-contiguous input and 1 vs 2 threads.
+// around the 8-output blocks, non-contiguous input and 1 vs 2 threads. And
+// the plain 2x2 / 2x2x2 stride-2 window path (every dtype takes it) against a
+// direct window loop written here: values and indices through ties and NaN.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -20,6 +23,14 @@ struct Case {
   bool ceil;
 };
 
+// Elements that differ (two NaNs are equal here).
+int64_t mismatches(const std::vector<double>& a, const std::vector<double>& b) {
+  int64_t bad = a.size() == b.size() ? 0 : 1;
+  for (size_t j = 0; j < std::min(a.size(), b.size()); ++j)
+    bad += !(a[j] == b[j] || (std::isnan(a[j]) && std::isnan(b[j])));
+  return bad;
+}
+
 // float32 (vector path) against float64 (general nest): same values and indices.
 void check_case(const Tensor& x, const Case& c) {
   CAPTURE(c.k);
@@ -31,9 +42,7 @@ void check_case(const Tensor& x, const Case& c) {
   auto [y64, i64] = max_pool2d_with_indices(x.to(kFloat64), {c.k, c.k}, {c.s, c.s}, {c.p, c.p}, {1, 1}, c.ceil);
   REQUIRE(y.shape() == y64.shape());
   const std::vector<double> a = y.to_vector<double>(), b = y64.to_vector<double>();
-  int64_t bad = 0;
-  for (size_t j = 0; j < a.size(); ++j) bad += !(a[j] == b[j] || (std::isnan(a[j]) && std::isnan(b[j])));
-  CHECK(bad == 0);
+  CHECK(mismatches(a, b) == 0);
   CHECK(i.to_vector<int64_t>() == i64.to_vector<int64_t>());
 }
 
@@ -86,4 +95,69 @@ TEST_CASE("vector max_pool2d on non-contiguous input and at 1 vs 2 threads") {
   CHECK(i1.to_vector<int64_t>() == i2.to_vector<int64_t>());
   check_case(big, {3, 2, 1, false});
   CHECK(max_pool2d(zeros({0, 3, 8, 8}), {3, 3}, {2, 2}, {1, 1}).shape() == Shape{0, 3, 4, 4});
+}
+
+namespace {
+
+// PyTorch's max pooling rule over a (kd, 2, 2) window of stride (kd, 2, 2),
+// written out: the first tap starts, a larger value or a NaN replaces it.
+void direct_plain_pool(const std::vector<double>& x, int64_t planes, int64_t D, int64_t H, int64_t W, int64_t kd,
+                       std::vector<double>& y, std::vector<int64_t>& idx) {
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t od = 0; od < D / kd; ++od)
+      for (int64_t oh = 0; oh < H / 2; ++oh)
+        for (int64_t ow = 0; ow < W / 2; ++ow) {
+          double best = 0;
+          int64_t at = -1;
+          for (int64_t a = 0; a < kd; ++a)
+            for (int64_t b = 0; b < 2; ++b)
+              for (int64_t c = 0; c < 2; ++c) {
+                const int64_t i = ((od * kd + a) * H + 2 * oh + b) * W + 2 * ow + c;
+                const double v = x[static_cast<size_t>(pl * D * H * W + i)];
+                if (at < 0 || v > best || std::isnan(v)) {
+                  best = v;
+                  at = i;
+                }
+              }
+          y.push_back(best);
+          idx.push_back(at);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("plain 2x2 and 2x2x2 stride-2 pools equal a direct window loop: ties, NaN, odd sizes, every dtype") {
+  manual_seed(3);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Shape& shape : {Shape{2, 3, 4, 6, 10}, Shape{1, 2, 5, 7, 9}, Shape{2, 1, 2, 2, 2}}) {
+    Tensor x = randint(-2, 3, shape, kFloat64);  // few distinct values: many ties, exact in 16 bits
+    x.select(0, 0).select(0, 0).select(0, 1).select(0, 1).narrow(0, 0, 2).fill_(nan);
+    x.select(0, 0).select(0, 0).select(0, 0).select(0, 0).narrow(0, 1, 1).fill_(nan);
+    x.select(0, shape[0] - 1).select(0, 0).fill_(-std::numeric_limits<double>::infinity());
+    const std::vector<double> xv = x.to_vector<double>();
+    const int64_t planes = shape[0] * shape[1], D = shape[2], H = shape[3], W = shape[4];
+    for (const DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+      CAPTURE(dt);
+      CAPTURE(shape);
+      for (int64_t kd : {1, 2}) {
+        CAPTURE(kd);
+        std::vector<double> want;
+        std::vector<int64_t> want_i;
+        direct_plain_pool(xv, planes, D, H, W, kd, want, want_i);
+        auto [y, i] = max_pool3d_with_indices(x.to(dt), {kd, 2, 2}, {kd, 2, 2});
+        const std::vector<double> got = y.to_vector<double>();
+        REQUIRE(got.size() == want.size());
+        CHECK(mismatches(got, want) == 0);
+        CHECK(i.to_vector<int64_t>() == want_i);
+      }
+      // 2-D: each depth slice a plane of its own.
+      std::vector<double> want;
+      std::vector<int64_t> want_i;
+      direct_plain_pool(xv, planes * D, 1, H, W, 1, want, want_i);
+      auto [y, i] = max_pool2d_with_indices(x.to(dt).reshape({shape[0], shape[1] * D, H, W}), {2, 2}, {2, 2});
+      const std::vector<double> got = y.to_vector<double>();
+      CHECK(mismatches(got, want) == 0);
+      CHECK(i.to_vector<int64_t>() == want_i);
+    }
+  }
 }

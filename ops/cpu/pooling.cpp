@@ -80,31 +80,36 @@ inline Compute<T> load(T v) {
   return static_cast<Compute<T>>(v);
 }
 
-// The window is x[2oh..2oh+1][2ow..2ow+1] (all inside: no padding, floor
-// division); taps in the general nest's order, so ties and NaNs pick the same index.
+// The window is x[2od..2od+1][2oh..2oh+1][2ow..2ow+1] (3-D: kernel and stride
+// 2 along depth) or x[od][2oh..2oh+1][2ow..2ow+1] (2-D, and 3-D with depth
+// kernel 1), all inside: no padding, no dilation, floor division. Taps in the
+// general nest's order, so ties and NaNs pick the same index.
 bool is_plain_2x2(const PoolGeometry& g) {
-  return !g.adaptive && g.kernel[0] == 1 && g.stride[0] == 1 && g.padding[0] == 0 && g.in[0] == 1 &&
-         g.kernel[1] == 2 && g.kernel[2] == 2 && g.stride[1] == 2 && g.stride[2] == 2 && g.padding[1] == 0 &&
-         g.padding[2] == 0 && g.dilation[1] == 1 && g.dilation[2] == 1 && 2 * g.out[1] <= g.in[1] &&
-         2 * g.out[2] <= g.in[2];
+  const int64_t kd = g.kernel[0];
+  return !g.adaptive && (kd == 1 || kd == 2) && g.stride[0] == kd && g.padding[0] == 0 && g.dilation[0] == 1 &&
+         kd * g.out[0] <= g.in[0] && g.kernel[1] == 2 && g.kernel[2] == 2 && g.stride[1] == 2 &&
+         g.stride[2] == 2 && g.padding[1] == 0 && g.padding[2] == 0 && g.dilation[1] == 1 && g.dilation[2] == 1 &&
+         2 * g.out[1] <= g.in[1] && 2 * g.out[2] <= g.in[2];
 }
 
-// One output row of the 2x2 window from input rows r0, r1 (C: float or
+// One output row of the window from its R input rows (2 per depth tap, in the
+// nest's order; row r starts at flat index i0 + row_off[r]) (C: float or
 // double). Selects, not branches: random data mispredicts them.
-template <class C>
-void max_pool_2x2_row(const C* r0, const C* r1, C* y, int64_t* idx, int64_t OW, int64_t i0, int64_t W) {
+template <int R, class C>
+void max_pool_2x2_row(const C* const (&rows)[R], const int64_t (&row_off)[R], C* y, int64_t* idx, int64_t OW,
+                      int64_t i0) {
   for (int64_t ow = 0; ow < OW; ++ow) {
     // best starts at the first tap: the general nest's -inf start picks it too.
-    C best = r0[2 * ow];
-    int64_t tap = 0;
-    const C v[3] = {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
-    for (int k = 0; k < 3; ++k) {
-      const bool take = (v[k] > best) | (v[k] != v[k]);  // NaN propagates (the last NaN's index), as in PyTorch
-      best = take ? v[k] : best;
-      tap = take ? k + 1 : tap;
+    C best = rows[0][2 * ow];
+    int64_t at = row_off[0];
+    for (int t = 1; t < 2 * R; ++t) {
+      const C v = rows[t >> 1][2 * ow + (t & 1)];
+      const bool take = (v > best) | (v != v);  // NaN propagates (the last NaN's index), as in PyTorch
+      best = take ? v : best;
+      at = take ? row_off[t >> 1] + (t & 1) : at;
     }
     y[ow] = best;
-    idx[ow] = i0 + (tap >> 1) * W + 2 * ow + (tap & 1);
+    idx[ow] = i0 + at + 2 * ow;
   }
 }
 
@@ -115,24 +120,33 @@ inline void widen_row(const Half* in, float* out, int64_t n) { half_convert_kern
 inline void narrow_row(const float* in, BFloat16* out, int64_t n) { half_convert_kernels().f32_to_bf16(in, out, n); }
 inline void narrow_row(const float* in, Half* out, int64_t n) { half_convert_kernels().f32_to_f16(in, out, n); }
 
-// 16-bit planes go through float rows: converting is cheaper than comparing
-// 16-bit values one by one, and the float row loop vectorizes.
-template <class T>
-void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, int64_t W, int64_t OH, int64_t OW) {
-  if constexpr (is_half_v<T>) {
-    thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(2 * W + OW));
-    float *r0 = buf.data(), *r1 = r0 + W, *y = r1 + W;
+// One plane; KD input slices per output slice. 16-bit planes go through float
+// rows: converting is cheaper than comparing 16-bit values one by one, and
+// the float row loop vectorizes.
+template <int KD, class T>
+void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, const PoolGeometry& g) {
+  constexpr int R = 2 * KD;
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  int64_t row_off[R];
+  for (int r = 0; r < R; ++r) row_off[r] = (r >> 1) * H * W + (r & 1) * W;
+  for (int64_t od = 0; od < g.out[0]; ++od)
     for (int64_t oh = 0; oh < OH; ++oh) {
-      const T* x0 = xp + 2 * oh * W;
-      widen_row(x0, r0, 2 * W);
-      max_pool_2x2_row(r0, r1, y, ip + oh * OW, OW, 2 * oh * W, W);
-      narrow_row(y, yp + oh * OW, OW);  // one of the inputs: exact
+      const int64_t i0 = (od * KD * H + 2 * oh) * W, o = (od * OH + oh) * OW;
+      if constexpr (is_half_v<T>) {
+        thread_local std::vector<float> buf;
+        buf.resize(static_cast<size_t>(R * W + OW));
+        const float* rows[R];
+        for (int r = 0; r < R; ++r) rows[r] = buf.data() + r * W;
+        for (int d = 0; d < KD; ++d) widen_row(xp + i0 + row_off[2 * d], buf.data() + 2 * d * W, 2 * W);
+        float* y = buf.data() + R * W;
+        max_pool_2x2_row<R>(rows, row_off, y, ip + o, OW, i0);
+        narrow_row(y, yp + o, OW);  // one of the inputs: exact
+      } else {
+        const T* rows[R];
+        for (int r = 0; r < R; ++r) rows[r] = xp + i0 + row_off[r];
+        max_pool_2x2_row<R>(rows, row_off, yp + o, ip + o, OW, i0);
+      }
     }
-  } else {
-    for (int64_t oh = 0; oh < OH; ++oh)
-      max_pool_2x2_row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, yp + oh * OW, ip + oh * OW, OW, 2 * oh * W, W);
-  }
 }
 
 // 2-D float32 windows with stride 1 or 2 and no dilation (ResNet's 3x3
@@ -203,8 +217,12 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
   const int64_t H = g.in[1], W = g.in[2], in_plane = g.in_plane(), out_plane = g.out_plane();
   if (is_plain_2x2(g)) {
 #pragma omp parallel for schedule(static) if (g.planes * in_plane >= kParallelWork)
-    for (int64_t p = 0; p < g.planes; ++p)
-      max_pool_2x2_plane(x + p * in_plane, y + p * out_plane, idx + p * out_plane, W, g.out[1], g.out[2]);
+    for (int64_t p = 0; p < g.planes; ++p) {
+      if (g.kernel[0] == 2)
+        max_pool_2x2_plane<2>(x + p * in_plane, y + p * out_plane, idx + p * out_plane, g);
+      else
+        max_pool_2x2_plane<1>(x + p * in_plane, y + p * out_plane, idx + p * out_plane, g);
+    }
     return;
   }
   const PlaneTaps t(g);
