@@ -2,7 +2,8 @@
 // pooling.cpp's max_pool_plane_vec) against the general nest, which float64
 // still takes: float32 values widen exactly, so values and indices must be
 // identical, through ties, NaN, -inf windows, padding, ceil_mode, row widths
-// around the 8-output blocks, non-contiguous input and 1 vs 2 threads. And
+// around the 8-output blocks, non-contiguous input, 1 vs 2 threads, and
+// float16/bfloat16 (widened rows) against float64. And
 // the plain 2x2 / 2x2x2 stride-2 window path (every dtype takes it) against a
 // direct window loop written here: values and indices through ties and NaN.
 #include <algorithm>
@@ -95,6 +96,22 @@ TEST_CASE("vector max_pool2d on non-contiguous input and at 1 vs 2 threads") {
   CHECK(i1.to_vector<int64_t>() == i2.to_vector<int64_t>());
   check_case(big, {3, 2, 1, false});
   CHECK(max_pool2d(zeros({0, 3, 8, 8}), {3, 3}, {2, 2}, {1, 1}).shape() == Shape{0, 3, 4, 4});
+}
+
+TEST_CASE("vector max_pool2d on float16/bfloat16 (rows widened to float) equals the general nest") {
+  manual_seed(4);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const DType dt : {kBFloat16, kFloat16}) {
+    CAPTURE(dt);
+    for (int64_t w : {3, 8, 17, 28}) {
+      Tensor x = randn({2, 3, 9, w}).to(dt);
+      x.select(0, 0).select(0, 1).select(0, 4).narrow(0, w / 2, 1).fill_(nan);
+      x.select(0, 1).select(0, 2).fill_(-std::numeric_limits<double>::infinity());
+      for (const Case& c : cases())
+        if (c.k <= w + 2 * c.p && c.k <= 9 + 2 * c.p) check_case(x, c);
+    }
+    check_case(randint(-2, 3, {2, 2, 9, 21}).to(dt), {3, 2, 1, false});  // ties
+  }
 }
 
 namespace {

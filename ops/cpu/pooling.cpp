@@ -2,9 +2,10 @@
 // OpenMP task per N*C plane. Each output's window is precomputed per dimension
 // (the taps inside the input, and for avg the padded extent), so window pools,
 // dilation, ceil_mode and adaptive bins share one loop nest; 2-D is D = 1.
-// The 2x2 stride-2 window of every CNN has its own loop (a fifth of a SmallNet
-// training step went to the general nest); float32 windows of stride 1 or 2
-// (ResNet's 3x3 stride 2) compare 8 outputs at once. max pooling reads float16/bfloat16
+// The 2x2 (and UNet's 2x2x2) stride-2 window has its own loop (the general
+// nest's data-dependent branch mispredicts on random data: a fifth of a
+// SmallNet step, 15x max_pool3d's time); float32 and 16-bit windows of stride
+// 1 or 2 (ResNet's 3x3 stride 2) compare 8 outputs at once. max pooling reads float16/bfloat16
 // directly (comparisons in float32; the output is one of the inputs, the
 // gradient summed in float32 and rounded once: what Float32Compute's widened
 // copies gave, without them); avg pooling widens one plane at a time into a
@@ -149,8 +150,8 @@ void max_pool_2x2_plane(const T* xp, T* yp, int64_t* ip, const PoolGeometry& g) 
     }
 }
 
-// 2-D float32 windows with stride 1 or 2 and no dilation (ResNet's 3x3
-// stride-2 pool): 8 outputs of a row per step. The general nest compares one
+// 2-D float32 (and 16-bit, widened into the float rows) windows with stride
+// 1 or 2 and no dilation (ResNet's 3x3 stride-2 pool): 8 outputs of a row per step. The general nest compares one
 // tap at a time behind a data-dependent branch (12 cycles a tap on random
 // data). Each input row is first copied into a row padded with -inf, so every
 // window reads whole vectors; a -inf pad never beats the running best (which
@@ -162,8 +163,8 @@ bool is_vector_2d(const PoolGeometry& g) {
          g.in_plane() < (int64_t{1} << 31);  // indices in int32 lanes
 }
 
-template <int S>
-void max_pool_plane_vec(const float* xp, float* yp, int64_t* ip, const PoolGeometry& g, const PlaneTaps& t) {
+template <int S, class T>
+void max_pool_plane_vec(const T* xp, T* yp, int64_t* ip, const PoolGeometry& g, const PlaneTaps& t) {
   using transpose8::F8;
   using transpose8::I8;
   const int64_t H = g.in[1], W = g.in[2], OW = g.out[2], k = g.kernel[2], p = g.padding[2];
@@ -177,7 +178,10 @@ void max_pool_plane_vec(const float* xp, float* yp, int64_t* ip, const PoolGeome
   for (int64_t h = 0; h < H; ++h) {  // the pads -inf, the input between them
     float* r = rows.data() + h * Wp;
     std::fill(r, r + p, kNegInf);
-    std::copy(xp + h * W, xp + (h + 1) * W, r + p);
+    if constexpr (is_half_v<T>)
+      widen_row(xp + h * W, r + p, W);
+    else
+      std::copy(xp + h * W, xp + (h + 1) * W, r + p);
     std::fill(r + p + W, r + Wp, kNegInf);
   }
   const I8 lane = {0, S, 2 * S, 3 * S, 4 * S, 5 * S, 6 * S, 7 * S};
@@ -205,7 +209,7 @@ void max_pool_plane_vec(const float* xp, float* yp, int64_t* ip, const PoolGeome
         }
       }
       for (int64_t l = 0; l < n; ++l) {
-        yp[oh * OW + ow0 + l] = best[l];
+        yp[oh * OW + ow0 + l] = static_cast<T>(best[l]);  // one of the inputs: exact in T
         ip[oh * OW + ow0 + l] = best_i[l];
       }
     }
@@ -226,7 +230,7 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
     return;
   }
   const PlaneTaps t(g);
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<Compute<T>, float>) {  // float32 and the 16-bit types (widened rows)
     if (is_vector_2d(g)) {
 #pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
       for (int64_t p = 0; p < g.planes; ++p) {
