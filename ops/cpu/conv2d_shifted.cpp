@@ -243,6 +243,29 @@ ShiftedProblem forward_problem(const Conv2dGeometry& g, int64_t lanes) {
 // Should (image, group) pairs be spread over threads (else the tiles of each)?
 bool split_over_images(const Conv2dGeometry& g, int threads) { return g.batch * g.groups >= threads; }
 
+// Runs image(n, group, buffer, out, split) for every (image, group) pair with
+// this thread's operand and product buffers: pairs spread over the threads,
+// or (one thread, or fewer pairs than threads) in turn with the tiles of each
+// split over the threads.
+template <class T, class Image>
+void for_each_image(const Conv2dGeometry& g, size_t buffer_size, size_t out_size, Image image) {
+  const int64_t G = g.groups;
+  const int threads = conv2d_threads(g);
+  if (threads == 1 || !split_over_images(g, threads)) {
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, threads > 1);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
+    T* out = thread_buffer<T>(Slot::kProduct, out_size);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -270,20 +293,7 @@ void conv2d_shifted_forward(const Conv2dGeometry& g, const T* x, const T* w, con
     }
   };
   const auto buffer_size = static_cast<size_t>(p.buffer_size), out_size = static_cast<size_t>(Kg * p.q_pad);
-  const int threads = conv2d_threads(g);
-  if (threads == 1 || !split_over_images(g, threads)) {
-    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
-    T* out = thread_buffer<T>(Slot::kProduct, out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, threads > 1);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
-    T* out = thread_buffer<T>(Slot::kProduct, out_size);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
-  }
+  for_each_image<T>(g, buffer_size, out_size, image);
 }
 
 namespace {
@@ -377,20 +387,7 @@ void conv2d_shifted_backward_input(const Conv2dGeometry& g, const T* dy, const T
       }
     }
   };
-  const int threads = conv2d_threads(g);
-  if (threads == 1 || !split_over_images(g, threads)) {
-    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
-    T* out = thread_buffer<T>(Slot::kProduct, out_size);
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, threads > 1);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    T* buffer = thread_buffer<T>(Slot::kOperandB, buffer_size);
-    T* out = thread_buffer<T>(Slot::kProduct, out_size);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.batch * G; ++i) image(i / G, i % G, buffer, out, false);
-  }
+  for_each_image<T>(g, buffer_size, out_size, image);
 }
 
 namespace {
