@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,15 +133,20 @@ OpNames op_names(ConvDirection d) {
 // The numerical notes of an engine configuration's engine (as
 // cudnn-frontend's hasNumericalNote, include/cudnn_frontend_Filters.h: an
 // engine descriptor created first, filled by CUDNN_ATTR_ENGINECFG_ENGINE).
-EngineNotes notes_of(cudnnBackendDescriptor_t cfg) {
+// nullopt when cuDNN does not say (the configuration is then skipped: an
+// engine whose notes are unknown may be one the filter refuses).
+std::optional<EngineNotes> notes_of(cudnnBackendDescriptor_t cfg) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t n = 0;
-  MINIDL_CUDNN_CHECK(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e));
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
+      CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   n = 0;
-  MINIDL_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                              static_cast<int64_t>(notes.size()), &n, notes.data()));
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               static_cast<int64_t>(notes.size()), &n, notes.data()) != CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
   EngineNotes r;
   for (int64_t i = 0; i < std::min<int64_t>(n, static_cast<int64_t>(notes.size())); ++i) {
     switch (notes[static_cast<size_t>(i)]) {
@@ -308,8 +314,9 @@ struct SearchLog {
   int offered = 0, excluded = 0, not_finalized = 0, failed_to_run = 0;
   std::string str() const {
     return "heuristics (mode A, then fallback) offered " + std::to_string(offered) + " engine configurations: " +
-           std::to_string(excluded) + " excluded by their numerical notes, " + std::to_string(not_finalized) +
-           " did not build an execution plan, " + std::to_string(failed_to_run) + " failed to run";
+           std::to_string(excluded) + " excluded by their numerical notes (or unreadable notes), " +
+           std::to_string(not_finalized) + " did not build an execution plan, " + std::to_string(failed_to_run) +
+           " failed to run";
   }
 };
 
@@ -326,7 +333,8 @@ std::shared_ptr<const GraphPlan> search(cudnnHandle_t h, const ConvShape& s, con
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     for (BackendDescriptor& cfg : engine_configs(g, mode)) {
       ++log.offered;
-      if (engine_excluded(notes_of(cfg.get()), key)) {
+      const std::optional<EngineNotes> notes = notes_of(cfg.get());
+      if (!notes || engine_excluded(*notes, key)) {
         ++log.excluded;
         continue;
       }
@@ -350,7 +358,7 @@ std::shared_ptr<const GraphPlan> search(cudnnHandle_t h, const ConvShape& s, con
   for (const auto& p : timed) ms.push_back(time_plan(h, *p, key.device, x, w, y));
   const std::optional<size_t> best = fastest_plan(ms);
   if (best && try_run(h, *timed[*best], key.device, x, w, y)) return timed[*best];
-  log.failed_to_run += static_cast<int>(timed.size());
+  log.failed_to_run += best ? 1 : static_cast<int>(timed.size());
   return nullptr;
 }
 
@@ -389,7 +397,9 @@ bool run_graph(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const vo
   }
   cache().insert(key, p);
   if (!p) {
-    std::fprintf(stderr, "minidl warning: conv (cuDNN graph API, MINIDL_CUDNN_GRAPH=1): no plan for input %s, weight %s, %s: %s; this shape runs on the legacy API\n",
+    std::fprintf(stderr,
+                 "minidl warning: conv (cuDNN graph API, MINIDL_CUDNN_GRAPH=1): no plan for input %s, weight %s, "
+                 "%s: %s; this shape runs on the legacy API\n",
                  shape_str(Shape(key.x_sizes.begin(), key.x_sizes.begin() + s.nd())).c_str(),
                  shape_str(Shape(key.w_sizes.begin(), key.w_sizes.begin() + s.nd())).c_str(),
                  dtype_name(key.dtype), why.c_str());
