@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,14 +45,45 @@ struct GraphPlan {
   int64_t workspace = 0;
 };
 
-// nullptr: no plan for this key (the legacy API runs it). Per thread, as
-// PyTorch's (Conv_v8.cpp: "thread_local BenchmarkCache ... cuDNN Execution
-// Plans are not guaranteed to be thread safe across all engines"; PR 103939:
-// plans shared across threads are a known limitation of the backend API), and
-// a plan is built with the calling thread's handle (core/cuda/library_handles.h).
-ConvAlgoCache<std::shared_ptr<const GraphPlan>>& cache() {
-  thread_local ConvAlgoCache<std::shared_ptr<const GraphPlan>> c;
-  return c;
+// One plan cache per cuDNN handle; nullptr: no plan for this key (the legacy
+// API runs it). A plan is built with a handle (graph and plan attributes) and
+// is not safe to share between threads: PyTorch keeps its plans thread_local
+// (Conv_v8.cpp: "cuDNN Execution Plans are not guaranteed to be thread safe
+// across all engines"; pytorch/pytorch PR 103939). Here a handle belongs to
+// one thread at a time (core/cuda/library_handles.h: per (thread, device),
+// back to a pool at thread exit), so a cache per handle gives the same
+// guarantee and lets a later thread that takes the handle (nn::DataParallel
+// starts its workers per call) reuse the plans instead of searching again.
+class PlanCaches {
+ public:
+  using Cache = ConvAlgoCache<std::shared_ptr<const GraphPlan>>;
+  Cache& of(cudnnHandle_t h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<Cache>& c = caches_[h];
+    if (!c) c = std::make_unique<Cache>();
+    return *c;  // stable: caches are never erased (handles are never destroyed either)
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& [h, c] : caches_) n += c->size();
+    return n;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [h, c] : caches_) c->clear();  // a plan in use lives on in its caller's shared_ptr
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<cudnnHandle_t, std::unique_ptr<Cache>> caches_;
+};
+
+PlanCaches& caches() {
+  // Never destroyed, as the handle pools: destroying cuDNN descriptors after
+  // the CUDA runtime has unloaded at exit can crash.
+  static auto* c = new PlanCaches;
+  return *c;
 }
 
 std::atomic<int64_t> g_graph_calls{0}, g_legacy_calls{0};
@@ -371,7 +404,7 @@ bool run_graph(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const vo
   // Every tensor descriptor claims 16-byte alignment (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT);
   // a view at an odd offset goes to the legacy API instead.
   if (!aligned16(x) || !aligned16(w) || !aligned16(y)) return false;
-  if (const auto hit = cache().find(key)) {
+  if (const auto hit = caches().of(h).find(key)) {
     if (!*hit) return false;
     Tensor ws;
     try {
@@ -395,7 +428,7 @@ bool run_graph(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const vo
   } catch (const Error& e) {
     why = e.what();
   }
-  cache().insert(key, p);
+  caches().of(h).insert(key, p);
   if (!p) {
     std::fprintf(stderr,
                  "minidl warning: conv (cuDNN graph API, MINIDL_CUDNN_GRAPH=1): no plan for input %s, weight %s, "
@@ -437,8 +470,8 @@ bool graph_backward_filter(cudnnHandle_t h, const ConvShape& s, const ConvKey& k
   return run(h, s, key, x, dw, dy);
 }
 
-size_t conv_graph_cache_size() { return cache().size(); }
-void clear_conv_graph_cache() { cache().clear(); }
+size_t conv_graph_cache_size() { return caches().size(); }
+void clear_conv_graph_cache() { caches().clear(); }
 
 ConvGraphStats conv_graph_stats() {
   return {g_graph_calls.load(std::memory_order_relaxed), g_legacy_calls.load(std::memory_order_relaxed)};

@@ -7,9 +7,9 @@
 // benchmark: the first configuration whose plan builds and runs on the
 // call's buffers (PyTorch's try_configs); with it: the fastest of the first
 // eight plans that build (timed with CUDA events on the call's buffers). The
-// plan is cached per ConvKey, per thread (as PyTorch: plans are tied to the
-// thread's handle and not safe to share across threads), with every
-// descriptor it was built from.
+// plan is cached per ConvKey and per cuDNN handle (so never used by two
+// threads at once; PyTorch keeps its plans thread_local for that reason),
+// with every descriptor it was built from.
 //
 // Why: on an H100 the legacy API's algorithms ran ResNet-18's CIFAR convs up
 // to 2x slower than PyTorch 2.11 does through this API (bench/RESULTS.md).
@@ -44,8 +44,8 @@ bool graph_backward_data(cudnnHandle_t h, const ConvShape& s, const ConvKey& key
 bool graph_backward_filter(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const void* x, const void* dy,
                            void* dw);
 
-// The calling thread's cached plans (all directions; a failed search is
-// cached too, as nullptr); clear for tests.
+// Cached plans of every handle (all directions; a failed search is cached
+// too, as nullptr); clear for tests.
 size_t conv_graph_cache_size();
 void clear_conv_graph_cache();
 
