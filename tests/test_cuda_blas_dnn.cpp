@@ -6,7 +6,9 @@
 // groups, depthwise, 1x1, unbatched; transposed convolutions (which run the
 // conv stubs); non-contiguous inputs (the ops make
 // them contiguous on the device); the cuDNN benchmark and deterministic
-// paths; float16 and bfloat16 (float32 compute) against float32 on the CPU.
+// paths; float16 and bfloat16 (float32 compute) against float32 on the CPU;
+// under MINIDL_CUDNN_GRAPH=1, that the convolutions really took cuDNN's
+// graph API (ops/cudnn/conv_graph.h).
 //
 // Needs a CUDA device: without one (or in a build without -DMINIDL_CUDA=ON)
 // it prints "skipped: no CUDA device (<reason>)" and exits 77, which CTest
@@ -22,6 +24,9 @@
 #include "tests/device_test_util.h"
 #include "tests/cuda_test.h"
 #include "tests/test_util.h"
+#ifdef MINIDL_WITH_CUDA
+#include "minidl/ops/cudnn/conv_graph.h"  // conv_graph_stats (needs CUDA's headers)
+#endif
 
 using namespace minidl;
 using minidl::testing::leaves_on;
@@ -272,3 +277,42 @@ TEST_CASE("float16 and bfloat16 on cuBLAS and cuDNN (float32 compute) match floa
                      [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], p); });
   }
 }
+
+#ifdef MINIDL_WITH_CUDA
+// Under MINIDL_CUDNN_GRAPH=1 (scripts/gpu-check.sh runs this file so) the
+// comparisons above pass whether or not the graph API ran: it falls back to
+// the legacy API silently but for one stderr line. Here aligned, contiguous
+// convolutions must really run through it, all three directions, in every
+// cudnn mode and dtype (PyTorch runs all of these through this API).
+// Without MINIDL_CUDNN_GRAPH=1 the graph API is off and there is nothing to check.
+TEST_CASE("MINIDL_CUDNN_GRAPH=1: convolutions run through cuDNN's graph API, not the legacy fallback") {
+  using namespace cudnn_conv;
+  if (!graph_api_enabled()) {
+    MESSAGE("MINIDL_CUDNN_GRAPH is not 1: the graph API is off");
+    return;
+  }
+  manual_seed(9);
+  const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  for (bool benchmark : {false, true}) {
+    for (bool deterministic : {false, true}) {
+      for (DType d : {kFloat32, kFloat64, kFloat16}) {
+        CAPTURE(benchmark);
+        CAPTURE(deterministic);
+        CAPTURE(dtype_name(d));
+        backends::BackendSettingsGuard g(
+            {.cudnn_allow_tf32 = false, .cudnn_benchmark = benchmark, .cudnn_deterministic = deterministic});
+        clear_conv_graph_cache();
+        const ConvGraphStats before = conv_graph_stats();
+        Tensor x = randn({2, 4, 9, 9}).to(kGpu).to(d).requires_grad_(true);
+        Tensor w = randn({8, 4, 3, 3}).to(kGpu).to(d).requires_grad_(true);
+        conv2d(x, w, Tensor(), p).backward(randn({2, 8, 9, 9}).to(kGpu).to(d));
+        cuda::synchronize();
+        const ConvGraphStats after = conv_graph_stats();
+        CHECK(after.graph_calls - before.graph_calls == 3);  // y, dx, dw
+        CHECK(after.legacy_calls - before.legacy_calls == 0);
+        CHECK(conv_graph_cache_size() == 3);
+      }
+    }
+  }
+}
+#endif  // MINIDL_WITH_CUDA

@@ -8,16 +8,20 @@
 //     row-major product computed directly;
 //   - ops/cudnn/conv_key.h: conv shapes from 2-D/3-D geometries, key
 //     equality and hashing (every field matters), the algorithm cache;
+//   - ops/cudnn/conv_graph_policy.h: the graph API's engine filter by
+//     numerical notes (PyTorch's) and the choice of the fastest timed plan;
 //   - core/backend_settings.h: PyTorch's defaults, setters, the guard.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "minidl/core/backend_settings.h"
 #include "minidl/ops/cuda/gemm_args.h"
+#include "minidl/ops/cudnn/conv_graph_policy.h"
 #include "minidl/ops/cudnn/conv_key.h"
 
 using namespace minidl;
@@ -340,4 +344,41 @@ TEST_CASE("backend settings: PyTorch's defaults, setters, scoped guard") {
   std::thread([] { cudnn::set_deterministic(true); }).join();
   CHECK(cudnn::deterministic());
   cudnn::set_deterministic(false);
+}
+
+TEST_CASE("cuDNN graph API engine filter: PyTorch's rules by numerical note, dtype and switches") {
+  using namespace cudnn_conv;
+  Conv2dGeometry g;
+  g.in_channels = g.out_channels = 2, g.in_h = g.in_w = 5, g.kernel_h = g.kernel_w = 3;
+  conv2d_set_output_size(g);
+  const ConvShape s = conv_shape(g);
+  auto key = [&](DType d, ConvSwitches sw) { return make_conv_key(ConvDirection::Forward, s, d, 0, sw); };
+  const ConvSwitches dflt{}, det{true, true, false}, no_tf32{false, false, false};
+  const EngineNotes plain{}, nondet{true, false, false}, down{false, true, false}, tc{false, false, true};
+  for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    CHECK_FALSE(engine_excluded(plain, key(d, dflt)));
+    CHECK_FALSE(engine_excluded(plain, key(d, det)));
+    CHECK_FALSE(engine_excluded(nondet, key(d, dflt)));  // allowed unless deterministic
+    CHECK(engine_excluded(nondet, key(d, det)));
+    CHECK(engine_excluded(down, key(d, dflt)));  // always refused
+    CHECK_FALSE(engine_excluded(tc, key(d, dflt)));  // allow_tf32 defaults to true
+  }
+  // Tensor cores are TF32 only for float32 data: refused there without allow_tf32.
+  CHECK(engine_excluded(tc, key(kFloat32, no_tf32)));
+  CHECK_FALSE(engine_excluded(tc, key(kFloat64, no_tf32)));
+  CHECK_FALSE(engine_excluded(tc, key(kFloat16, no_tf32)));
+  CHECK_FALSE(engine_excluded(tc, key(kBFloat16, no_tf32)));
+}
+
+TEST_CASE("cuDNN graph API benchmark: the fastest plan that ran, the first on ties, none when none ran") {
+  using cudnn_conv::fastest_plan;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(fastest_plan({}).has_value());
+  CHECK_FALSE(fastest_plan({inf, inf}).has_value());
+  CHECK_FALSE(fastest_plan({nan}).has_value());
+  CHECK(fastest_plan({0.5f}).value() == 0);
+  CHECK(fastest_plan({inf, 0.7f, 0.3f, nan, 0.9f}).value() == 2);
+  CHECK(fastest_plan({0.4f, 0.2f, 0.2f}).value() == 1);
+  CHECK(fastest_plan({nan, 0.0f}).value() == 1);
 }

@@ -1,12 +1,15 @@
 // Convolutions through cuDNN's graph ("backend") API, the route PyTorch takes
 // by default (aten/src/ATen/native/cudnn/Conv_v8.cpp): one convolution node
 // per graph, engine configurations from cuDNN's heuristics (mode A, then
-// the fallback list), filtered as PyTorch does (no down-converted inputs; no
-// tensor-core engines for float32 unless cudnn allow_tf32; no
-// non-deterministic ones under deterministic), then the first that builds an
-// execution plan, or with cudnn benchmark on the fastest of the first eight
-// (timed with CUDA events on the call's buffers). The plan is cached per
-// ConvKey with every descriptor it was built from.
+// the fallback list), filtered as PyTorch does (ops/cudnn/conv_graph_policy.h:
+// no down-converted inputs; no tensor-core engines for float32 unless cudnn
+// allow_tf32; no non-deterministic ones under deterministic). Without cudnn
+// benchmark: the first configuration whose plan builds and runs on the
+// call's buffers (PyTorch's try_configs); with it: the fastest of the first
+// eight plans that build (timed with CUDA events on the call's buffers). The
+// plan is cached per ConvKey and per cuDNN handle (so never used by two
+// threads at once; PyTorch keeps its plans thread_local for that reason),
+// with every descriptor it was built from.
 //
 // Why: on an H100 the legacy API's algorithms ran ResNet-18's CIFAR convs up
 // to 2x slower than PyTorch 2.11 does through this API (bench/RESULTS.md).
@@ -14,11 +17,16 @@
 // EXPERIMENTAL, opt-in: MINIDL_CUDNN_GRAPH=1 in the environment. Compiled,
 // not run on a GPU yet; the legacy API (conv.cpp) stays the default until
 // this has passed tests/test_cuda_ops on a GPU. Returning false (no engine
-// configuration applies, or a pointer is not 16-byte aligned) sends the call
-// to the legacy API. CUDA build only.
+// configuration builds and runs, cuDNN refuses a descriptor, or a pointer is
+// not 16-byte aligned) sends the call to the legacy API; a shape that finds
+// no plan prints one "minidl warning:" line to stderr saying why. CUDA build
+// only.
 #pragma once
 
 #include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
 
 #include "minidl/ops/cudnn/conv_key.h"
 
@@ -36,8 +44,17 @@ bool graph_backward_data(cudnnHandle_t h, const ConvShape& s, const ConvKey& key
 bool graph_backward_filter(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const void* x, const void* dy,
                            void* dw);
 
-// Cached plans (all directions; a failed build is cached too); clear for tests.
+// Cached plans of every handle (all directions; a failed search is cached
+// too, as nullptr); clear for tests.
 size_t conv_graph_cache_size();
 void clear_conv_graph_cache();
+
+// Calls of graph_* since the process started (all threads): run through the
+// graph API, or sent to the legacy API. Lets a GPU test prove that
+// MINIDL_CUDNN_GRAPH=1 really took the graph path.
+struct ConvGraphStats {
+  int64_t graph_calls = 0, legacy_calls = 0;
+};
+ConvGraphStats conv_graph_stats();
 
 }  // namespace minidl::cudnn_conv
