@@ -80,6 +80,9 @@ Packet pexp_float_fast(const Packet& x) {
   Packet m, y;
   pexp_float_reduce(pmax(pmin(x, pset1<Packet>(89.0f)), pset1<Packet>(-104.0f)), m, y);
   const PacketI mi = pcast<Packet, PacketI>(m);
+  // One factor where every lane's m is in [-126, 127] (|x| <= 87): a
+  // predictable branch, the two factors cost ~20% (sigmoid on AVX2).
+  if (!predux_any(pcmp_lt(pset1<Packet>(87.0f), pabs(x)))) return pmul(y, pexp2_int<Packet>(mi));
   const PacketI m1 = parithmetic_shift_right<1>(mi);
   return pmul(pmul(y, pexp2_int<Packet>(m1)), pexp2_int<Packet>(psub(mi, m1)));
 }
@@ -127,7 +130,11 @@ struct LogOp {
 };
 
 // 1 / (1 + exp(-x)) for x >= 0, e / (1 + e) with e = exp(x) below: exp never
-// overflows, so large |x| gives 0 or 1, never inf / inf.
+// overflows, so large |x| gives 0 or 1, never inf / inf. Float's exp is
+// pexp_float_fast (AVX2 math-only 64x256x28x28, 1 thread: 8.8 -> 4.9 ms;
+// AVX-512: 3.8 -> 2.9; worst error over every 61st float 2.7 ulp). The
+// division stays: rcp + Newton steps measured slower (two steps, needed for
+// sigmoid(0) = 0.5 and sigmoid(inf) = 1 exactly: +20%; one step: +10%).
 template <class T>
 struct SigmoidOp {
   T operator()(const T& x) const {
@@ -138,7 +145,9 @@ struct SigmoidOp {
   template <class Packet>
   Packet packetOp(const Packet& x) const {
     using namespace Eigen::internal;
-    const Packet e = ExpOp<T>().packetOp(pnegate(pabs(x)));
+    Packet e;
+    if constexpr (std::is_same_v<T, float>) e = pexp_float_fast(pnegate(pabs(x)));
+    else e = ExpOp<T>().packetOp(pnegate(pabs(x)));
     const Packet s = pdiv(pset1<Packet>(T(1)), padd(pset1<Packet>(T(1)), e));
     return pselect(pcmp_lt(x, pzero(x)), pmul(e, s), s);  // NaN: not < 0, 1 / (1 + NaN) = NaN
   }
