@@ -38,12 +38,19 @@ constexpr T kExpHalveBeyond = std::is_same_v<T, float> ? T(87) : T(708);
 template <class T>
 constexpr int kLogScaleBits = std::is_same_v<T, float> ? 24 : 54;
 
-// m = round(x / ln 2) and exp(x - m ln 2) (r in [-ln2 / 2, ln2 / 2]).
+// The shared reduction: t = x log2(e) + (1.5 2^23 + 127) rounds x log2(e)
+// to the nearest integer m (|x| < 2^22) and holds m + 127 in its low
+// mantissa bits, so 2^m is t's bits shifted left by 23 for m in [-127, 128]
+// (-127: 0, 128: inf) with no float-to-int conversion or floor; y = exp(r),
+// r = x - m ln 2 in [-ln2 / 2, ln2 / 2] (ln 2 in two parts), by Eigen's
+// pexp_float polynomial (Cephes coefficients).
 template <class Packet>
-void pexp_float_reduce(const Packet& x, Packet& m, Packet& y) {
+Packet pexp_float_reduce(const Packet& x, Packet& y) {
   using namespace Eigen::internal;
-  m = pfloor(pmadd(x, pset1<Packet>(1.44269504088896341f), pset1<Packet>(0.5f)));
-  Packet r = pmadd(m, pset1<Packet>(-0.693359375f), x);  // x - m ln 2, ln 2 in two parts
+  const Packet magic = pset1<Packet>(12582912.0f + 127.0f);
+  const Packet t = pmadd(x, pset1<Packet>(1.44269504088896341f), magic);
+  const Packet m = psub(t, magic);
+  Packet r = pmadd(m, pset1<Packet>(-0.693359375f), x);
   r = pmadd(m, pset1<Packet>(2.12194440e-4f), r);
   const Packet r2 = pmul(r, r), r3 = pmul(r2, r);
   y = pmadd(pset1<Packet>(1.9875691500E-4f), r, pset1<Packet>(1.3981999507E-3f));
@@ -53,6 +60,15 @@ void pexp_float_reduce(const Packet& x, Packet& m, Packet& y) {
   y1 = pmadd(y1, r, pset1<Packet>(5.0000001201E-1f));
   y = pmadd(y, r3, y1);
   y = pmadd(y, r2, y2);
+  return t;
+}
+
+// 2^m from pexp_float_reduce's t (m in [-127, 128]).
+template <class Packet>
+Packet pexp2_of_reduced(const Packet& t) {
+  using namespace Eigen::internal;
+  using PacketI = typename unpacket_traits<Packet>::integer_packet;
+  return preinterpret<Packet>(plogical_shift_left<23>(preinterpret<PacketI>(t)));
 }
 
 // 2^k for integer packets k in [-127, 128] (-127: 0, 128: inf).
@@ -63,28 +79,27 @@ Packet pexp2_int(const PacketI& k) {
 }
 
 // exp(x) for float packets: the polynomial of Eigen's pexp_float (Cephes
-// coefficients: same accuracy), with 2^m built from exponent bits as two
-// factors 2^(m/2) 2^(m - m/2) instead of Eigen's generic pldexp, which all
-// but its AVX-512 float path use and which made AVX2 exp ~3x slower than
-// AVX-512's (256000 values, 1 thread: 0.105 vs 0.037 ms). Two factors: results
-// down to the subnormals round once, as they should; x clamped to [-104, 89]
-// keeps m in [-150, 128], so each factor is a normal number, exp(x < -103.3)
-// rounds to 0 and exp(x > 88.72) overflows to inf. NaN propagates (Eigen's
-// pmin/pmax return their first argument when it is NaN).
-// Measured within 1 ulp of the correctly rounded exp over every float in
-// [-110, 90] (subnormal results included).
+// coefficients: same accuracy), with 2^m built from exponent bits instead of
+// Eigen's generic pldexp, which all but its AVX-512 float path use and which
+// made AVX2 exp ~3x slower than AVX-512's (256000 values, 1 thread: 0.105 vs
+// 0.037 ms). Where a lane has |x| > 87, 2^m is two factors 2^(m/2)
+// 2^(m - m/2), so results down to the subnormals round once, as they should;
+// x clamped to [-104, 89] keeps m in [-150, 128], each factor a normal
+// number, exp(x < -103.3) rounds to 0 and exp(x > 88.72) overflows to inf.
+// Elsewhere (a predictable branch) one factor: the two cost ~20% (sigmoid,
+// AVX2). NaN propagates (Eigen's pmin/pmax return their first argument when
+// it is NaN). Measured within 1 ulp of the correctly rounded exp over every
+// float in [-110, 90] (tests/test_vec_math.cpp checks every 4099th).
 template <class Packet>
 Packet pexp_float_fast(const Packet& x) {
   using namespace Eigen::internal;
   using PacketI = typename unpacket_traits<Packet>::integer_packet;
-  Packet m, y;
-  pexp_float_reduce(pmax(pmin(x, pset1<Packet>(89.0f)), pset1<Packet>(-104.0f)), m, y);
-  const PacketI mi = pcast<Packet, PacketI>(m);
-  // One factor where every lane's m is in [-126, 127] (|x| <= 87): a
-  // predictable branch, the two factors cost ~20% (sigmoid on AVX2).
-  if (!predux_any(pcmp_lt(pset1<Packet>(87.0f), pabs(x)))) return pmul(y, pexp2_int<Packet>(mi));
-  const PacketI m1 = parithmetic_shift_right<1>(mi);
-  return pmul(pmul(y, pexp2_int<Packet>(m1)), pexp2_int<Packet>(psub(mi, m1)));
+  Packet y;
+  const Packet t = pexp_float_reduce(pmax(pmin(x, pset1<Packet>(89.0f)), pset1<Packet>(-104.0f)), y);
+  if (!predux_any(pcmp_lt(pset1<Packet>(87.0f), pabs(x)))) return pmul(y, pexp2_of_reduced(t));
+  const PacketI mi = psub(preinterpret<PacketI>(t), preinterpret<PacketI>(pset1<Packet>(12582912.0f)));
+  const PacketI m1 = parithmetic_shift_right<1>(psub(mi, pset1<PacketI>(127)));  // m = mi - 127
+  return pmul(pmul(y, pexp2_int<Packet>(m1)), pexp2_int<Packet>(psub(psub(mi, pset1<PacketI>(127)), m1)));
 }
 
 // pexp_float_fast with one factor, for the softmax kernels (1.2x faster): x
@@ -96,10 +111,9 @@ Packet pexp_float_fast(const Packet& x) {
 template <class Packet>
 Packet pexp_float_fast_normal(const Packet& x) {
   using namespace Eigen::internal;
-  using PacketI = typename unpacket_traits<Packet>::integer_packet;
-  Packet m, y;
-  pexp_float_reduce(pmax(pmin(x, pset1<Packet>(89.0f)), pset1<Packet>(-88.0f)), m, y);
-  return pmul(y, pexp2_int<Packet>(pcast<Packet, PacketI>(m)));
+  Packet y;
+  const Packet t = pexp_float_reduce(pmax(pmin(x, pset1<Packet>(89.0f)), pset1<Packet>(-88.0f)), y);
+  return pmul(y, pexp2_of_reduced(t));
 }
 
 template <class T>
