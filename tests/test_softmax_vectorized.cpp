@@ -501,3 +501,45 @@ TEST_CASE("vectorized softmax and cross_entropy on a non-contiguous input equal 
     CHECK(same_bits(values(xg.grad()), values(xcg.grad())));
   }
 }
+
+TEST_CASE("vectorized softmax and cross_entropy: exps below the smallest normal number are 0, in packets and tails") {
+  // Rows (D = 37: packets and a scalar tail; 1000) and columns (the same values
+  // along dim 0) whose logits x - max sweep the flush boundary (float32: ln of
+  // the smallest normal = -87.34; float64: -708.40), every 5th -inf. softmax and
+  // cross_entropy's gradient (softmax - one-hot, reduction sum) must be exactly
+  // 0 at -inf, close to the exact value where that is normal, and within the
+  // smallest normal number of it below (flushed to 0 or a subnormal: AVX-512's
+  // float exp is not flushed, ops/cpu/softmax_rows.h).
+  for (const DType dtype : {kFloat32, kFloat64}) {
+    const double tiny = dtype == kFloat32 ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
+    const double edge = std::log(tiny);
+    for (const int64_t D : {int64_t{37}, int64_t{1000}}) {
+      CAPTURE(D);
+      std::vector<double> row(static_cast<size_t>(D));
+      for (int64_t k = 1; k < D; ++k) row[k] = k % 5 == 0 ? -kInf : edge - 1.5 + 3.0 * double(k) / double(D);
+      std::vector<double> v;
+      for (int r = 0; r < 20; ++r) v.insert(v.end(), row.begin(), row.end());
+      const Tensor x = tensor(v, {20, D}, dtype);  // 20 rows: 20 columns along dim 0
+      for (const bool columns : {false, true}) {
+        CAPTURE(columns);
+        const Tensor xin = columns ? x.t().contiguous() : x;  // columns: (D, 20), class dim 0
+        const int64_t dim = columns ? 0 : 1;
+        const std::vector<double> y = (columns ? softmax(xin, dim).t().contiguous() : softmax(xin, dim)).to_vector<double>();
+        Tensor xg = x.detach().requires_grad_();
+        cross_entropy(xg, tensor(std::vector<int64_t>(20, 0), {20}, kInt64), Reduction::Sum).backward();
+        const std::vector<double> gx = xg.grad().to_vector<double>();
+        Real sum = 0;  // row's sum of exp(x - max), max = 0
+        for (double e : row) sum += std::exp(Real(e));
+        for (int64_t k = 1; k < D; ++k) {
+          const double exact = double(std::exp(Real(row[k])) / sum);
+          for (const double got : {y[k], gx[D + k]}) {  // row 1 of each
+            CAPTURE(row[k]);
+            if (row[k] == -kInf) CHECK(got == 0.0);
+            else CHECK(std::abs(got - exact) <= 1e-5 * exact + (exact < 1.01 * tiny ? tiny : 0.0));
+            CHECK(got >= 0.0);
+          }
+        }
+      }
+    }
+  }
+}

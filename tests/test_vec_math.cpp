@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "minidl/core/parallel.h"
+#include "minidl/ops/cpu/array_math.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -246,6 +247,48 @@ void check_bce() {
   CHECK_MESSAGE(w <= 1.0, "bce grad target: " << where);
 }
 
+// The packet exps of array_math.h applied to every value (ArrayXf is aligned
+// and n a multiple of 16: all through packets).
+template <bool kNormal>
+struct FastExpFn {
+  float operator()(float x) const { return std::exp(x); }
+  template <class Packet>
+  Packet packetOp(const Packet& x) const {
+    return kNormal ? vec::pexp_float_fast_normal(x) : vec::pexp_float_fast(x);
+  }
+};
+
+}  // namespace
+
+template <bool kNormal>
+struct Eigen::internal::functor_traits<FastExpFn<kNormal>> {
+  enum { Cost = 10, PacketAccess = packet_traits<float>::HasExp };
+};
+
+namespace {
+
+// Every 4099th float in [-110, 90], +-0, +-inf, NaN and the range edges, in
+// sorted order and then permuted (packets mixing |x| <= 87 with lanes that
+// need pexp_float_fast's two factors or overflow), padded to a multiple of 16.
+std::vector<float> fast_exp_inputs(bool permuted) {
+  std::vector<float> v{0.f, -0.f, INFINITY, -INFINITY, NAN, 87.f, -87.f, 87.0001f, -87.0001f, 88.37f, 88.38f,
+                       88.72f, 88.73f, -87.33f, -87.34f, -88.f, -103.2f, -103.3f, -104.f, -104.1f};
+  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4099) {
+    const uint32_t bits = static_cast<uint32_t>(b);
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (x >= -110.f && x <= 90.f) v.push_back(x);
+  }
+  while (v.size() % 16) v.push_back(1.f);
+  if (permuted) {
+    std::vector<float> p(v.size());
+    for (size_t i = 0; i < v.size(); ++i) p[i] = v[(i * 7919) % v.size()];  // 7919: prime, not a factor of n
+    REQUIRE(v.size() % 7919 != 0);
+    v = p;
+  }
+  return v;
+}
+
 template <class T>
 bool same_bits(const Tensor& a, const Tensor& b) {
   const std::vector<T> va = a.template to_vector<T>(), vb = b.template to_vector<T>();
@@ -289,5 +332,53 @@ TEST_CASE("vectorized elementwise math: bit-identical at 1 and 2 threads") {
   for (size_t i = 0; i < one.size(); ++i) {
     CAPTURE(i);
     CHECK(same_bits<float>(one[i], two[i]));
+  }
+}
+
+TEST_CASE("pexp_float_fast, pexp_float_fast_normal and float sigmoid: bounds over the float range, mixed packets") {
+  // pexp_float_fast: within 1 ulp of the correctly rounded exp everywhere
+  // (subnormal results, 0 below -103.3, inf above 88.72). _normal: the same
+  // where the result is normal and x < 88.38; inf from 88.38; 0 or a value
+  // below the smallest normal where the exact result is below it.
+  for (const bool permuted : {false, true}) {
+    CAPTURE(permuted);
+    const std::vector<float> in = fast_exp_inputs(permuted);
+    const Eigen::ArrayXf x = Eigen::Map<const Eigen::ArrayXf>(in.data(), Eigen::Index(in.size()));
+    const Eigen::ArrayXf fast = x.unaryExpr(FastExpFn<false>()), normal = x.unaryExpr(FastExpFn<true>());
+    const Eigen::ArrayXf sig = vec::sigmoid(x);
+    int bad_fast = 0, bad_normal = 0, bad_sig = 0;
+    double worst_sig = 0;
+    for (Eigen::Index i = 0; i < x.size(); ++i) {
+      const float xi = x[i];
+      const float want = static_cast<float>(std::exp(LD(xi)));
+      auto within_1ulp = [&](float got) {
+        if (std::isnan(want) || std::isinf(want)) return (std::isnan(want) && std::isnan(got)) || got == want;
+        return std::abs(LD(got) - LD(want)) <= LD(ulp_of<float>(LD(want)));
+      };
+      if (!within_1ulp(fast[i]) && ++bad_fast <= 3) MESSAGE("fast exp(" << xi << ") = " << fast[i] << ", want " << want);
+      bool ok_normal;
+      if (std::isnan(xi)) ok_normal = std::isnan(normal[i]);
+      else if (xi >= 88.38f) ok_normal = std::isinf(normal[i]) && normal[i] > 0;
+      else if (want < std::numeric_limits<float>::min()) ok_normal = normal[i] >= 0 && normal[i] <= std::numeric_limits<float>::min();
+      else ok_normal = within_1ulp(normal[i]);
+      if (xi <= -88.f) ok_normal = ok_normal && normal[i] == 0.f;
+      if (!ok_normal && ++bad_normal <= 3) MESSAGE("normal exp(" << xi << ") = " << normal[i] << ", want " << want);
+      // Sigmoid: 4 ulp (the op-level bound above), exactly 0.5 at 0, 0 and 1 at -+inf, NaN for NaN.
+      const LD X = xi;
+      const LD ref = X >= 0 ? 1 / (1 + std::exp(-X)) : std::exp(X) / (1 + std::exp(X));
+      if (std::isnan(xi)) {
+        if (!std::isnan(sig[i])) ++bad_sig;
+        continue;
+      }
+      const double e = double(std::abs(LD(sig[i]) - ref) / ulp_of<float>(ref));
+      worst_sig = std::max(worst_sig, e);
+      if (e > 4 && ++bad_sig <= 3) MESSAGE("sigmoid(" << xi << ") = " << sig[i] << ", want " << double(ref));
+      if (xi == 0.f && sig[i] != 0.5f) ++bad_sig;
+      if (std::isinf(xi) && sig[i] != (xi > 0 ? 1.f : 0.f)) ++bad_sig;
+    }
+    MESSAGE("float sigmoid worst " << worst_sig << " ulp");
+    CHECK(bad_fast == 0);
+    CHECK(bad_normal == 0);
+    CHECK(bad_sig == 0);
   }
 }
