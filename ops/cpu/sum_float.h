@@ -34,6 +34,16 @@ constexpr int kSumLanes = 16;                          // double lanes, and floa
 constexpr int kSumGroupVecs = 16;                      // vectors added pairwise in float32 per group
 constexpr int64_t kSumGroup = kSumLanes * kSumGroupVecs;  // 256 floats
 
+// Software prefetch of the cache lines [p + kPrefetchAhead, + bytes): the
+// streaming reductions (these sums, amax/amin rows) read faster from memory
+// with it (4096x4096 float amax at 1 thread: 1.86 -> 1.21 ms with 8 KiB, 1.62
+// with 2 KiB; the hardware prefetcher alone falls behind). Past the end of the
+// data it only fetches a neighbour's lines: prefetches never fault.
+constexpr int kPrefetchAhead = 8192;
+inline void prefetch_ahead(const void* p, int bytes) {
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(p) + kPrefetchAhead + b);
+}
+
 // The definition (any target); the vector versions below give the same bits.
 inline double sum_floats_portable(const float* x, int64_t n) {
   double lane[kSumLanes] = {};
@@ -80,7 +90,10 @@ inline __m512 pairwise_vectors(const float* p) {
     hi = _mm512_add_pd(hi, _mm512_maskz_cvtps_pd(0xFF, __builtin_shufflevector(g, g, 8, 9, 10, 11, 12, 13, 14, 15)));
   };
   const int64_t groups = n / kSumGroup;
-  for (int64_t t = 0; t < groups; ++t) add(pairwise_vectors<kSumGroupVecs>(x + t * kSumGroup));
+  for (int64_t t = 0; t < groups; ++t) {
+    prefetch_ahead(x + t * kSumGroup, kSumGroup * sizeof(float));
+    add(pairwise_vectors<kSumGroupVecs>(x + t * kSumGroup));
+  }
   int64_t i = groups * kSumGroup;
   for (; i + kSumLanes <= n; i += kSumLanes) add(_mm512_loadu_ps(x + i));
   // The last values into lanes 0, 1, ...; the others get +0, which changes no
@@ -113,6 +126,7 @@ inline __m256 pairwise_vectors(const float* p) {
   const int64_t groups = n / kSumGroup;
   for (int64_t t = 0; t < groups; ++t) {
     const float* p = x + t * kSumGroup;
+    prefetch_ahead(p, kSumGroup * sizeof(float));
     add(pairwise_vectors<kSumGroupVecs>(p), pairwise_vectors<kSumGroupVecs>(p + 8));
   }
   int64_t i = groups * kSumGroup;
