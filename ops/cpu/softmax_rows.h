@@ -146,11 +146,12 @@ inline void scale_flushed(T* p, int64_t n, const T* scale, int64_t scale_step) {
 }
 
 // sum_i double(p[i]) and sum_i double(a[i] * b[i]) (the product rounded to T
-// first, as the scalar loops did): the reductions' vectorized sum
-// (ops/cpu/sum_span.h).
+// first, as the scalar loops did): sum_of, every value widened to double
+// (ops/cpu/sum_span.h), not sum_span's float32 groups: the softmax and loss
+// sums keep the accuracy (and bits) they had.
 template <class T>
 inline double widened_sum(const T* p, int64_t n) {
-  return sum_span<double>(p, n);
+  return sum_of<double>(n, [p](int64_t i) { return p[i]; });
 }
 template <class T>
 inline double widened_dot(const T* a, const T* b, int64_t n) {

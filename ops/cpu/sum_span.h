@@ -1,10 +1,13 @@
 // The vectorized sum every CPU reduction of a contiguous run shares
-// (ops/cpu/reduce.cpp, global average pooling in ops/cpu/pooling.cpp, the
-// softmax and class-loss kernels' float64 sums in ops/cpu/softmax_rows.h).
-// Internal to ops/cpu/.
+// (ops/cpu/reduce.cpp, global average pooling in ops/cpu/pooling.cpp; the
+// softmax and class-loss kernels' float64 sums in ops/cpu/softmax_rows.h use
+// sum_of directly). Internal to ops/cpu/.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include "minidl/ops/cpu/sum_float.h"
 
 namespace minidl::cpu {
 
@@ -27,9 +30,14 @@ Acc sum_of(int64_t n, Value value) {
 }
 
 // Sum of x[0, n) in Acc (double for floating types, int64 for integers).
+// float32 into double goes through sum_floats (ops/cpu/sum_float.h: float32
+// pairwise groups, then double; within ~4 float32 ulps of sum |x|).
 template <class Acc, class T>
 Acc sum_span(const T* x, int64_t n) {
-  return sum_of<Acc>(n, [x](int64_t i) { return x[i]; });
+  if constexpr (std::is_same_v<Acc, double> && std::is_same_v<T, float>)
+    return sum_floats(x, n);
+  else
+    return sum_of<Acc>(n, [x](int64_t i) { return x[i]; });
 }
 
 }  // namespace minidl::cpu
