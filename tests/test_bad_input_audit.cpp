@@ -1,7 +1,7 @@
-// Bad input a new user gave the library (issue 18's audit), each once a crash
-// or an error that named nothing: a null buffer, a DataLoader asked for far
-// more worker threads than the system gives, a synthetic volume too large
-// for memory.
+// Bad input a new user gave the library (issue 18's audit), each once a crash,
+// a wrong answer or an error that named nothing: a null buffer, a DataLoader
+// asked for far more worker threads than the system gives, a synthetic volume
+// too large for memory, copy_ between overlapping views of one tensor.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,4 +90,24 @@ TEST_CASE("make_grain_volume names the size it cannot allocate") {
   CHECK_THROWS_WITH_AS(data::make_grain_volume(100000, 100000, 100000, 0),
                        doctest::Contains("make_grain_volume: out of memory for a volume of (100000, 100000, 100000)"),
                        minidl::Error);  // was: std::bad_alloc
+}
+
+TEST_CASE("copy_ from an overlapping view of itself reads the values before the copy") {
+  // t[:, 1:] = t[:, :2] walked element by element read what it had just
+  // written: [[0, 0, 0], [3, 3, 3]] instead of [[0, 0, 1], [3, 3, 4]].
+  Tensor t = arange(6.0).reshape({2, 3});
+  t.narrow(1, 1, 2).copy_(t.narrow(1, 0, 2));
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 0, 1, 3, 3, 4});
+  Tensor u = arange(6.0);
+  u.narrow(0, 0, 5).copy_(u.narrow(0, 1, 5));  // the other direction
+  CHECK(u.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 5});
+  Tensor same = arange(4.0);
+  same.copy_(same);  // the same view: nothing to protect
+  CHECK(same.to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+  // An expanded destination has no answer to which write wins: PyTorch's error.
+  Tensor expanded = zeros({1, 3}).expand({4, 3});
+  CHECK_THROWS_WITH_AS(expanded.copy_(randn({4, 3})),
+                       doctest::Contains("copy_: unsupported operation: more than one element of the written-to "
+                                         "tensor refers to a single memory location"),
+                       minidl::Error);
 }
