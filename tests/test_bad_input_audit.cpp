@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -110,4 +111,17 @@ TEST_CASE("copy_ from an overlapping view of itself reads the values before the 
                        doctest::Contains("copy_: unsupported operation: more than one element of the written-to "
                                          "tensor refers to a single memory location"),
                        minidl::Error);
+}
+
+TEST_CASE("CIFAR10 given a data file as its root says the file is not a folder") {
+  // train_cifar10 --data .../data_batch_1.bin said ".../data_batch_1.bin/data_batch_1.bin: Not a directory".
+  const auto dir = std::filesystem::temp_directory_path() / ("minidl_audit_cifar_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "data_batch_1.bin").string();
+  std::ofstream(file) << "x";
+  CHECK_THROWS_WITH_AS(data::CIFAR10(file, true), doctest::Contains((file + " is a file, expected the folder").c_str()),
+                       minidl::Error);
+  CHECK_THROWS_WITH_AS(data::CIFAR10((dir / "none").string(), true), doctest::Contains("No such file or directory"),
+                       minidl::Error);
+  std::filesystem::remove_all(dir);
 }
