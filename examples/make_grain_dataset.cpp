@@ -1,8 +1,8 @@
 // Writes the synthetic grain-structure segmentation data set
 // (data/grain_volumes.h) as .npy folders that VolumeDataset reads:
 //
-//   make_grain_dataset --out data/grains --count 16 --size 64 --seed 0
-//   -> data/grains/images/000.npy ... and data/grains/labels/000.npy ...
+//   make_grain_dataset --out runs/data/grains --count 16 --size 64 --seed 0
+//   -> runs/data/grains/images/000.npy ... and runs/data/grains/labels/000.npy ...
 //
 // --tensorboard DIR also logs each volume's middle z slice (image and label)
 // as TensorBoard images, step = volume index, to look at the data:
