@@ -186,6 +186,7 @@ void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Modu
                      const optim::LRScheduler& sched, const examples::MixedPrecision& amp,
                      const std::vector<EpochMetrics>& history) {
   json j;
+  j["program"] = "train_cifar10";  // read_checkpoint refuses another program's checkpoint
   j["scheduler"] = sched.state_dict();
   j["scaler"] = amp.state_dict();
   j["generator_state"] = default_generator().state();
@@ -222,7 +223,11 @@ Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a,
   const json now = run_config(a);
   for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule", "batch_size", "width", "limit_train",
                           "amp"}) {
-    const json was = cfg.contains(key) ? cfg.at(key) : json("off");  // checkpoints from before --amp: off
+    // Checkpoints from before --amp lack it (off); one without the other keys
+    // is another program's (older checkpoints carry no "program" entry).
+    MINIDL_CHECK(cfg.contains(key) || std::string(key) == "amp", "train_cifar10: its config has no '", key,
+                 "': not a train_cifar10 checkpoint");
+    const json was = cfg.contains(key) ? cfg.at(key) : json("off");
     std::string flag = key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     // An empty string is a flag left at its default (--norm: the model's own).

@@ -249,16 +249,22 @@ int run(const Args& a) {
   int64_t start_epoch = 0;
   if (!a.resume.empty()) {
     const examples::LoadedCheckpoint c = examples::read_checkpoint(a.resume, "train_unet3d");
-    const json& cfg = c.json.at("config");
-    const json config = run_config(a);
-    for (const auto& [key, value] : config.items())
-      if (key != "epochs")
-        MINIDL_CHECK(cfg.at(key) == value, "train_unet3d: the checkpoint was made with ", key, " ", cfg.at(key).dump(),
-                     ", this run has ", value.dump());
-    examples::load_model_and_optimizer(c, *model, opt);
-    sched.load_state_dict(c.json.at("scheduler"));
-    amp.load_state_dict(c.json.at("scaler"));
-    for (const auto& m : c.json.at("history")) history.push_back(metrics_from_json(m));
+    try {  // every error (a missing key, another model's tensors) names the file
+      const json& cfg = c.json.at("config");
+      const json config = run_config(a);
+      for (const auto& [key, value] : config.items())
+        if (key != "epochs") {
+          MINIDL_CHECK(cfg.contains(key), "its config has no '", key, "': not a train_unet3d checkpoint");
+          MINIDL_CHECK(cfg.at(key) == value, "the checkpoint was made with ", key, " ", cfg.at(key).dump(),
+                       ", this run has ", value.dump());
+        }
+      examples::load_model_and_optimizer(c, *model, opt);
+      sched.load_state_dict(c.json.at("scheduler"));
+      amp.load_state_dict(c.json.at("scaler"));
+      for (const auto& m : c.json.at("history")) history.push_back(metrics_from_json(m));
+    } catch (const std::exception& e) {
+      MINIDL_FAIL("train_unet3d: cannot resume from ", c.file.string(), ": ", e.what());
+    }
     start_epoch = c.epoch;
     out << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
   }
@@ -357,6 +363,7 @@ int run(const Args& a) {
     write_curves(log_dir / "curves.svg", history);
     if (!a.checkpoint_dir.empty()) {
       json meta;
+      meta["program"] = "train_unet3d";  // read_checkpoint refuses another program's checkpoint
       meta["config"] = run_config(a);
       meta["scheduler"] = sched.state_dict();
       meta["scaler"] = amp.state_dict();

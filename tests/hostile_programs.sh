@@ -6,7 +6,8 @@
 # that escaped main), and its message must name the problem (the file, the flag).
 # usage: hostile_programs.sh WORK_DIR DATA_DIR, with the programs' paths in
 # TRAIN, BN_TOOLS, DDP_MINIMAL, GRAD_ACC, SYNCBN_FIX, BN_TRAIN_EVAL, AMP_BN_DEMO, LAUNCH,
-# BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV, UNET3D, MAKE_GRAIN.
+# BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV, UNET3D, MAKE_GRAIN, QUICKSTART, BN_BY_HAND,
+# CUSTOM_FUNCTION.
 set -uo pipefail
 work=$1 data=$2
 rm -rf "$work" && mkdir -p "$work"
@@ -89,6 +90,18 @@ expect 1 "load_safetensors: $truncated/model_epoch1.safetensors: header length" 
   "$TRAIN" --data "$data" "${small[@]}" --resume "$truncated" --log-dir "$work/logs"
 expect 1 "the checkpoint was made with --norm (not given), this run has --norm groupnorm" \
   "$TRAIN" --data "$data" "${small[@]}" --norm groupnorm --resume "$ckpt" --log-dir "$work/logs"  # was: "--norm " and nothing
+unet_ckpt=$work/unet_ckpt
+unet_small=(--threads 1 --epochs 1 --generate 1 --generate-val 1 --volume-size 16 --patch 16 --base-width 4 --batch-size 1)
+if ! timeout 120 "$UNET3D" "${unet_small[@]}" --data "$work/unet_data" --log-dir "$work/unet" --checkpoint-dir "$unet_ckpt" \
+     >/dev/null 2>&1; then
+  echo "FAIL: could not make the train_unet3d checkpoint the next cases need"
+  exit 1
+fi
+# Each program given the other's checkpoint (was: "--dataset off" and "key 'base_width' not found", no file named).
+expect 1 "train_cifar10: cannot resume from $unet_ckpt/checkpoint.json: it is a checkpoint of train_unet3d" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$unet_ckpt" --log-dir "$work/logs"
+expect 1 "train_unet3d: cannot resume from $ckpt/checkpoint.json: it is a checkpoint of train_cifar10" \
+  "$UNET3D" "${unet_small[@]}" --data "$work/unet_data" --log-dir "$work/unet" --resume "$ckpt"
 dirckpt=$work/dirckpt && mkdir -p "$dirckpt/checkpoint.json"
 expect 1 "cannot resume from $dirckpt/checkpoint.json: is a directory" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt" --log-dir "$work/logs"
@@ -98,6 +111,12 @@ expect 1 "cannot open $missing/data_batch_1.bin: no such file" "$BN_TOOLS" "$mis
 expect 1 "$short/data_batch_1.bin holds fewer than 256 images" "$BN_TOOLS" "$short/data_batch_1.bin"
 expect 1 "cannot open $dirs/data_batch_1.bin: is a directory" "$BN_TOOLS" "$dirs/data_batch_1.bin"
 expect 2 "expected at most one argument" "$BN_TOOLS" a b
+expect 2 "unknown option '--bogus'" "$BN_TOOLS" --bogus  # was: "cannot open --bogus", exit 1
+
+echo "--- programs without arguments (were: the argument ignored, exit 0)"
+expect 2 "quickstart: error: unexpected argument '--bogus': it takes none" "$QUICKSTART" --bogus
+expect 2 "bn_by_hand: error: unexpected argument '--epochs': it takes none" "$BN_BY_HAND" --epochs 3
+expect 2 "custom_function: error: unexpected argument 'x': it takes none" "$CUSTOM_FUNCTION" x
 
 echo "--- ddp_minimal"
 expect 1 "$missing/data_batch_1.bin" "$DDP_MINIMAL" "$missing"

@@ -71,6 +71,14 @@ TEST_CASE("save_epoch_checkpoint commits with checkpoint.json and drops the prev
   CHECK(other->weight.to_vector<float>() == model->weight.to_vector<float>());
   CHECK_THROWS_WITH_AS(examples::read_checkpoint((dir / "nothing").string(), "prog"),
                        doctest::Contains("prog: no checkpoint at"), minidl::Error);
+  // Another program's checkpoint is named as such (train_unet3d given
+  // train_cifar10's said "key 'base_width' not found", naming no file).
+  examples::save_epoch_checkpoint(dir, 3, *model, opt, {{"program", "train_cifar10"}});
+  CHECK(examples::read_checkpoint(dir.string(), "train_cifar10").epoch == 3);
+  const std::string foreign =
+      "train_unet3d: cannot resume from " + (dir / "checkpoint.json").string() + ": it is a checkpoint of train_cifar10";
+  CHECK_THROWS_WITH_AS(examples::read_checkpoint(dir.string(), "train_unet3d"), doctest::Contains(foreign.c_str()),
+                       minidl::Error);
   fs::remove_all(dir);
 }
 
