@@ -57,6 +57,8 @@ expect 2 "--lr: expected a positive number, got nan" "$TRAIN" --data "$data" "${
 expect 2 "--epochs: expected a positive number, got 0" "$TRAIN" --epochs 0
 expect 2 "--weight-decay: expected a number >= 0, got -0.1" "$TRAIN" --weight-decay -0.1
 expect 2 "--batch-size: expected a number, got '12x'" "$TRAIN" --batch-size 12x
+expect 2 "--epochs: expected a number, got 99999999999999999999: out of range" \
+  "$TRAIN" --epochs 99999999999999999999  # was: INT64_MAX epochs, training without end
 expect 2 "--bogus" "$TRAIN" --bogus
 expect 2 "--limit-train" "$TRAIN" --limit-train -5   # was: silently all images
 expect 2 "--stop-after" "$TRAIN" --stop-after -1

@@ -2,7 +2,8 @@
 // NonNegativeNumber refuse `--epochs 0` with "Value 0 not in range 0.000000
 // to 1797693134862315708145274237317043567980...000.000000" (a 300-digit
 // upper bound, and a range that seems to hold 0); these say what was
-// expected and what was got: "--epochs: expected a positive number, got 0".
+// expected and what was got: "--epochs: expected a positive number, got 0";
+// and they refuse nan, inf and integers beyond int64.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,13 @@ std::string check_number(const std::string& text, const char* expected, Ok ok) {
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || errno == ERANGE) return "expected a number, got '" + text + "'";
   if (!ok(v)) return std::string("expected ") + expected + ", got " + text;
+  // An integer beyond int64: CLI11 2.1 would store INT64_MAX without a word
+  // (--epochs 99999999999999999999 trained "epoch 1/9223372036854775807").
+  if (text.find_first_not_of("+-0123456789") == std::string::npos) {
+    errno = 0;
+    (void)std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == ERANGE) return "expected a number, got " + text + ": out of range";
+  }
   return "";
 }
 }  // namespace detail
