@@ -150,8 +150,12 @@ expect 1 "$mine/scan.npy is a file" "$UNET3D" --data "$mine/scan.npy" --epochs 1
 expect 2 "--patch: expected a positive number, got 0" "$UNET3D" --patch 0
 expect 2 "--out is required" "$MAKE_GRAIN" --count 2  # was: exit 106
 expect 2 "--count: expected a positive number, got 0" "$MAKE_GRAIN" --out "$work/grains" --count 0  # was: exit 105
-expect 1 "make_grain_dataset: error: make_grain_volume: out of memory for a volume of (100000, 100000, 100000)" \
-  "$MAKE_GRAIN" --out "$work/grains" --count 1 --size 100000  # was: "std::bad_alloc"
+if [ -z "${ASAN_OPTIONS:-}" ]; then  # AddressSanitizer's allocator aborts on a request of terabytes
+  expect 1 "make_grain_dataset: error: make_grain_volume: out of memory for a volume of (100000, 100000, 100000)" \
+    "$MAKE_GRAIN" --out "$work/grains" --count 1 --size 100000  # was: "std::bad_alloc"
+else
+  echo "skip: make_grain_dataset --size 100000 under AddressSanitizer"
+fi
 
 echo "--- minidl-launch with a program that fails on bad data"
 expect 1 "ddp_minimal: error: CIFAR10: cannot open $missing/data_batch_1.bin" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"

@@ -88,9 +88,13 @@ TEST_CASE("DataLoader turns a refused worker thread into an Error, not std::term
 }
 
 TEST_CASE("make_grain_volume names the size it cannot allocate") {
+#ifdef MINIDL_TEST_ASAN
+  MESSAGE("skipped under AddressSanitizer: its allocator aborts on a request of terabytes instead of throwing");
+#else
   CHECK_THROWS_WITH_AS(data::make_grain_volume(100000, 100000, 100000, 0),
                        doctest::Contains("make_grain_volume: out of memory for a volume of (100000, 100000, 100000)"),
                        minidl::Error);  // was: std::bad_alloc
+#endif
 }
 
 TEST_CASE("copy_ from an overlapping view of itself reads the values before the copy") {
