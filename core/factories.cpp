@@ -162,7 +162,11 @@ Tensor scalar_tensor(double value, TensorOptions options) {
 
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
   Tensor t = empty(shape, TensorOptions(dtype));
-  std::memcpy(t.raw_data(), data, t.nbytes());
+  // A null buffer is a caller's mistake (an unopened file, an empty vector's
+  // data()), not something to memcpy from; zero elements need no bytes.
+  MINIDL_CHECK(data != nullptr || t.nbytes() == 0, "from_buffer: expected a non-null data pointer for ",
+               t.nbytes(), " bytes of shape ", shape_str(shape), ", got nullptr");
+  if (t.nbytes() != 0) std::memcpy(t.raw_data(), data, t.nbytes());
   return finish(t, options);
 }
 

@@ -21,7 +21,15 @@ std::vector<uint8_t> read_file(const std::string& path) {
   std::error_code ec;
   MINIDL_CHECK(!fs::is_directory(path, ec), "CIFAR10: ", path, " is a directory, expected a CIFAR-10 binary file");
   std::ifstream in(path, std::ios::binary);
-  MINIDL_CHECK(in.good(), "CIFAR10: cannot open ", path, ": ", std::strerror(errno));
+  if (!in.good()) {
+    const int err = errno;
+    // A data file given where its folder belongs (--data .../data_batch_1.bin)
+    // reads as ".../data_batch_1.bin/data_batch_1.bin: Not a directory".
+    const fs::path parent = fs::path(path).parent_path();
+    MINIDL_CHECK(err != ENOTDIR || !fs::is_regular_file(parent, ec), "CIFAR10: cannot open ", path, ": ",
+                 parent.string(), " is a file, expected the folder that holds the CIFAR-10 .bin files");
+    MINIDL_FAIL("CIFAR10: cannot open ", path, ": ", std::strerror(err));
+  }
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   MINIDL_CHECK(!in.bad(), "CIFAR10: error reading ", path);
   return bytes;

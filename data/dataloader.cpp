@@ -4,12 +4,14 @@
 // order. Ordering and augmentation therefore never depend on thread timing.
 #include "minidl/data/dataloader.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "minidl/core/allocator.h"
@@ -58,17 +60,21 @@ class DataLoader::EpochRun {
       plan_.emplace_back(order.begin() + start, order.begin() + end);
     }
     window_ = static_cast<int64_t>(options.num_workers) * options.prefetch_factor;
-    for (int w = 0; w < options.num_workers; ++w) threads_.emplace_back([this] { work(); });
+    // More threads than batches would only wait. A thread the system refuses
+    // (num_workers = 100000) must not leave the started ones joinable: that
+    // is std::terminate when the half-built run is destroyed.
+    const int64_t threads = std::min<int64_t>(options.num_workers, static_cast<int64_t>(plan_.size()));
+    try {
+      for (int64_t w = 0; w < threads; ++w) threads_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+      const size_t started = threads_.size();
+      stop_and_join();
+      MINIDL_FAIL("DataLoader: cannot start worker thread ", started + 1, " of num_workers=", options.num_workers,
+                  ": ", e.what(), " (use fewer workers)");
+    }
   }
 
-  ~EpochRun() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    to_workers_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~EpochRun() { stop_and_join(); }
 
   // The next batch in order; false when the epoch is over.
   bool next(Batch& out) {
@@ -89,6 +95,16 @@ class DataLoader::EpochRun {
   }
 
  private:
+  void stop_and_join() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    to_workers_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
   struct Result {
     Batch batch;
     std::exception_ptr error;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <new>
 #include <vector>
 
 #include "minidl/core/check.h"
@@ -93,8 +94,10 @@ std::string grain_volume_file_name(int64_t index, int64_t count) {
   return std::string(digits > n.size() ? digits - n.size() : 0, '0') + n + ".npy";
 }
 
+// A function-try-block: the seed grid and the warp field are std::vectors,
+// and a size of 100000 must give an error naming it, not std::bad_alloc.
 GrainVolume make_grain_volume(int64_t depth, int64_t height, int64_t width, uint64_t seed,
-                              const GrainVolumeOptions& o) {
+                              const GrainVolumeOptions& o) try {
   MINIDL_CHECK(depth > 0 && height > 0 && width > 0, "make_grain_volume: expected positive sizes, got (", depth,
                ", ", height, ", ", width, ")");
   MINIDL_CHECK(o.grain_size >= 2.0, "make_grain_volume: grain_size must be >= 2 voxels, got ", o.grain_size);
@@ -144,6 +147,9 @@ GrainVolume make_grain_volume(int64_t depth, int64_t height, int64_t width, uint
         img[i] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 1.0) * 255.0));
       }
   return out;
+} catch (const std::bad_alloc&) {
+  MINIDL_FAIL("make_grain_volume: out of memory for a volume of (", depth, ", ", height, ", ", width,
+              ") voxels; use a smaller size");
 }
 
 GrainDatasetStats generate_grain_volumes(const std::string& dir, int64_t count, int64_t size, uint64_t seed,

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "examples/amp_bn_demo/demo.h"
+#include "examples/common/cli_checks.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
@@ -288,12 +289,12 @@ int main(int argc, char** argv) {
   app.add_option("--device", a.device, "test (CPU kernels, bfloat16) or cuda (float16)")
       ->check(CLI::IsMember({"test", "cuda"}))
       ->capture_default_str();
-  app.add_option("--epochs", a.epochs, "section 4's training")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--width", a.width, "SmallNet width (sections 3b, 4)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", a.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", a.lr)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", a.epochs, "section 4's training")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--width", a.width, "SmallNet width (sections 3b, 4)")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--batch-size", a.batch_size)->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--lr", a.lr)->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(minidl::examples::kNonNegative)
       ->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_flag("--smoke", a.smoke, "seconds: tiny sizes, every check (make test)");

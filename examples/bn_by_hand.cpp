@@ -170,4 +170,7 @@ static int program() {
   return ok ? 0 : 1;
 }
 
-int main() { return minidl::examples::run_main("bn_by_hand", program); }
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_without_arguments(
+      "bn_by_hand", "The published BatchNorm2d example run through minidl and recomputed by hand.", argc, argv, program);
+}

@@ -32,6 +32,7 @@ Tensor read_cifar_images(const std::string& path, int64_t n) {
 
 static int program(int argc, char** argv) {
   if (argc > 2) throw examples::UsageError("expected at most one argument, got " + std::to_string(argc - 1));
+  if (argc == 2 && argv[1][0] == '-') throw examples::UsageError(std::string("unknown option '") + argv[1] + "'");
   const std::string path = argc > 1 ? argv[1] : "../shared/data/cifar10-subset/data_batch_1.bin";
   manual_seed(0);
   Tensor images = read_cifar_images(path, 256);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "examples/common/batch_eval.h"
+#include "examples/common/cli_checks.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/demo_checks.h"
 #include "examples/common/example_data.h"
@@ -567,12 +568,12 @@ int main(int argc, char** argv) {
   CLI::App app{"BatchNorm in train mode vs eval mode, measured on CIFAR-10"};
   app.add_option("--data", a.data, "folder with data_batch_1..5.bin (default: the shared subset)");
   app.add_option("--out", a.out, "where the CSVs and SVGs go")->capture_default_str();
-  app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--width", a.width, "SmallNet width multiplier")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", a.batch_size, "training batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", a.lr)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", a.epochs)->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--width", a.width, "SmallNet width multiplier")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--batch-size", a.batch_size, "training batch size")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--lr", a.lr)->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(minidl::examples::kNonNegative)
       ->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_flag("--smoke", a.smoke, "seconds: 500 training images, 1 epoch, width 0.125, 256 test images (make test)");

@@ -73,4 +73,7 @@ static int program() {
   return learned ? 0 : 1;
 }
 
-int main() { return minidl::examples::run_main("custom_function", program); }
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_without_arguments(
+      "custom_function", "A user-written op (Swish with a learnable beta) through autograd::Function, trained in a small network.", argc, argv, program);
+}

@@ -1,8 +1,8 @@
 // Writes the synthetic grain-structure segmentation data set
 // (data/grain_volumes.h) as .npy folders that VolumeDataset reads:
 //
-//   make_grain_dataset --out data/grains --count 16 --size 64 --seed 0
-//   -> data/grains/images/000.npy ... and data/grains/labels/000.npy ...
+//   make_grain_dataset --out runs/data/grains --count 16 --size 64 --seed 0
+//   -> runs/data/grains/images/000.npy ... and runs/data/grains/labels/000.npy ...
 //
 // --tensorboard DIR also logs each volume's middle z slice (image and label)
 // as TensorBoard images, step = volume index, to look at the data:
@@ -14,29 +14,31 @@
 #include <filesystem>
 #include <memory>
 
+#include "examples/common/cli_checks.h"
+#include "examples/common/main_guard.h"
 #include "examples/common/tensorboard.h"
 #include "minidl/data/grain_volumes.h"
 #include "minidl/data/npy.h"
 
 using namespace minidl;
 
-int main(int argc, char** argv) {
+static int program(int argc, char** argv) {
   std::string out, tensorboard;
   int64_t count = 16, size = 64;
   uint64_t seed = 0;
   data::GrainVolumeOptions o;
   CLI::App app{"Write a synthetic 3-D grain-boundary segmentation data set as .npy files"};
   app.add_option("--out", out, "output folder (images/ and labels/ are created in it)")->required();
-  app.add_option("--count", count, "number of volumes")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--size", size, "edge length of each cubic volume")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--count", count, "number of volumes")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--size", size, "edge length of each cubic volume")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--grain-size", o.grain_size, "grain diameter in voxels")->capture_default_str();
   app.add_option("--boundary-width", o.boundary_width, "labelled boundary width (gap d2 - d1)")->capture_default_str();
   app.add_option("--noise", o.noise_sigma, "Gaussian noise sigma on the [0, 1] scale")->capture_default_str();
   app.add_option("--tensorboard", tensorboard, "also log the middle slices as TensorBoard images here");
-  CLI11_PARSE(app, argc, argv);
+  MINIDL_CLI_PARSE(app, argc, argv);
 
-  try {
+  {
     const auto t0 = std::chrono::steady_clock::now();
     const data::GrainDatasetStats s = data::generate_grain_volumes(out, count, size, seed, o);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -62,9 +64,11 @@ int main(int argc, char** argv) {
       tb.flush();
       std::printf("TensorBoard images (middle z slices) in %s\n", tb.path().c_str());
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "make_grain_dataset: %s\n", e.what());
-    return 1;
   }
   return 0;
+}
+
+// Errors exit 1 with "make_grain_dataset: error: ...", usage errors 2 (main_guard.h).
+int main(int argc, char** argv) {
+  return minidl::examples::run_main("make_grain_dataset", [&] { return program(argc, argv); });
 }

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "info") == 0) return info(argc, argv);
     if (argc == 3 && std::strcmp(argv[1], "write-samples") == 0) return write_samples(argv[2]);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "npy_tool: %s\n", e.what());
+    std::fprintf(stderr, "npy_tool: error: %s\n", e.what());  // as main_guard.h's run_main
     return 1;
   }
   std::fprintf(stderr, "usage: npy_tool info FILE... | npy_tool write-samples DIR\n");

@@ -20,4 +20,7 @@ static int program() {
   return 0;
 }
 
-int main() { return minidl::examples::run_main("quickstart", program); }
+int main(int argc, char** argv) {
+  return minidl::examples::run_main_without_arguments(
+      "quickstart", "The README's 15-line example: a tiny conv net built from ops, one backward.", argc, argv, program);
+}

@@ -50,6 +50,7 @@
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
+#include "examples/common/cli_checks.h"
 #include "examples/common/csv_log.h"
 #include "examples/common/example_data.h"
 #include "examples/common/main_guard.h"
@@ -468,20 +469,20 @@ int main(int argc, char** argv) {
   CLI::App app{"Small per-rank batches under DDP: plain BatchNorm and four fixes (run under minidl-launch)"};
   app.add_option("--data", a.data, "CIFAR-10 folder with data_batch_1..5.bin (default: the shared subset)");
   app.add_option("--out", a.out, "where val_accuracy.svg, curves.csv and summary.csv go")->capture_default_str();
-  app.add_option("--steps", a.steps, "training steps per variant")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--eval-every", a.eval_every, "steps between evaluations")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", a.batch_size, "images per rank per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--width", a.width, "SmallNet width multiplier")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", a.lr, "peak SGD learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--last-k", a.last_k, "evaluations in the spread (std) column")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--steps", a.steps, "training steps per variant")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--eval-every", a.eval_every, "steps between evaluations")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--batch-size", a.batch_size, "images per rank per step")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--width", a.width, "SmallNet width multiplier")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--lr", a.lr, "peak SGD learning rate")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--last-k", a.last_k, "evaluations in the spread (std) column")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--freeze-after", a.freeze_after, "steps of plain BN before freezing (frozen BN variant)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--precise-images", a.precise_images, "training images PreciseBN uses, all ranks together")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--precise-batch", a.precise_batch, "PreciseBN batch size per rank")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", a.threads, "compute threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--precise-batch", a.precise_batch, "PreciseBN batch size per rank")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(minidl::examples::kNonNegative);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(minidl::examples::kNonNegative);
+  app.add_option("--threads", a.threads, "compute threads per rank")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--variants", a.variants, "which variants, in order")
       ->check(CLI::IsMember({"bn", "syncbn", "groupnorm", "precisebn", "frozenbn"}))

@@ -42,11 +42,12 @@
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "minidl/dist/sync_batch_norm.h"
+#include "examples/common/backend_choice.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/classifier_data.h"
 #include "examples/common/classifier_metrics.h"
+#include "examples/common/cli_checks.h"
 #include "examples/common/csv_log.h"
-#include "examples/common/backend_choice.h"
 #include "examples/common/cuda_graph_step.h"
 #include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
@@ -185,6 +186,7 @@ void save_checkpoint(const fs::path& dir, int64_t epoch, const Args& a, nn::Modu
                      const optim::LRScheduler& sched, const examples::MixedPrecision& amp,
                      const std::vector<EpochMetrics>& history) {
   json j;
+  j["program"] = "train_cifar10";  // read_checkpoint refuses another program's checkpoint
   j["scheduler"] = sched.state_dict();
   j["scaler"] = amp.state_dict();
   j["generator_state"] = default_generator().state();
@@ -221,11 +223,19 @@ Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a,
   const json now = run_config(a);
   for (const char* key : {"dataset", "model", "norm", "optimizer", "schedule", "batch_size", "width", "limit_train",
                           "amp"}) {
-    const json was = cfg.contains(key) ? cfg.at(key) : json("off");  // checkpoints from before --amp: off
+    // Checkpoints from before --amp lack it (off); one without the other keys
+    // is another program's (older checkpoints carry no "program" entry).
+    MINIDL_CHECK(cfg.contains(key) || std::string(key) == "amp", "train_cifar10: its config has no '", key,
+                 "': not a train_cifar10 checkpoint");
+    const json was = cfg.contains(key) ? cfg.at(key) : json("off");
     std::string flag = key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    MINIDL_CHECK(was == now.at(key), "train_cifar10: the checkpoint was made with --", flag, " ",
-                 was.is_string() ? was.get<std::string>() : was.dump());
+    // An empty string is a flag left at its default (--norm: the model's own).
+    auto shown = [](const json& v) {
+      return !v.is_string() ? v.dump() : v.get<std::string>().empty() ? "(not given)" : v.get<std::string>();
+    };
+    MINIDL_CHECK(was == now.at(key), "train_cifar10: the checkpoint was made with --", flag, " ", shown(was),
+                 ", this run has --", flag, " ", shown(now.at(key)));
   }
   // The loader's order and augmentation come from (seed, epoch, index).
   MINIDL_CHECK(j.at("loader").at("seed").get<uint64_t>() == a.seed,
@@ -472,38 +482,38 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", a.dataset)->check(CLI::IsMember({"cifar10", "fashion-mnist"}))->capture_default_str();
   app.add_option("--train-files", a.train_files, "CIFAR-10 training files (names in --data, or paths)");
   app.add_option("--test-files", a.test_files, "CIFAR-10 test files (default test_batch.bin, else data_batch_5.bin)");
-  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--limit-train", a.limit_train, "use only the first N training images (0: all)")->check(minidl::examples::kNonNegative);
+  app.add_option("--limit-test", a.limit_test, "use only the first N test images (0: all)")->check(minidl::examples::kNonNegative);
   app.add_option("--model", a.model)->check(CLI::IsMember(models::model_names()))->capture_default_str();
   app.add_option("--norm", a.norm, "normalization layers (default: batchnorm; none for the mlp)")
       ->check(CLI::IsMember({"batchnorm", "syncbatchnorm", "groupnorm", "layernorm", "instancenorm", "none"}));
-  app.add_option("--width", a.width, "width multiplier of every layer")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--width", a.width, "width multiplier of every layer")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--epochs", a.epochs)->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--stop-after", a.stop_after,
                  "stop after this epoch as if interrupted (the schedule still spans --epochs); for resume tests")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", a.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", a.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(minidl::examples::kNonNegative);
+  app.add_option("--batch-size", a.batch_size)->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--lr", a.lr, "peak learning rate")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", a.weight_decay)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--weight-decay", a.weight_decay)->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--scale-lr", a.scale_lr, "scale --lr with the total batch across ranks: linear, sqrt or none")
       ->check(CLI::IsMember(examples::lr_scaling_modes()))->capture_default_str();
   app.add_option("--scale-lr-ref-batch", a.scale_lr_ref_batch, "the total batch size --lr is meant for")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--optimizer", a.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   app.add_option("--schedule", a.schedule, "per-iteration lr schedule")
       ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}))
       ->capture_default_str();
   app.add_option("--step-size", a.step_size, "epochs between lr drops of --schedule step (default epochs/3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(minidl::examples::kNonNegative);
   app.add_option("--warmup-epochs", a.warmup_epochs, "linear warm-up (not with onecycle, which has its own)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(minidl::examples::kNonNegative)
       ->capture_default_str();
   app.add_option("--workers", a.workers, "data loader threads (0: load on the training thread)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(minidl::examples::kNonNegative)
       ->capture_default_str();
   app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(minidl::examples::kNonNegative);
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--device", a.device,
                  "where the model trains: auto (cuda when a GPU is usable, else cpu), cpu, cuda[:N] (a CUDA "
@@ -519,7 +529,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", a.log_every,
                  "read the loss back to the host (progress bar, divergence check) every N steps: each read "
                  "waits for the GPU")
-      ->check(CLI::PositiveNumber)
+      ->check(minidl::examples::kPositive)
       ->capture_default_str();
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, "
                  "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
@@ -527,7 +537,7 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graph", a.cuda_graph, "replay one captured CUDA graph per full batch after 3 warm-up "
                "steps (partial batches run eagerly); CUDA only, not with --amp fp16 or distributed");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")
-      ->check(CLI::PositiveNumber)
+      ->check(minidl::examples::kPositive)
       ->capture_default_str();
   app.add_option("--log-dir", a.log_dir, "metrics.csv, curves.svg and TensorBoard events")->capture_default_str();
   app.add_option("--checkpoint-dir", a.checkpoint_dir, "save a checkpoint here after every epoch");

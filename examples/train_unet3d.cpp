@@ -26,8 +26,8 @@
 // examples/common/mixed_precision.h.
 //
 // Data (examples/common/segmentation_data.h): --data DIR with train/ and val/
-// folders of images/ and labels/ .npy volumes; when DIR/train is absent the
-// synthetic grain set (data/grain_volumes.h) is generated there first.
+// folders of images/ and labels/ .npy volumes; when DIR is absent or empty
+// the synthetic grain set (data/grain_volumes.h) is generated there first.
 //
 // Exact resume: patches come from a Generator seeded by (seed, epoch, rank)
 // and the volume order from the sampler's (seed, epoch) permutation, so a
@@ -45,9 +45,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "examples/common/checkpoint.h"
-#include "examples/common/csv_log.h"
 #include "examples/common/backend_choice.h"
+#include "examples/common/checkpoint.h"
+#include "examples/common/cli_checks.h"
+#include "examples/common/csv_log.h"
 #include "examples/common/device_choice.h"
 #include "examples/common/distributed_run.h"
 #include "examples/common/example_data.h"
@@ -248,16 +249,22 @@ int run(const Args& a) {
   int64_t start_epoch = 0;
   if (!a.resume.empty()) {
     const examples::LoadedCheckpoint c = examples::read_checkpoint(a.resume, "train_unet3d");
-    const json& cfg = c.json.at("config");
-    const json config = run_config(a);
-    for (const auto& [key, value] : config.items())
-      if (key != "epochs")
-        MINIDL_CHECK(cfg.at(key) == value, "train_unet3d: the checkpoint was made with ", key, " ", cfg.at(key).dump(),
-                     ", this run has ", value.dump());
-    examples::load_model_and_optimizer(c, *model, opt);
-    sched.load_state_dict(c.json.at("scheduler"));
-    amp.load_state_dict(c.json.at("scaler"));
-    for (const auto& m : c.json.at("history")) history.push_back(metrics_from_json(m));
+    try {  // every error (a missing key, another model's tensors) names the file
+      const json& cfg = c.json.at("config");
+      const json config = run_config(a);
+      for (const auto& [key, value] : config.items())
+        if (key != "epochs") {
+          MINIDL_CHECK(cfg.contains(key), "its config has no '", key, "': not a train_unet3d checkpoint");
+          MINIDL_CHECK(cfg.at(key) == value, "the checkpoint was made with ", key, " ", cfg.at(key).dump(),
+                       ", this run has ", value.dump());
+        }
+      examples::load_model_and_optimizer(c, *model, opt);
+      sched.load_state_dict(c.json.at("scheduler"));
+      amp.load_state_dict(c.json.at("scaler"));
+      for (const auto& m : c.json.at("history")) history.push_back(metrics_from_json(m));
+    } catch (const std::exception& e) {
+      MINIDL_FAIL("train_unet3d: cannot resume from ", c.file.string(), ": ", e.what());
+    }
     start_epoch = c.epoch;
     out << "resumed from " << a.resume << " after epoch " << start_epoch << "\n";
   }
@@ -356,6 +363,7 @@ int run(const Args& a) {
     write_curves(log_dir / "curves.svg", history);
     if (!a.checkpoint_dir.empty()) {
       json meta;
+      meta["program"] = "train_unet3d";  // read_checkpoint refuses another program's checkpoint
       meta["config"] = run_config(a);
       meta["scheduler"] = sched.state_dict();
       meta["scaler"] = amp.state_dict();
@@ -398,23 +406,23 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Train a UNet3d for binary 3-D segmentation with minidl (single process or under minidl-launch)"};
   app.add_option("--data", a.data, "data folder: train/ and val/ with images/ and labels/ .npy volumes; generated "
-                                   "when absent (default <repo>/runs/data/grain3d, git-ignored)");
+                                   "when absent or empty (default <repo>/runs/data/grain3d, git-ignored)");
   app.add_option("--val-data", a.val_data, "validation folder (images/, labels/) when --data is one flat folder");
   app.add_option("--generate", a.generate, "synthetic training volumes to write when --data has none")
       ->capture_default_str();
   app.add_option("--generate-val", a.generate_val, "synthetic validation volumes")->capture_default_str();
   app.add_option("--volume-size", a.volume_size, "edge of each synthetic volume")->capture_default_str();
-  app.add_option("--patch", a.patch, "edge of the cubic training patches")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", a.batch_size, "patches per step per process")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--patch", a.patch, "edge of the cubic training patches")->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--batch-size", a.batch_size, "patches per step per process")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--samples-per-volume", a.samples_per_volume, "patches drawn from each volume per epoch")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--epochs", a.epochs)->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--epochs", a.epochs)->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--stop-after", a.stop_after, "stop after this epoch as if interrupted (for resume tests)");
-  app.add_option("--lr", a.lr)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--weight-decay", a.weight_decay)->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--lr", a.lr)->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--weight-decay", a.weight_decay)->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--milestones", a.milestones, "MultiStepLR epochs")->capture_default_str();
   app.add_option("--gamma", a.gamma, "MultiStepLR factor")->capture_default_str();
-  app.add_option("--base-width", a.base_width, "channels of the first level")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--base-width", a.base_width, "channels of the first level")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--levels", a.levels, "resolutions (levels - 1 poolings)")->check(CLI::Range(1, 8))->capture_default_str();
   app.add_option("--norm", a.norm)->check(CLI::IsMember(models::norm_kinds()))->capture_default_str();
   app.add_flag("--sync-bn", a.sync_bn, "convert BatchNorm to SyncBatchNorm (statistics over all ranks)");

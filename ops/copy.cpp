@@ -46,7 +46,18 @@ Tensor& Tensor::copy_(const Tensor& src) {
                is_leaf() ? "a leaf Variable that requires grad is being used in an in-place operation."
                          : "copy_: in-place operations on tensors that require grad are not supported "
                            "by minidl's autograd; use an out-of-place op");
+  for (int64_t d = 0; d < dim(); ++d)  // an expanded destination: which write would win?
+    MINIDL_CHECK(strides()[d] != 0 || shape()[d] <= 1,
+                 "copy_: unsupported operation: more than one element of the written-to tensor refers to a "
+                 "single memory location. Please clone() the tensor before performing the operation.");
   Tensor s = src.shape() == shape() ? src : src.expand(shape());
+  // Reading src while writing self is only safe when both walk the same
+  // elements in the same order; any other overlap (t[:, 1:].copy_(t[:, :-1]),
+  // which read elements already overwritten) reads from a copy, as the
+  // in-place binary ops do.
+  if (s.impl()->storage == impl()->storage &&
+      !(s.storage_offset() == storage_offset() && s.strides() == strides()))
+    s = s.detach().clone();
   copy_stub.kernel(copy_runner(s.device(), device()))(*this, s, false);
   bump_version();
   return *this;

@@ -82,6 +82,10 @@ mkdir -p "$work/checks"
 if [ -d "$prefix/include/minidl/core/cuda" ]; then
   (cd "$prefix/include" && find minidl/core/cuda -name '*.h' | sort | sed 's/.*/#include "&"/') > "$work/checks/cuda_headers.cpp"
 fi
+# The README's "C++ API in 15 lines" as a user pastes it (it once lacked <iostream>).
+awk '/^## The C\+\+ API in 15 lines/ {f = 1} f && /^```cpp/ {c = 1; next} c && /^```/ {exit} c' "$root/README.md" \
+  > "$work/checks/readme_quickstart.cpp"
+[ -s "$work/checks/readme_quickstart.cpp" ] || fail "README.md: no cpp block under 'The C++ API in 15 lines'"
 cat > "$work/checks/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.22)
 project(minidl_install_checks LANGUAGES CXX)
@@ -90,6 +94,8 @@ list(JOIN minidl_FOUND_COMPONENTS "," components)
 message(STATUS "minidl components: ${components} | dist ${minidl_dist_FOUND} | cuda ${minidl_cuda_FOUND}")
 add_library(all_headers OBJECT all_headers.cpp)
 target_link_libraries(all_headers PRIVATE minidl::minidl)
+add_executable(readme_quickstart readme_quickstart.cpp)
+target_link_libraries(readme_quickstart PRIVATE minidl::minidl)
 if(minidl_cuda_FOUND)
   add_library(cuda_headers OBJECT cuda_headers.cpp)
   target_link_libraries(cuda_headers PRIVATE minidl::minidl CUDA::cudart)
@@ -106,6 +112,8 @@ echo "   components: $components"
 quiet cmake --build "$work/checks/build" -j "$jobs"
 check_flags "$work/checks/build/CMakeFiles/all_headers.dir/flags.make" "header check"
 echo "   $(wc -l < "$work/checks/all_headers.cpp") installed headers compile"
+out=$(OMP_NUM_THREADS=1 "$work/checks/build/readme_quickstart") || fail "the README's 15-line example: $out"
+echo "   the README's 15-line example builds and runs: $(echo "$out" | head -1)"
 case $cuda in
   TRUE) [ -s "$work/checks/cuda_headers.cpp" ] || fail "CUDA build: core/cuda/*.h not installed"
         echo "   $(wc -l < "$work/checks/cuda_headers.cpp") core/cuda headers compile with CUDA::cudart" ;;

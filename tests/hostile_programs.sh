@@ -6,7 +6,8 @@
 # that escaped main), and its message must name the problem (the file, the flag).
 # usage: hostile_programs.sh WORK_DIR DATA_DIR, with the programs' paths in
 # TRAIN, BN_TOOLS, DDP_MINIMAL, GRAD_ACC, SYNCBN_FIX, BN_TRAIN_EVAL, AMP_BN_DEMO, LAUNCH,
-# BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV.
+# BENCH_TRAIN, BENCH_OPS, BENCH_DDP, BENCH_CONV, UNET3D, MAKE_GRAIN, QUICKSTART, BN_BY_HAND,
+# CUSTOM_FUNCTION.
 set -uo pipefail
 work=$1 data=$2
 rm -rf "$work" && mkdir -p "$work"
@@ -51,7 +52,13 @@ expect 1 "$dirs/data_batch_1.bin is a directory" \
 expect 1 "$short/data_batch_1.bin" "$TRAIN" --data "$short" "${base[@]}" --width 0.125 --workers 2 --log-dir "$work/logs"
 expect 2 "--epochs" "$TRAIN" --epochs abc
 expect 2 "--epochs" "$TRAIN" --epochs -3
-expect 1 "Invalid learning rate: nan" "$TRAIN" --data "$data" "${small[@]}" --lr nan --log-dir "$work/logs"
+expect 2 "--lr: expected a positive number, got nan" "$TRAIN" --data "$data" "${small[@]}" --lr nan --log-dir "$work/logs"
+# CLI11's own check said "Value 0 not in range 0.000000 to 1797693134862315708...": 0 seemed in range.
+expect 2 "--epochs: expected a positive number, got 0" "$TRAIN" --epochs 0
+expect 2 "--weight-decay: expected a number >= 0, got -0.1" "$TRAIN" --weight-decay -0.1
+expect 2 "--batch-size: expected a number, got '12x'" "$TRAIN" --batch-size 12x
+expect 2 "--epochs: expected a number, got 99999999999999999999: out of range" \
+  "$TRAIN" --epochs 99999999999999999999  # was: INT64_MAX epochs, training without end
 expect 2 "--bogus" "$TRAIN" --bogus
 expect 2 "--limit-train" "$TRAIN" --limit-train -5   # was: silently all images
 expect 2 "--stop-after" "$TRAIN" --stop-after -1
@@ -83,6 +90,20 @@ truncated=$work/truncated && cp -r "$ckpt" "$truncated"
 head -c 100 "$ckpt/model_epoch1.safetensors" > "$truncated/model_epoch1.safetensors"
 expect 1 "load_safetensors: $truncated/model_epoch1.safetensors: header length" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$truncated" --log-dir "$work/logs"
+expect 1 "the checkpoint was made with --norm (not given), this run has --norm groupnorm" \
+  "$TRAIN" --data "$data" "${small[@]}" --norm groupnorm --resume "$ckpt" --log-dir "$work/logs"  # was: "--norm " and nothing
+unet_ckpt=$work/unet_ckpt
+unet_small=(--threads 1 --epochs 1 --generate 1 --generate-val 1 --volume-size 16 --patch 16 --base-width 4 --batch-size 1)
+if ! timeout 120 "$UNET3D" "${unet_small[@]}" --data "$work/unet_data" --log-dir "$work/unet" --checkpoint-dir "$unet_ckpt" \
+     >/dev/null 2>&1; then
+  echo "FAIL: could not make the train_unet3d checkpoint the next cases need"
+  exit 1
+fi
+# Each program given the other's checkpoint (was: "--dataset off" and "key 'base_width' not found", no file named).
+expect 1 "train_cifar10: cannot resume from $unet_ckpt/checkpoint.json: it is a checkpoint of train_unet3d" \
+  "$TRAIN" --data "$data" "${small[@]}" --resume "$unet_ckpt" --log-dir "$work/logs"
+expect 1 "train_unet3d: cannot resume from $ckpt/checkpoint.json: it is a checkpoint of train_cifar10" \
+  "$UNET3D" "${unet_small[@]}" --data "$work/unet_data" --log-dir "$work/unet" --resume "$ckpt"
 dirckpt=$work/dirckpt && mkdir -p "$dirckpt/checkpoint.json"
 expect 1 "cannot resume from $dirckpt/checkpoint.json: is a directory" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt" --log-dir "$work/logs"
@@ -92,6 +113,12 @@ expect 1 "cannot open $missing/data_batch_1.bin: no such file" "$BN_TOOLS" "$mis
 expect 1 "$short/data_batch_1.bin holds fewer than 256 images" "$BN_TOOLS" "$short/data_batch_1.bin"
 expect 1 "cannot open $dirs/data_batch_1.bin: is a directory" "$BN_TOOLS" "$dirs/data_batch_1.bin"
 expect 2 "expected at most one argument" "$BN_TOOLS" a b
+expect 2 "unknown option '--bogus'" "$BN_TOOLS" --bogus  # was: "cannot open --bogus", exit 1
+
+echo "--- programs without arguments (were: the argument ignored, exit 0)"
+expect 2 "quickstart: error: unexpected argument '--bogus': it takes none" "$QUICKSTART" --bogus
+expect 2 "bn_by_hand: error: unexpected argument '--epochs': it takes none" "$BN_BY_HAND" --epochs 3
+expect 2 "custom_function: error: unexpected argument 'x': it takes none" "$CUSTOM_FUNCTION" x
 
 echo "--- ddp_minimal"
 expect 1 "$missing/data_batch_1.bin" "$DDP_MINIMAL" "$missing"
@@ -113,6 +140,22 @@ echo "--- amp_bn_demo"
 expect 1 "$missing/data_batch_1.bin" "$AMP_BN_DEMO" --smoke --data "$missing" --out "$work/abd"
 expect 1 "$short/data_batch_1.bin: size 10000" "$AMP_BN_DEMO" --smoke --data "$short" --out "$work/abd"
 expect 2 "--epochs" "$AMP_BN_DEMO" --epochs 1.5
+
+echo "--- train_unet3d, make_grain_dataset"
+mine=$work/my_volumes && mkdir -p "$mine" && printf 'x' > "$mine/scan.npy"
+expect 1 "$mine holds scan.npy but neither train/images nor images/" \
+  "$UNET3D" --data "$mine" --epochs 1 --log-dir "$work/unet"  # was: grain volumes written next to it, trained, exit 0
+[ -e "$mine/train" ] && { echo "FAIL: train_unet3d wrote into $mine"; failures=$((failures + 1)); }
+expect 1 "$mine/scan.npy is a file" "$UNET3D" --data "$mine/scan.npy" --epochs 1 --log-dir "$work/unet"
+expect 2 "--patch: expected a positive number, got 0" "$UNET3D" --patch 0
+expect 2 "--out is required" "$MAKE_GRAIN" --count 2  # was: exit 106
+expect 2 "--count: expected a positive number, got 0" "$MAKE_GRAIN" --out "$work/grains" --count 0  # was: exit 105
+if [ -z "${ASAN_OPTIONS:-}" ]; then  # AddressSanitizer's allocator aborts on a request of terabytes
+  expect 1 "make_grain_dataset: error: make_grain_volume: out of memory for a volume of (100000, 100000, 100000)" \
+    "$MAKE_GRAIN" --out "$work/grains" --count 1 --size 100000  # was: "std::bad_alloc"
+else
+  echo "skip: make_grain_dataset --size 100000 under AddressSanitizer"
+fi
 
 echo "--- minidl-launch with a program that fails on bad data"
 expect 1 "ddp_minimal: error: CIFAR10: cannot open $missing/data_batch_1.bin" "$LAUNCH" --nproc-per-node 2 "$DDP_MINIMAL" "$missing"

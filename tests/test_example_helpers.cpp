@@ -1,14 +1,17 @@
 // Tests for the example programs' training helpers (examples/common): the
-// learning-rate scaling rule, the per-epoch checkpoint files and --backend.
+// learning-rate scaling rule, the per-epoch checkpoint files, --backend and
+// where train_unet3d generates its synthetic data.
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "examples/common/backend_choice.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/lr_scaling.h"
+#include "examples/common/segmentation_data.h"
 #include "minidl/minidl.h"
 #include "tests/test_util.h"
 
@@ -68,6 +71,14 @@ TEST_CASE("save_epoch_checkpoint commits with checkpoint.json and drops the prev
   CHECK(other->weight.to_vector<float>() == model->weight.to_vector<float>());
   CHECK_THROWS_WITH_AS(examples::read_checkpoint((dir / "nothing").string(), "prog"),
                        doctest::Contains("prog: no checkpoint at"), minidl::Error);
+  // Another program's checkpoint is named as such (train_unet3d given
+  // train_cifar10's said "key 'base_width' not found", naming no file).
+  examples::save_epoch_checkpoint(dir, 3, *model, opt, {{"program", "train_cifar10"}});
+  CHECK(examples::read_checkpoint(dir.string(), "train_cifar10").epoch == 3);
+  const std::string foreign =
+      "train_unet3d: cannot resume from " + (dir / "checkpoint.json").string() + ": it is a checkpoint of train_cifar10";
+  CHECK_THROWS_WITH_AS(examples::read_checkpoint(dir.string(), "train_unet3d"), doctest::Contains(foreign.c_str()),
+                       minidl::Error);
   fs::remove_all(dir);
 }
 
@@ -122,4 +133,37 @@ TEST_CASE("choose_backend: auto, gloo and nccl on posed machines") {
   CHECK(choose_backend("nccl", false, gpu0, "cuda:0", two_gpus).note == " (unused: one process, no process group)");
   CHECK_THROWS_CONTAINS(choose_backend("mpi", true, kCPU, "auto", cpu_build),
                         "--backend: expected auto, gloo or nccl, got 'mpi'");
+}
+
+TEST_CASE("load_segmentation_data generates only into an absent or empty folder") {
+  const fs::path dir = fs::temp_directory_path() / ("minidl_test_seg_data_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  examples::SegmentationDataOptions o;
+  o.generate_train = 1;
+  o.generate_val = 1;
+  o.volume_size = 8;
+  o.patch_size = {4, 4, 4};
+  std::ostringstream log;
+  // A user's folder in another layout (.npy files directly in it): refused,
+  // nothing written next to them (was: grain volumes generated and trained on).
+  fs::create_directories(dir / "mine");
+  std::ofstream(dir / "mine" / "scan.npy") << "x";
+  o.dir = (dir / "mine").string();
+  CHECK_THROWS_WITH_AS(examples::load_segmentation_data(o, log),
+                       doctest::Contains("holds scan.npy but neither train/images nor images/"), minidl::Error);
+  CHECK_FALSE(fs::exists(dir / "mine" / "train"));
+  // A file where the folder belongs.
+  o.dir = (dir / "mine" / "scan.npy").string();
+  CHECK_THROWS_WITH_AS(examples::load_segmentation_data(o, log), doctest::Contains("scan.npy is a file"),
+                       minidl::Error);
+  // Absent and empty folders get the synthetic set.
+  for (const char* name : {"absent", "empty"}) {
+    if (std::string(name) == "empty") fs::create_directories(dir / name);
+    o.dir = (dir / name).string();
+    const examples::SegmentationData d = examples::load_segmentation_data(o, log);
+    CHECK(d.train->size() == 1);
+    CHECK(d.val->size() == 1);
+    CHECK(d.description.find("synthetic grain volumes generated in") == 0);
+  }
+  fs::remove_all(dir);
 }

@@ -52,6 +52,9 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& pro
   } catch (const json::exception& e) {
     MINIDL_FAIL(program, ": cannot resume from ", file.string(), ": ", e.what());
   }
+  const std::string writer = c.json.is_object() ? c.json.value("program", "") : "";
+  MINIDL_CHECK(writer.empty() || writer == program, program, ": cannot resume from ", file.string(),
+               ": it is a checkpoint of ", writer);
   c.dir = file.parent_path();
   return c;
 }

@@ -35,7 +35,9 @@ struct LoadedCheckpoint {
 };
 
 // `path`: a checkpoint folder or its checkpoint.json. Throws minidl::Error
-// (prefixed with `program`, naming the file) when there is none or it cannot be parsed.
+// (prefixed with `program`, naming the file) when there is none, it cannot be
+// parsed, or its "program" entry (written by the programs into `meta`) names
+// another program: train_unet3d given a train_cifar10 checkpoint.
 LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program);
 
 // Loads the model (strict) and the optimizer state the checkpoint names.

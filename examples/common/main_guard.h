@@ -62,6 +62,24 @@ int run_main_with_usage(const char* program, const char* usage, F&& body) noexce
   return 1;
 }
 
+// run_main for programs that take no arguments: `--help` prints what the
+// program does (exit 0), any other argument is a usage error (exit 2) rather
+// than silently ignored.
+template <class F>
+int run_main_without_arguments(const char* program, const char* what, int argc, char** argv, F&& body) noexcept {
+  if (argc > 1) {
+    const std::string arg = argv[1];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: " << program << "\n" << what << std::endl;
+      return 0;
+    }
+    std::cerr << program << ": error: unexpected argument '" << arg << "': it takes none\nusage: " << program
+              << std::endl;
+    return 2;
+  }
+  return run_main(program, std::forward<F>(body));
+}
+
 }  // namespace minidl::examples
 
 // CLI11's parse with argparse's exit codes: --help prints and exits 0, a bad

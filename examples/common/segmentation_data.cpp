@@ -25,6 +25,18 @@ SegmentationData load_segmentation_data(const SegmentationDataOptions& o, std::o
   if (!flat && !fs::exists(train_dir / "images")) {
     origin = "synthetic grain volumes generated in " + o.dir;
     if (o.main_rank) {
+      // Synthetic data goes only where nothing is: a folder with the user's own
+      // files in another layout (a typo'd subfolder, .npy files directly in it)
+      // must not get grain volumes written next to them and be trained on.
+      MINIDL_CHECK(!fs::exists(dir) || fs::is_directory(dir), "train_unet3d: --data ", o.dir,
+                   " is a file; expected a folder");
+      if (fs::exists(dir) && !fs::is_empty(dir)) {
+        const std::string name = fs::directory_iterator(dir)->path().filename().string();
+        MINIDL_FAIL("train_unet3d: ", o.dir, " holds ", name,
+                    " but neither train/images nor images/: expected DIR/train/{images,labels}/*.npy and "
+                    "DIR/val/{images,labels}/*.npy, or DIR/{images,labels}/*.npy with --val-data; synthetic "
+                    "volumes are generated only into an absent or empty folder");
+      }
       MINIDL_CHECK(o.generate_train > 0 && o.generate_val > 0, "train_unet3d: no data in ", train_dir.string(),
                    " and nothing to generate (--generate ", o.generate_train, ", --generate-val ", o.generate_val, ")");
       const auto t0 = std::chrono::steady_clock::now();

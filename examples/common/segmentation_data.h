@@ -3,9 +3,10 @@
 // (data/grain_volumes.h), generated on first use.
 //
 // Layout: DIR/train/{images,labels}/*.npy and DIR/val/{images,labels}/*.npy.
-// When DIR/train/images does not exist, rank 0 writes generate_train +
-// generate_val synthetic volumes of volume_size^3 there (train from seed,
-// val from seed + 1, so no volume is in both); the other ranks wait for it.
+// When DIR/train/images does not exist and DIR is absent or empty, rank 0
+// writes generate_train + generate_val synthetic volumes of volume_size^3
+// there (train from seed, val from seed + 1, so no volume is in both); the
+// other ranks wait for it. A non-empty DIR in neither layout is an error.
 // A folder with images/ and labels/ directly in it (a user's own data) is the
 // training set, and val_dir must then name the validation folder.
 #pragma once
