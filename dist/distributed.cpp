@@ -13,6 +13,7 @@
 #include <map>
 
 #include "minidl/core/check.h"
+#include "minidl/dist/collective_check.h"
 #include "minidl/dist/nccl_host/nccl_checks.h"
 #include "minidl/dist/process_group_gloo.h"
 #ifdef MINIDL_WITH_CUDA
@@ -98,8 +99,8 @@ std::string local_address_towards(const std::string& master) {
   return result;
 }
 
-ProcessGroupPtr make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
-                           Milliseconds timeout, const std::string& host) {
+ProcessGroupPtr make_backend_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+                                   Milliseconds timeout, const std::string& host) {
   if (backend == "nccl") {
 #ifdef MINIDL_WITH_CUDA
     return make_process_group_nccl(std::move(store), rank, size, timeout);
@@ -108,6 +109,15 @@ ProcessGroupPtr make_group(const std::string& backend, std::shared_ptr<Store> st
 #endif
   }
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, timeout, host);
+}
+
+// The backend's group, its collectives checked across ranks first under
+// MINIDL_DISTRIBUTED_DEBUG=DETAIL (dist/collective_check.h).
+ProcessGroupPtr make_group(const std::string& backend, const std::shared_ptr<Store>& store, int rank, int size,
+                           Milliseconds timeout, const std::string& host) {
+  ProcessGroupPtr group = make_backend_group(backend, store, rank, size, timeout, host);
+  if (!collective_checks_enabled()) return group;
+  return make_checked_group(std::move(group), std::make_shared<PrefixStore>("collective_check", store));
 }
 
 ProcessGroupPtr group_or_default(const ProcessGroupPtr& group, const char* op) {
