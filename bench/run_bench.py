@@ -164,7 +164,8 @@ def main():
         print()
         print_table(f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
                     f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}", train_rows, best, train_row)
-        cpu_rows = [r for r in train_rows if "cpu_ms" in best[("minidl",) + r]]
+        cpu_rows = [r for r in train_rows
+                    if "cpu_ms" in best[("minidl",) + r] and "cpu_ms" in best.get(("pytorch",) + r, {})]
         if cpu_rows:
             # Process CPU time of one step / threads, least over all reps and rounds: on a
             # loaded machine it moves much less than wall time.
