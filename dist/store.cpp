@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -130,8 +131,12 @@ namespace {
 
 // Connects to host:port, retrying until the deadline (the master may not be
 // listening yet).
+// Says so on stderr after 10 s and every minute after: a node started
+// before rank 0's (minidl-launch --nnodes 2) would otherwise wait in silence
+// for the whole timeout.
 int connect_with_retry(const std::string& host, int port, Milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
+  const auto start = Clock::now(), deadline = start + timeout;
+  auto next_report = start + std::chrono::seconds(10);
   Backoff backoff;
   std::string last_error = "no attempt";
   for (;;) {
@@ -156,8 +161,16 @@ int connect_with_retry(const std::string& host, int port, Milliseconds timeout) 
       }
       ::freeaddrinfo(res);
     }
-    MINIDL_CHECK(Clock::now() < deadline, "TCPStore: could not connect to ", host, ":", port, " within ",
-                 timeout.count(), " ms (", last_error, "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+    const auto now = Clock::now();
+    MINIDL_CHECK(now < deadline, "TCPStore: could not connect to ", host, ":", port, " within ", timeout.count(),
+                 " ms (", last_error, "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+    if (now >= next_report) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      std::fprintf(stderr, "minidl: TCPStore: still waiting for rank 0's store at %s:%d after %lld s (%s); "
+                   "giving up after %lld s\n", host.c_str(), port, static_cast<long long>(waited),
+                   last_error.c_str(), static_cast<long long>(timeout.count() / 1000));
+      next_report = now + std::chrono::seconds(60);
+    }
     backoff.sleep();
   }
 }

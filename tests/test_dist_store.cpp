@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "minidl/dist/store.h"
@@ -85,6 +86,31 @@ TEST_CASE("TCPStore: errors") {
   // A second master on the same port is refused.
   TCPStore master("127.0.0.1", 0, true, 1s);
   CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", master.port(), true, 1s), "cannot listen on port");
+}
+
+TEST_CASE("TCPStore: a client waiting for its master says so on stderr after 10 s") {
+  int free_port;
+  {
+    TCPStore probe("127.0.0.1", 0, true, 1s);
+    free_port = probe.port();
+  }
+  // stderr into a file for the attempt.
+  char path[] = "/tmp/minidl-store-stderr-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", free_port, false, 10500ms), "could not connect to 127.0.0.1:");
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  CHECK(text.find("still waiting for rank 0's store at 127.0.0.1:" + std::to_string(free_port)) != std::string::npos);
+  CHECK(text.find("giving up after 10 s") != std::string::npos);
 }
 
 TEST_CASE("TCPStore: a client whose master exited gets a clear error") {
