@@ -29,12 +29,16 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <mutex>
 
 #include "minidl/core/check.h"
 #include "minidl/core/dtype.h"
@@ -138,6 +142,34 @@ std::shared_ptr<gloo::transport::Device> make_device(const std::string& host) {
   }
 }
 
+// Gloo's TCP loop thread throws gloo::EnforceNotMet when a peer's message
+// does not fit the buffer posted for it, which std::terminate reports only as
+// Gloo's own assertion. Almost always the ranks ran different collectives:
+// say so and how to find where, then hand over to the previous handler.
+std::terminate_handler g_previous_terminate = nullptr;
+
+[[noreturn]] void gloo_failure_hint() {
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const gloo::EnforceNotMet& failure) {
+      std::fprintf(stderr,
+                   "minidl: a Gloo network thread failed (%s): the ranks most likely ran different collectives "
+                   "(another size, dtype or order); run every rank with MINIDL_DISTRIBUTED_DEBUG=DETAIL to have "
+                   "the mismatch named before anything is sent\n",
+                   failure.what());
+    } catch (...) {
+    }
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+void install_gloo_failure_hint() {
+  static std::once_flag once;
+  std::call_once(once, [] { g_previous_terminate = std::set_terminate(gloo_failure_hint); });
+}
+
 }  // namespace
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Milliseconds timeout,
@@ -150,6 +182,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
 #ifdef MINIDL_WITH_CUDA
   register_gloo_cuda_staging();  // CUDA tensors through pinned buffers on the caller's stream (idempotent)
 #endif
+  install_gloo_failure_hint();
   auto device = make_device(host);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
