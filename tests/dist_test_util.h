@@ -18,7 +18,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -72,6 +74,32 @@ inline void dist_require_close(const Tensor& a, const Tensor& b, double rtol, do
     }                                                                                                \
     DIST_REQUIRE(dist_threw_, << #expr " did not throw");                                             \
   } while (0)
+
+// What f() and the processes it starts write to stderr (fd 2 goes to a file
+// meanwhile; forked children inherit it).
+inline std::string capture_stderr(const std::function<void()>& f) {
+  char path[] = "/tmp/minidl-stderr-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) throw std::runtime_error("capture_stderr: mkstemp failed");
+  struct Redirect {  // fd 2 back to the terminal, also when f throws
+    int fd, saved;
+    explicit Redirect(int file) : fd(file), saved((std::fflush(stderr), dup(2))) { dup2(fd, 2); }
+    ~Redirect() {
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      close(fd);
+    }
+  };
+  {
+    Redirect redirect(fd);
+    f();
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  return text;
+}
 
 // A unique, not yet existing path for a file:// rendezvous.
 inline std::string fresh_rendezvous_path() {

@@ -5,13 +5,8 @@
 // group stays usable and matching collectives give the usual results; the
 // store keys of old collectives are removed. Unchecked, the rank Gloo
 // aborts says what most likely happened and how to find it.
-#include <unistd.h>
-
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
@@ -118,30 +113,20 @@ TEST_CASE("DETAIL: keys of finished collectives leave the store") {
 TEST_CASE("unchecked: the rank that Gloo aborts on a size mismatch says why and points at DETAIL") {
   unsetenv("MINIDL_DISTRIBUTED_DEBUG");
   unsetenv("TORCH_DISTRIBUTED_DEBUG");
-  char path[] = "/tmp/minidl-gloo-abort-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  std::fflush(stderr);
-  const int saved = dup(2);
-  dup2(fd, 2);  // the ranks inherit it
-  const std::string failures = testing::run_ranks(
-      2,
-      [](int rank, int) {
-        std::signal(SIGABRT, SIG_DFL);  // not doctest's crash report, inherited through fork
-        Tensor t = ones({rank == 0 ? 3 : 4});
-        try {
-          all_reduce(t);
-        } catch (const std::exception&) {  // the surviving rank may see the peer vanish
-        }
-      },
-      std::chrono::seconds(60), true, Milliseconds(5000));
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path);
+  std::string failures;
+  const std::string text = testing::capture_stderr([&] {
+    failures = testing::run_ranks(
+        2,
+        [](int rank, int) {
+          std::signal(SIGABRT, SIG_DFL);  // not doctest's crash report, inherited through fork
+          Tensor t = ones({rank == 0 ? 3 : 4});
+          try {
+            all_reduce(t);
+          } catch (const std::exception&) {  // the surviving rank may see the peer vanish
+          }
+        },
+        std::chrono::seconds(60), true, Milliseconds(5000));
+  });
   CHECK_MESSAGE(failures.find("killed by signal 6") != std::string::npos, failures);
   CHECK_MESSAGE(text.find("the ranks most likely ran different collectives") != std::string::npos, text);
   CHECK(text.find("MINIDL_DISTRIBUTED_DEBUG=DETAIL") != std::string::npos);

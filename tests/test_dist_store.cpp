@@ -7,10 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "minidl/dist/store.h"
+#include "tests/dist_test_util.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -94,21 +94,9 @@ TEST_CASE("TCPStore: a client waiting for its master says so on stderr after 10 
     TCPStore probe("127.0.0.1", 0, true, 1s);
     free_port = probe.port();
   }
-  // stderr into a file for the attempt.
-  char path[] = "/tmp/minidl-store-stderr-XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  std::fflush(stderr);
-  const int saved = dup(2);
-  dup2(fd, 2);
-  CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", free_port, false, 10500ms), "could not connect to 127.0.0.1:");
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path);
+  const std::string text = testing::capture_stderr([&] {
+    CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", free_port, false, 10500ms), "could not connect to 127.0.0.1:");
+  });
   CHECK(text.find("still waiting for rank 0's store at 127.0.0.1:" + std::to_string(free_port)) != std::string::npos);
   CHECK(text.find("giving up after 10 s") != std::string::npos);
 }
