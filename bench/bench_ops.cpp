@@ -233,6 +233,8 @@ void bench_reduce() {
     timed("mean_dim1", xs, [&] { (void)mean(x, {1}); });
     timed("sum_last_dim", ms, [&] { (void)sum(m, {1}); });
     timed("max_pool2d_3x3s2p1_fwd", xs, [&] { (void)max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); });
+    const Tensor xb = x.to(kBFloat16);
+    timed("max_pool2d_3x3s2p1_fwd_bf16", xs, [&] { (void)max_pool2d(xb, {3, 3}, {2, 2}, {1, 1}); });
   }
   Tensor xg = x.clone().requires_grad_();
   const Tensor dy_pool = ones({64, 256, 14, 14}), dy_gap = ones({64, 256, 1, 1});

@@ -374,6 +374,8 @@ def bench_reduce(args):
         timed("mean_dim1", xs, lambda: torch.mean(x, 1))
         timed("sum_last_dim", ms, lambda: torch.sum(m, 1))
         timed("max_pool2d_3x3s2p1_fwd", xs, lambda: F.max_pool2d(x, 3, 2, 1))
+        xb = x.bfloat16()
+        timed("max_pool2d_3x3s2p1_fwd_bf16", xs, lambda: F.max_pool2d(xb, 3, 2, 1))
     xg = x.clone().requires_grad_()
     dy_pool, dy_gap = torch.ones(64, 256, 14, 14), torch.ones(64, 256, 1, 1)
 
