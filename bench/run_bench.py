@@ -73,6 +73,22 @@ def least_cpu_ms(raw, impl, op, shape):
     return min(l["cpu_ms"] for l in raw if (l["impl"], l["op"], l["shape"]) == (impl, op, shape) and "cpu_ms" in l)
 
 
+def print_cpu_table(raw, best, rows, first, op_w, shape_w, digits):
+    """The CPU-time table of the rows both libraries timed with cpu_ms: the least cpu_ms of
+    each side over every raw line, and their ratio."""
+    rows = [r for r in rows if "cpu_ms" in best.get(("minidl",) + r, {}) and "cpu_ms" in best.get(("pytorch",) + r, {})]
+    if not rows:
+        return
+
+    def cpu_row(op, shape, m, t):
+        mc, tc = least_cpu_ms(raw, "minidl", op, shape), least_cpu_ms(raw, "pytorch", op, shape)
+        return f"{op:<{op_w}} {shape:<{shape_w}} {mc:>14.{digits}f} {tc:>14.{digits}f} {tc / mc:>6.2f}"
+
+    print()
+    print_table(f"{first:<{op_w}} {'shape':<{shape_w}} {'minidl cpu ms':>14} {'torch cpu ms':>14} {'ratio':>6}",
+                rows, best, cpu_row)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build", help="CMake build directory holding bench/bench_ops")
@@ -164,29 +180,12 @@ def main():
         print()
         print_table(f"{'training step':<22} {'shape':<10} {'minidl img/s':>12} {'torch img/s':>12} {'ratio':>6} "
                     f"{'minidl peak RSS MiB':>20} {'torch peak RSS MiB':>19}", train_rows, best, train_row)
-        cpu_rows = [r for r in train_rows
-                    if "cpu_ms" in best[("minidl",) + r] and "cpu_ms" in best.get(("pytorch",) + r, {})]
-        if cpu_rows:
-            # Process CPU time of one step / threads, least over all reps and rounds: on a
-            # loaded machine it moves much less than wall time.
-            def cpu_row(op, shape, m, t):
-                mc, tc = least_cpu_ms(raw, "minidl", op, shape), least_cpu_ms(raw, "pytorch", op, shape)
-                return f"{op:<22} {shape:<16} {mc:>14.1f} {tc:>14.1f} {tc / mc:>6.2f}"
-
-            print()
-            print_table(f"{'training step':<22} {'shape':<16} {'minidl cpu ms':>14} {'torch cpu ms':>14} {'ratio':>6}",
-                        cpu_rows, best, cpu_row)
+        # Process CPU time of one step / threads, least over all reps and rounds: on a
+        # loaded machine it moves much less than wall time.
+        print_cpu_table(raw, best, train_rows, "training step", 22, 16, 1)
     # Ops and norm results carry cpu_ms (the median thread CPU time of a round's calls): the least over rounds,
     # which a loaded machine inflates much less than wall time (compare at --threads 1).
-    op_cpu_rows = [r for r in order if r not in train_rows and "cpu_ms" in best.get(("minidl",) + r, {})]
-    if op_cpu_rows:
-        def op_cpu_row(op, shape, m, t):
-            mc, tc = least_cpu_ms(raw, "minidl", op, shape), least_cpu_ms(raw, "pytorch", op, shape)
-            return f"{op:<30} {shape:<14} {mc:>14.2f} {tc:>14.2f} {tc / mc:>6.2f}"
-
-        print()
-        print_table(f"{'op':<30} {'shape':<14} {'minidl cpu ms':>14} {'torch cpu ms':>14} {'ratio':>6}",
-                    op_cpu_rows, best, op_cpu_row)
+    print_cpu_table(raw, best, [r for r in order if r not in train_rows], "op", 30, 14, 2)
     print("ratio = minidl speed / PyTorch speed (PyTorch time / minidl time)")
 
 
