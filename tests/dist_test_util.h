@@ -81,24 +81,23 @@ inline std::string capture_stderr(const std::function<void()>& f) {
   char path[] = "/tmp/minidl-stderr-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error("capture_stderr: mkstemp failed");
-  struct Redirect {  // fd 2 back to the terminal, also when f throws
+  struct Redirect {  // fd 2 back to the terminal and the file removed, also when f throws
     int fd, saved;
-    explicit Redirect(int file) : fd(file), saved((std::fflush(stderr), dup(2))) { dup2(fd, 2); }
+    const char* path;
+    Redirect(int file, const char* name) : fd(file), saved((std::fflush(stderr), dup(2))), path(name) { dup2(fd, 2); }
     ~Redirect() {
       std::fflush(stderr);
       dup2(saved, 2);
       close(saved);
       close(fd);
+      std::remove(path);
     }
   };
-  {
-    Redirect redirect(fd);
-    f();
-  }
+  Redirect redirect(fd, path);
+  f();
+  std::fflush(stderr);
   std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path);
-  return text;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // A unique, not yet existing path for a file:// rendezvous.
