@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
 JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|activations|reduce|softmax]
-(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|smallnet|unet3d]: the twin of
+(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|resnet20|resnet56|smallnet|unet3d]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
 import json
@@ -163,6 +163,27 @@ class ResNet18Cifar(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
 
 
+class ResNetCifarHe(nn.Module):
+    """minidl's models::resnet20 / resnet56: He et al.'s CIFAR ResNets (stem 3->16, stages of n BasicBlocks,
+    widths 16-32-64, strides 1-2-2, global average pool), option-B (1x1 conv + BN) shortcuts."""
+
+    def __init__(self, n, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        blocks, cin = [], 16
+        for cout, stride in [(16, 1), (32, 2), (64, 2)]:
+            for i in range(n):
+                blocks.append(BasicBlock(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        out = self.blocks(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
+
+
 def small_net(num_classes=10):
     """minidl's models::SmallNet: conv-BN-ReLU, three conv-maxpool-BN-ReLU stages, global max-pool, linear."""
     layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
@@ -219,8 +240,9 @@ def bench_train(args):
     if args.model == "unet3d":
         return bench_train_unet3d(args)
     torch.manual_seed(0)
-    model = ResNet18Cifar() if args.model == "resnet18" else small_net()
-    expected = {"resnet18": 11173962, "smallnet": 1557066}[args.model]
+    model = {"resnet18": ResNet18Cifar, "resnet20": lambda: ResNetCifarHe(3), "resnet56": lambda: ResNetCifarHe(9),
+             "smallnet": small_net}[args.model]()
+    expected = {"resnet18": 11173962, "resnet20": 272474, "resnet56": 855770, "smallnet": 1557066}[args.model]
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == expected, f"{args.model}: {n_params} parameters, minidl has {expected}"
     model.train()
@@ -268,7 +290,7 @@ def bench_train(args):
         print("# phases (median ms): " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in phases.items()))
         if args.model == "smallnet":
             profile_smallnet_ops(batch, args.reps)
-        else:
+        elif args.model == "resnet18":
             profile_resnet18_convs(batch, args.reps)
 
 
@@ -497,8 +519,8 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
     parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "activations", "reduce", "softmax"], help="--suite ops: run one group")
-    parser.add_argument("--model", choices=["resnet18", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
-    parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for smallnet, 2 for unet3d")
+    parser.add_argument("--model", choices=["resnet18", "resnet20", "resnet56", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
+    parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for resnet20/56 and smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
     parser.add_argument("--amp", choices=["off", "bf16"], default="off",
                         help="--suite train (resnet18, smallnet): the forward under torch.autocast('cpu', bfloat16)")

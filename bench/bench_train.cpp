@@ -3,7 +3,7 @@
 //   {"impl":"minidl","op":"train_step_resnet18","shape":"batch 64",...}
 // bench/bench_torch.py --suite train prints the PyTorch twins.
 //
-//   bench_train --model resnet18|smallnet|unet3d [--batch N] [--threads 2] [--reps 15] [--profile 1]
+//   bench_train --model resnet18|resnet20|resnet56|smallnet|unet3d [--batch N] [--threads 2] [--reps 15] [--profile 1]
 //               [--amp off|bf16]   (resnet18, smallnet: the forward under CPU bfloat16 autocast)
 //
 // One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
