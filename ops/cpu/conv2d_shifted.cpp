@@ -153,6 +153,8 @@ void fill_planes(const ShiftedProblem& p, const T* src, int64_t src_h, int64_t s
         std::fill(dst, dst + u_begin, T(0));
         if (p.col_step == 1)
           std::memcpy(dst + u_begin, row + u_begin + s.col0, static_cast<size_t>(u_end - u_begin) * sizeof(T));
+        else if (p.col_step == 2)  // a constant stride, so the compiler vectorizes the deinterleave
+          for (int64_t u = u_begin; u < u_end; ++u) dst[u] = row[u * 2 + s.col0];
         else
           for (int64_t u = u_begin; u < u_end; ++u) dst[u] = row[u * p.col_step + s.col0];
         std::fill(dst + u_end, dst + p.pitch, T(0));
