@@ -23,3 +23,4 @@
 #include "minidl/nn/modules/upsampling.h"
 #include "minidl/nn/norm_utils.h"
 #include "minidl/nn/serialize.h"
+#include "minidl/nn/sliding_window.h"
