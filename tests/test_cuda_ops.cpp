@@ -205,6 +205,15 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     }, {leaf({40, 2, 32, 32}, dt), leaf({2}, dt), leaf({2}, dt)});
     compare("batch_norm empty spatial", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
             {leaf({0, 3, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
+    // Parameter gradients of channels spread over several groups per sample
+    // (P = 2 groups of K = 3) with S == 1: the tiled column reduction over
+    // channel_offset, 2 chunks; InstanceNorm with N = 1, parameter gradients
+    // only: groups are channels (the one-reduction sums, GroupParamStore).
+    compare("group_norm (N, C) parameter gradients", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf({130, 6}, dt), leaf({6}, dt), leaf({6}, dt)});
+    compare("instance_norm N=1 parameter gradients", [](auto& v) {
+      return instance_norm(v[0], Tensor(), Tensor(), v[1], v[2]);
+    }, {randn({1, 3, 4, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
   }
 }
 
