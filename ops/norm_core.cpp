@@ -187,4 +187,11 @@ void check_param(const Tensor& t, const char* name, int64_t expected, const Tens
                ", but ", name, " is ", dtype_name(t.dtype()));
 }
 
+void check_param_dtypes(const Tensor& weight, const Tensor& bias, const char* op) {
+  if (!weight.defined() || !bias.defined()) return;
+  MINIDL_CHECK(weight.dtype() == bias.dtype(), op,
+               ": mixed dtype: expect weight and bias to have one scalar type, but weight is ",
+               dtype_name(weight.dtype()), " and bias is ", dtype_name(bias.dtype()));
+}
+
 }  // namespace minidl::norm

@@ -211,6 +211,12 @@ NormGeometry from_list(const std::vector<int64_t>& v);
 // "running_mean should contain 3 elements not 4".
 void check_param(const Tensor& t, const char* name, int64_t expected, const Tensor& input,
                  const char* op);
+// And across them: weight and bias (when both are given) in one dtype, both
+// float32 or both the input's next to a 16-bit input (PyTorch's mixed-type
+// rule). A bfloat16 weight with a float32 bias passed check_param one by one,
+// then the CUDA kernels (one parameter type, ops/cuda/norm_core.cu) refused the
+// bias and the CPU's backward made grad_bias in the weight's dtype.
+void check_param_dtypes(const Tensor& weight, const Tensor& bias, const char* op);
 
 }  // namespace minidl::norm
 

@@ -104,6 +104,10 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
     }
     compare("layer_norm", [](auto& v) { return layer_norm(v[0], {8}, v[1], v[2]); },
             {leaf16({4, 8}, dt), leaf16({8}, dt), leaf16({8}, dt)});
+    // Weight and bias of two dtypes: refused before any kernel (norm::check_param_dtypes),
+    // as on the CPU; the kernels take one parameter type.
+    CHECK_THROWS_WITH_AS(layer_norm(on_target(randn({4, 8}, dt)), {8}, on_target(ones({8}, dt)), on_target(zeros({8}))),
+                         doctest::Contains("layer_norm: mixed dtype"), Error);
     compare("group_norm", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf16({2, 4, 3, 3}, dt), leaf16({4}, dt), leaf16({4}, dt)});
     // The tiled column reduction of the weight/bias gradients: rows past a
