@@ -211,12 +211,13 @@ NormGeometry from_list(const std::vector<int64_t>& v);
 // "running_mean should contain 3 elements not 4".
 void check_param(const Tensor& t, const char* name, int64_t expected, const Tensor& input,
                  const char* op);
-// And across them: weight and bias (when both are given) in one dtype, both
-// float32 or both the input's next to a 16-bit input (PyTorch's mixed-type
-// rule). A bfloat16 weight with a float32 bias passed check_param one by one,
-// then the CUDA kernels (one parameter type, ops/cuda/norm_core.cu) refused the
-// bias and the CPU's backward made grad_bias in the weight's dtype.
-void check_param_dtypes(const Tensor& weight, const Tensor& bias, const char* op);
+// And across them: a pair that one kernel reads with one element type (weight
+// and bias; running_mean and running_var), when both are given, in one dtype:
+// both float32 or both the input's next to a 16-bit input (PyTorch's
+// mixed-type rule). A bfloat16 weight with a float32 bias passed check_param
+// one by one, then the CUDA kernels (one parameter type, ops/cuda/norm_core.cu)
+// refused the bias and the CPU's backward made grad_bias in the weight's dtype.
+void check_param_dtypes(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name, const char* op);
 
 }  // namespace minidl::norm
 

@@ -391,6 +391,14 @@ TEST_CASE("a 16-bit input with weight and bias of two dtypes is refused by every
     CHECK(batch_norm(x, {}, {}, w, b, true).dtype() == kBFloat16);
     CHECK(layer_norm(rows, {6}, w, b).dtype() == kBFloat16);
   }
+  // The running statistics likewise (one CUDA kernel updates both): float32
+  // mean with bfloat16 variance ran on the CPU and failed on CUDA.
+  CHECK_THROWS_CONTAINS(batch_norm(x, zeros({6}), ones({6}, kBFloat16), {}, {}, true),
+                        "batch_norm: mixed dtype: expect running_mean and running_var to have one scalar type, but "
+                        "running_mean is float32 and running_var is bfloat16");
+  CHECK_THROWS_CONTAINS(instance_norm(x, zeros({6}, kBFloat16), ones({6}), {}, {}, true), "instance_norm: mixed dtype");
+  Tensor rm = zeros({6}), rv = ones({6});  // float32 statistics next to bfloat16 parameters: fine (CUDA dispatches each)
+  CHECK(batch_norm(x, rm, rv, w16, b16, true).dtype() == kBFloat16);
 }
 
 TEST_CASE("instance_norm errors") {
