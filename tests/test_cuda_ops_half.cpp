@@ -104,6 +104,13 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
     }
     compare("layer_norm", [](auto& v) { return layer_norm(v[0], {8}, v[1], v[2]); },
             {leaf16({4, 8}, dt), leaf16({8}, dt), leaf16({8}, dt)});
+    // A 16-bit input with float32 weight and bias (each norm takes them, as
+    // autocast's BatchNorm): the fused single-pass kernels and the tiled column
+    // reduction (130 rows: 2 chunks) with float32 as the parameter type.
+    compare("layer_norm float32 parameters", [](auto& v) { return layer_norm(v[0], {45}, v[1], v[2]); },
+            {leaf16({130, 45}, dt), leaf({45}), leaf({45})});
+    compare("group_norm float32 parameters", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf16({2, 4, 3, 3}, dt), leaf({4}), leaf({4})});
     // Weight and bias of two dtypes: refused before any kernel (norm::check_param_dtypes),
     // as on the CPU; the kernels take one parameter type.
     CHECK_THROWS_WITH_AS(layer_norm(on_target(randn({4, 8}, dt)), {8}, on_target(ones({8}, dt)), on_target(zeros({8}))),
