@@ -50,6 +50,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   norm::check_param(running_var, "running_var", C, input, "batch_norm");
   norm::check_param(weight, "weight", C, input, "batch_norm");
   norm::check_param(bias, "bias", C, input, "batch_norm");
+  norm::check_param_dtypes(weight, "weight", bias, "bias", "batch_norm");
+  norm::check_param_dtypes(running_mean, "running_mean", running_var, "running_var", "batch_norm");
   const int64_t n = N * spatial;  // values per channel
   if (training)
     MINIDL_CHECK(n != 1, "Expected more than 1 value per channel when training, got input size ",

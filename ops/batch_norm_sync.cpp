@@ -145,6 +145,7 @@ Tensor batch_norm_elemt(const Tensor& input, const Tensor& weight, const Tensor&
   const norm::NormGeometry geo = bn_geometry(input);
   norm::check_param(weight, "weight", geo.G, input, op);
   norm::check_param(bias, "bias", geo.G, input, op);
+  norm::check_param_dtypes(weight, "weight", bias, "bias", op);
   norm::GroupStats stats{channel_f64(mean, "mean", geo.G, op), Tensor(), channel_f64(invstd, "invstd", geo.G, op)};
   if (input.numel() == 0) return empty(input.shape(), TensorOptions(input.dtype()).device(input.device()));
   return norm::forward(input.contiguous(), geo, weight, bias, eps, false, stats);

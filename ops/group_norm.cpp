@@ -49,6 +49,7 @@ Tensor group_norm(const Tensor& input_in, int64_t num_groups, const Tensor& weig
                shape_str(input.shape()), " and num_groups=", num_groups);
   check_affine(weight, "weight", input, C);
   check_affine(bias, "bias", input, C);
+  norm::check_param_dtypes(weight, "weight", bias, "bias", "group_norm");
   int64_t spatial = 1;
   for (int64_t d = 2; d < input.dim(); ++d) spatial *= input.size(d);
 

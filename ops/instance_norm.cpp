@@ -49,6 +49,8 @@ Tensor instance_norm(const Tensor& input, const Tensor& running_mean, const Tens
   norm::check_param(running_var, "running_var", C, input, "instance_norm");
   norm::check_param(weight, "weight", C, input, "instance_norm");
   norm::check_param(bias, "bias", C, input, "instance_norm");
+  norm::check_param_dtypes(weight, "weight", bias, "bias", "instance_norm");
+  norm::check_param_dtypes(running_mean, "running_mean", running_var, "running_var", "instance_norm");
   if (use_input_stats)
     MINIDL_CHECK(spatial != 1, "Expected more than 1 spatial element when training, got input size ",
                  shape_str(input.shape()));

@@ -46,6 +46,7 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
   MINIDL_CHECK(is_floating(input.dtype()), "\"layer_norm\" not implemented for '", dtype_name(input.dtype()), "'");
   check_affine(weight, "weight", input, normalized_shape);
   check_affine(bias, "bias", input, normalized_shape);
+  norm::check_param_dtypes(weight, "weight", bias, "bias", "layer_norm");
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   bool matches = input.dim() >= nd;
   for (int64_t i = 0; matches && i < nd; ++i)

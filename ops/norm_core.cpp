@@ -187,4 +187,11 @@ void check_param(const Tensor& t, const char* name, int64_t expected, const Tens
                ", but ", name, " is ", dtype_name(t.dtype()));
 }
 
+void check_param_dtypes(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name, const char* op) {
+  if (!a.defined() || !b.defined()) return;
+  MINIDL_CHECK(a.dtype() == b.dtype(), op, ": mixed dtype: expect ", a_name, " and ", b_name,
+               " to have one scalar type, but ", a_name, " is ", dtype_name(a.dtype()), " and ", b_name, " is ",
+               dtype_name(b.dtype()));
+}
+
 }  // namespace minidl::norm

@@ -52,6 +52,10 @@ struct NormForwardArgs {
   Tensor mean, invstd;
   Tensor var;  // written when use_input_stats (optional)
 
+  // The tensor whose dtype the parameters have (float32 or the input's next
+  // to a 16-bit input; a kernel's template argument): the weight, else the bias.
+  const Tensor& param_dtype_source() const { return weight.defined() ? weight : bias; }
+
   void for_each_tensor(auto&& f) const {
     for (const Tensor* t : {&input, &output, &weight, &bias, &mean, &invstd, &var}) f(*t);
   }
@@ -77,6 +81,13 @@ struct NormBackwardArgs {
   double given_count = 0;
   Tensor given_count_tensor;  // float64, one element; overrides given_count when defined
   Tensor out_sum_dy, out_sum_dy_xmu;  // float64 (G), optional: the local w-weighted sums
+
+  // As NormForwardArgs's: the weight, else grad_weight (batch_norm_backward_reduce
+  // passes no weight, its sums being unweighted, yet may want the weight's
+  // gradient in float32 next to a 16-bit input), else grad_bias.
+  const Tensor& param_dtype_source() const {
+    return weight.defined() ? weight : grad_weight.defined() ? grad_weight : grad_bias;
+  }
 
   void for_each_tensor(auto&& f) const {
     for (const Tensor* t : {&grad_out, &input, &weight, &mean, &invstd, &grad_input, &grad_weight,
@@ -200,6 +211,13 @@ NormGeometry from_list(const std::vector<int64_t>& v);
 // "running_mean should contain 3 elements not 4".
 void check_param(const Tensor& t, const char* name, int64_t expected, const Tensor& input,
                  const char* op);
+// And across them: a pair that one kernel reads with one element type (weight
+// and bias; running_mean and running_var), when both are given, in one dtype:
+// both float32 or both the input's next to a 16-bit input (PyTorch's
+// mixed-type rule). A bfloat16 weight with a float32 bias passed check_param
+// one by one, then the CUDA kernels (one parameter type, ops/cuda/norm_core.cu)
+// refused the bias and the CPU's backward made grad_bias in the weight's dtype.
+void check_param_dtypes(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name, const char* op);
 
 }  // namespace minidl::norm
 

@@ -236,8 +236,9 @@ run() {
   step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
   # CUDA graphs (train_cifar10 --cuda-graph, written without a GPU): the same
   # short run eager and graphed (deterministic cuDNN, same seed and data
-  # order), their final train losses compared; then the batch-32 step time,
-  # eager against graph replay (bench_gpu --suite graph), into the summary.
+  # order), their final train losses compared, and the graphed run must have
+  # replayed (else the comparison is eager against eager); then the batch-32
+  # step time, eager against graph replay (bench_gpu --suite graph), into the summary.
   if [ -d "$here/data" ]; then
     local graph_run=(--data "$here/data" --model smallnet --width 0.5 --epochs 2 --batch-size 32 --lr 0.05
                      --schedule cosine --deterministic --device cuda --workers 4 --seed 3)
@@ -247,8 +248,9 @@ run() {
     step cuda_graph_loss_matches_eager 10 python3 -c '
 import re, sys
 loss = [float(re.findall(r"^epoch \d+/\d+: train loss ([0-9.]+)", open(f).read(), re.M)[-1]) for f in sys.argv[1:]]
-print("final train loss eager %.6f graph %.6f" % tuple(loss))
-sys.exit(0 if abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
+replays = [int(n) for n in re.findall(r"^cuda graph: (\d+) replays", open(sys.argv[2]).read(), re.M)]
+print("final train loss eager %.6f graph %.6f, %s graph replays" % (loss[0], loss[1], replays[-1] if replays else "no"))
+sys.exit(0 if replays and replays[-1] > 0 and abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
       "$logs/train_cifar10_eager_b32.log" "$logs/train_cifar10_cuda_graph.log"
     for t in train_cifar10_eager_b32 train_cifar10_cuda_graph cuda_graph_loss_matches_eager; do
       tail -n 2 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"

@@ -506,3 +506,37 @@ TEST_CASE("the device merge and backward_elemt equal the former host computation
     CHECK(dx.to_vector<double>() == args.grad_input.to_vector<double>());
   }
 }
+
+// The parameters' dtype the CUDA norm kernels are instantiated with
+// (ops/cuda/norm_core.cu with_param_type): batch_norm_backward_reduce passes
+// the core no weight (its sums are unweighted), so a float32 grad_weight
+// without grad_bias must decide; it once fell to grad_bias, undefined, and the
+// CUDA kernel took the 16-bit input's dtype and refused the float32 gradient.
+TEST_CASE("NormBackwardArgs::param_dtype_source: the weight, else grad_weight, else grad_bias") {
+  norm::NormBackwardArgs a;
+  a.input = zeros({2, 3}, kBFloat16);
+  CHECK_FALSE(a.param_dtype_source().defined());
+  a.grad_bias = zeros({3}, kFloat32);
+  CHECK(a.param_dtype_source().is_same(a.grad_bias));
+  a.grad_bias = Tensor();
+  a.grad_weight = zeros({3}, kFloat32);  // batch_norm_backward_reduce with weight_g alone
+  CHECK(a.param_dtype_source().is_same(a.grad_weight));
+  a.grad_bias = zeros({3}, kFloat32);
+  CHECK(a.param_dtype_source().is_same(a.grad_weight));
+  a.weight = zeros({3}, kFloat32);
+  CHECK(a.param_dtype_source().is_same(a.weight));
+  norm::NormForwardArgs f;
+  CHECK_FALSE(f.param_dtype_source().defined());
+  f.bias = zeros({3}, kFloat32);
+  CHECK(f.param_dtype_source().is_same(f.bias));
+  f.weight = zeros({3}, kBFloat16);
+  CHECK(f.param_dtype_source().is_same(f.weight));
+  // The CPU kernels take the combination (each parameter by its own dtype):
+  // the weight's gradient alone equals the one computed with the bias's.
+  const Tensor x = randn({4, 3, 5}).to(kBFloat16), dy = randn({4, 3, 5}).to(kBFloat16);
+  const Tensor mean = randn({3}), invstd = rand({3}) + 0.5, w = randn({3});
+  const BatchNormBackwardReduce alone = batch_norm_backward_reduce(dy, x, mean, invstd, w, false, true, false);
+  const BatchNormBackwardReduce both = batch_norm_backward_reduce(dy, x, mean, invstd, w, true, true, true);
+  REQUIRE(alone.grad_weight.dtype() == kFloat32);
+  CHECK(alone.grad_weight.to_vector<float>() == both.grad_weight.to_vector<float>());
+}

@@ -327,6 +327,30 @@ TEST_CASE("shifted double sums give Welford's moments, also far from zero") {
   CHECK(welford_from_shifted(far, 1000, 1e4).m2 == doctest::Approx(tu.m2).epsilon(1e-6));
 }
 
+// A NaN or infinite value: the shifted sums' M2 = s2 - s1^2/n is NaN (inf -
+// inf), and must stay NaN, as the CPU's two passes and the legacy Welford give
+// (PyTorch's running_var turns NaN too); only a negative rounding result is
+// clamped to 0. An infinite shift (the group's first value) included.
+TEST_CASE("shifted double sums keep the NaN variance of a NaN or infinite value") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const std::vector<double>& v : {std::vector<double>{1.0, nan, 2.0}, std::vector<double>{1.0, inf, 2.0},
+                                       std::vector<double>{-inf, 1.0, 2.0}, std::vector<double>{nan, 1.0, 2.0}}) {
+    CAPTURE(v[0]);
+    CAPTURE(v[1]);
+    ShiftedSums s;
+    for (double e : v) s = shifted_add(s, shifted_of(e, v[0]));
+    const Welford w = welford_from_shifted(s, 3, v[0]);
+    CHECK(std::isnan(two_pass(v, 0, v.size()).m2));
+    CHECK(std::isnan(w.m2));
+    const GroupStatistics st = statistics_of(w, 1e-5);
+    CHECK(std::isnan(st.var));
+    CHECK(std::isnan(st.invstd));
+  }
+  // Rounding below zero still becomes exactly 0 (here s2 - s1^2/n = -2^-52 s2).
+  const Welford r = welford_from_shifted(ShiftedSums{3.0, 3.0 * (1.0 - 0x1p-52)}, 3, 0.0);
+  CHECK(r.m2 == 0.0);
+}
+
 TEST_CASE("IntDivider divides like / and % below 2^31") {
   std::mt19937_64 rng(7);
   std::vector<int64_t> divisors = {1, 2, 3, 5, 7, 16, 31, 32, 33, 1000, 1023, 1024, 1025, 65535, 65536, 65537,

@@ -205,6 +205,75 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     }, {leaf({40, 2, 32, 32}, dt), leaf({2}, dt), leaf({2}, dt)});
     compare("batch_norm empty spatial", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
             {leaf({0, 3, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
+    // Parameter gradients of channels spread over several groups per sample
+    // (P = 2 groups of K = 3) with S == 1: the tiled column reduction over
+    // channel_offset, 2 chunks; InstanceNorm with N = 1, parameter gradients
+    // only: groups are channels (the one-reduction sums, GroupParamStore).
+    compare("group_norm (N, C) parameter gradients", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf({130, 6}, dt), leaf({6}, dt), leaf({6}, dt)});
+    compare("instance_norm N=1 parameter gradients", [](auto& v) {
+      return instance_norm(v[0], Tensor(), Tensor(), v[1], v[2]);
+    }, {randn({1, 3, 4, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
+  }
+}
+
+namespace {
+
+// got (on the target) agrees with want where want is finite (the suite's
+// tolerance), and is NaN or the same infinity where want is.
+bool close_with_nans(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.device() != g_target || got.shape() != want.shape()) return false;
+  const std::vector<double> a = to_cpu(got).to_vector<double>(), b = want.to_vector<double>();
+  const double rtol = rtol_of(want.dtype()), atol = atol_of(want.dtype());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i]) || std::isinf(a[i]) || std::isinf(b[i])) {
+      if (!(std::isnan(a[i]) && std::isnan(b[i])) && a[i] != b[i]) return false;
+    } else if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// A NaN or infinite value makes its group's variance NaN on the CPU (two
+// passes) and must on CUDA: the shifted-sum statistics (ops/cuda/norm_math.h
+// welford_from_shifted) once clamped that NaN M2 to 0, giving a finite
+// invstd and running_var. Through the thread-per-row (20 values a channel)
+// and block-per-row (200) statistics and the fused single-pass kernel
+// (InstanceNorm's running statistics).
+TEST_CASE("normalization statistics of a NaN or infinite value are NaN, as on the CPU") {
+  for (const DType dt : kDTypes) {
+    CAPTURE(dt);
+    for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+      CAPTURE(bad);
+      for (const Shape& s : {Shape{4, 3, 5}, Shape{4, 3, 50}}) {
+        CAPTURE(s);
+        std::vector<double> v = randn(s, kFloat64).to_vector<double>();
+        v[static_cast<size_t>(s[2] + 1)] = bad;  // sample 0, channel 1
+        const Tensor x = tensor(v, s, dt);
+        const BatchNormStats c = batch_norm_stats(x, 1e-5), g = batch_norm_stats(on_target(x), 1e-5);
+        REQUIRE(std::isnan(c.invstd.to_vector<double>()[1]));
+        CHECK(close_with_nans(g.invstd, c.invstd));
+        Tensor rm_c = zeros({3}, dt), rv_c = ones({3}, dt), rm_g = on_target(rm_c), rv_g = on_target(rv_c);
+        batch_norm(x, rm_c, rv_c, Tensor(), Tensor(), true);
+        batch_norm(on_target(x), rm_g, rv_g, Tensor(), Tensor(), true);
+        // An infinite value's mean is inf on the CPU and with the shifted sums,
+        // NaN with the legacy Welford merge (inf - inf; gpu-check also runs this
+        // suite with MINIDL_CUDA_NORM_KERNELS=legacy): the mean only with NaN.
+        if (std::isnan(bad)) CHECK(close_with_nans(rm_g, rm_c));
+        CHECK(close_with_nans(rv_g, rv_c));
+      }
+      std::vector<double> v = randn({2, 3, 4, 4}, kFloat64).to_vector<double>();
+      v[20] = bad;  // sample 0, channel 1
+      const Tensor x = tensor(v, {2, 3, 4, 4}, dt);
+      Tensor rm_c = zeros({3}, dt), rv_c = ones({3}, dt), rm_g = on_target(rm_c), rv_g = on_target(rv_c);
+      instance_norm(x, rm_c, rv_c);
+      instance_norm(on_target(x), rm_g, rv_g);
+      REQUIRE(std::isnan(rv_c.to_vector<double>()[1]));
+      CHECK(close_with_nans(rv_g, rv_c));
+    }
   }
 }
 

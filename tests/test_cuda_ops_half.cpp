@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "minidl/core/autocast.h"
@@ -103,6 +104,17 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
     }
     compare("layer_norm", [](auto& v) { return layer_norm(v[0], {8}, v[1], v[2]); },
             {leaf16({4, 8}, dt), leaf16({8}, dt), leaf16({8}, dt)});
+    // A 16-bit input with float32 weight and bias (each norm takes them, as
+    // autocast's BatchNorm): the fused single-pass kernels and the tiled column
+    // reduction (130 rows: 2 chunks) with float32 as the parameter type.
+    compare("layer_norm float32 parameters", [](auto& v) { return layer_norm(v[0], {45}, v[1], v[2]); },
+            {leaf16({130, 45}, dt), leaf({45}), leaf({45})});
+    compare("group_norm float32 parameters", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf16({2, 4, 3, 3}, dt), leaf({4}), leaf({4})});
+    // Weight and bias of two dtypes: refused before any kernel (norm::check_param_dtypes),
+    // as on the CPU; the kernels take one parameter type.
+    CHECK_THROWS_WITH_AS(layer_norm(on_target(randn({4, 8}, dt)), {8}, on_target(ones({8}, dt)), on_target(zeros({8}))),
+                         doctest::Contains("layer_norm: mixed dtype"), Error);
     compare("group_norm", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf16({2, 4, 3, 3}, dt), leaf16({4}, dt), leaf16({4}, dt)});
     // The tiled column reduction of the weight/bias gradients: rows past a
@@ -111,6 +123,71 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
     for (const Shape& s : {Shape{129, 45}, Shape{1, 45}, Shape{3, 45}})
       compare("layer_norm tiled parameter gradients", [](auto& v) { return layer_norm(v[0], {45}, v[1], v[2]); },
               {leaf16(s, dt), leaf16({45}, dt), leaf16({45}, dt)});
+  }
+}
+
+// SyncBatchNorm's building blocks on a 16-bit input (ops/batch_norm_sync.cpp,
+// ops/cuda/batch_norm_sync.cu) with float32 or 16-bit weight and running
+// statistics: the statistics, the ranks' merge with the running-statistics
+// update, the normalization, the local backward sums with each parameter
+// gradient alone, and the elementwise backward. batch_norm_backward_reduce
+// passes the core no weight, so the parameters' dtype comes from grad_weight
+// (ops/norm_core.h param_dtype_source; a float32 grad_weight without
+// grad_bias once took the input's dtype on CUDA and failed).
+TEST_CASE("float16/bfloat16 SyncBN building blocks: float32 or 16-bit parameters") {
+  for (const DType dt : kHalfTypes) {
+    for (const DType pdt : {kFloat32, dt}) {
+      CAPTURE(dt);
+      CAPTURE(pdt);
+      const int64_t C = 3;
+      const Tensor x = randn({4, C, 5}, dt), dy = randn({4, C, 5}, dt);
+      const BatchNormStats sc = batch_norm_stats(x, 1e-5), sg = batch_norm_stats(on_target(x), 1e-5);
+      CHECK(close(sg.mean, sc.mean));
+      CHECK(close(sg.invstd, sc.invstd));
+
+      const Tensor means = randn({3, C}), invstds = positive({3, C}, kFloat32);
+      const Tensor counts = tensor({20, 0, 7}, {3}, kFloat32);  // the middle rank is empty
+      const Tensor rm = randn({C}, pdt), rv = positive({C}, pdt);
+      Tensor rm_c = rm.clone(), rv_c = rv.clone(), rm_g = on_target(rm), rv_g = on_target(rv);
+      const auto [mean_c, invstd_c] =
+          batch_norm_gather_stats_with_counts(x, means, invstds, rm_c, rv_c, 0.1, 1e-5, counts);
+      const auto [mean_g, invstd_g] = batch_norm_gather_stats_with_counts(
+          on_target(x), on_target(means), on_target(invstds), rm_g, rv_g, 0.1, 1e-5, on_target(counts));
+      CHECK(close(mean_g, mean_c));
+      CHECK(close(invstd_g, invstd_c));
+      CHECK(close(rm_g, rm_c));
+      CHECK(close(rv_g, rv_c));
+
+      const Tensor w = randn({C}, pdt), b = randn({C}, pdt);
+      CHECK(close(batch_norm_elemt(on_target(x), on_target(w), on_target(b), on_target(mean_c), on_target(invstd_c), 1e-5),
+                  batch_norm_elemt(x, w, b, mean_c, invstd_c, 1e-5)));
+
+      const Tensor mean_l = randn({C}), invstd_l = positive({C}, kFloat32);
+      const Tensor sum_dy = randn({C}), sum_dy_xmu = randn({C});
+      const Tensor counts64 = tensor(std::vector<int64_t>{20, 0, 7}, {3});
+      for (const bool with_weight : {true, false}) {
+        CAPTURE(with_weight);
+        const Tensor wt = with_weight ? w : Tensor();
+        for (const int wanted : {7, 6, 4, 2, 1, 3}) {  // bits: input, weight, bias
+          CAPTURE(wanted);
+          const bool input_g = wanted & 4, weight_g = wanted & 2, bias_g = wanted & 1;
+          const BatchNormBackwardReduce c =
+              batch_norm_backward_reduce(dy, x, mean_l, invstd_l, wt, input_g, weight_g, bias_g);
+          const BatchNormBackwardReduce g = batch_norm_backward_reduce(
+              on_target(dy), on_target(x), on_target(mean_l), on_target(invstd_l), on_target(wt), input_g, weight_g,
+              bias_g);
+          for (auto [got, want] : {std::pair{g.sum_dy, c.sum_dy}, {g.sum_dy_xmu, c.sum_dy_xmu},
+                                   {g.grad_weight, c.grad_weight}, {g.grad_bias, c.grad_bias}}) {
+            REQUIRE(got.defined() == want.defined());
+            if (want.defined()) CHECK(close(got, want));
+          }
+        }
+        CHECK(close(batch_norm_backward_elemt(on_target(dy), on_target(x), on_target(mean_c), on_target(invstd_c),
+                                              on_target(wt), on_target(sum_dy), on_target(sum_dy_xmu),
+                                              on_target(counts64)),
+                    batch_norm_backward_elemt(dy, x, mean_c, invstd_c, wt, sum_dy, sum_dy_xmu, counts64)));
+      }
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 // and eval mode, odd inputs, and every error message. Running-stat updates and
 // a published PyTorch example: tests/test_norm_ops_running_stats.cpp.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "minidl/ops/batch_norm.h"
@@ -366,6 +367,38 @@ TEST_CASE("batch_norm errors use PyTorch's wording") {
                         "Expected more than 1 value per channel when training, got input size [1, 2]");
   CHECK_THROWS_CONTAINS(batch_norm(randn({1, 2, 1}), zeros({2}), ones({2}), {}, {}, true),
                         "Expected more than 1 value per channel when training, got input size [1, 2, 1]");
+}
+
+// Weight and bias in one dtype (PyTorch's mixed-type rule): a bfloat16 input
+// with a bfloat16 weight and a float32 bias, each legal alone, ran forward on
+// the CPU and then failed in autograd (grad_bias made in the weight's dtype),
+// and the CUDA kernels (one parameter type) refused the bias with a data_ptr
+// error; every norm now refuses the mix up front, naming both dtypes.
+TEST_CASE("a 16-bit input with weight and bias of two dtypes is refused by every norm") {
+  const Tensor x = randn({4, 6, 3}).to(kBFloat16), rows = randn({4, 6}).to(kBFloat16);
+  const Tensor w16 = ones({6}, kBFloat16), b16 = zeros({6}, kBFloat16), w32 = ones({6}), b32 = zeros({6});
+  CHECK_THROWS_CONTAINS(batch_norm(x, {}, {}, w16, b32, true),
+                        "batch_norm: mixed dtype: expect weight and bias to have one scalar type, but weight is "
+                        "bfloat16 and bias is float32");
+  for (const auto& [w, b] : {std::pair{w16, b32}, std::pair{w32, b16}}) {
+    CHECK_THROWS_CONTAINS(batch_norm(x, {}, {}, w, b, true), "batch_norm: mixed dtype");
+    CHECK_THROWS_CONTAINS(instance_norm(x, {}, {}, w, b), "instance_norm: mixed dtype");
+    CHECK_THROWS_CONTAINS(group_norm(x, 2, w, b), "group_norm: mixed dtype");
+    CHECK_THROWS_CONTAINS(layer_norm(rows, {6}, w, b), "layer_norm: mixed dtype");
+    CHECK_THROWS_CONTAINS(batch_norm_elemt(x, w, b, zeros({6}), ones({6}), 1e-5), "batch_norm_elemt: mixed dtype");
+  }
+  for (const auto& [w, b] : {std::pair{w16, b16}, std::pair{w32, b32}}) {  // one dtype, either: fine
+    CHECK(batch_norm(x, {}, {}, w, b, true).dtype() == kBFloat16);
+    CHECK(layer_norm(rows, {6}, w, b).dtype() == kBFloat16);
+  }
+  // The running statistics likewise (one CUDA kernel updates both): float32
+  // mean with bfloat16 variance ran on the CPU and failed on CUDA.
+  CHECK_THROWS_CONTAINS(batch_norm(x, zeros({6}), ones({6}, kBFloat16), {}, {}, true),
+                        "batch_norm: mixed dtype: expect running_mean and running_var to have one scalar type, but "
+                        "running_mean is float32 and running_var is bfloat16");
+  CHECK_THROWS_CONTAINS(instance_norm(x, zeros({6}, kBFloat16), ones({6}), {}, {}, true), "instance_norm: mixed dtype");
+  Tensor rm = zeros({6}), rv = ones({6});  // float32 statistics next to bfloat16 parameters: fine (CUDA dispatches each)
+  CHECK(batch_norm(x, rm, rv, w16, b16, true).dtype() == kBFloat16);
 }
 
 TEST_CASE("instance_norm errors") {

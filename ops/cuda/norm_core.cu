@@ -76,12 +76,11 @@ struct NormalizeFunctor {
 };
 
 // Calls f.template operator()<W>() with the parameters' element type: float
-// when the input is 16-bit and its weight (or, without one, bias) is float32
-// (the op has checked the combination), else the input's own.
+// when the input is 16-bit and `p` (the args' param_dtype_source(), the op has
+// checked the combination) is float32, else the input's own.
 template <class T, class F>
-void with_param_type(const Tensor& weight, const Tensor& bias, F&& f) {
+void with_param_type(const Tensor& p, F&& f) {
   if constexpr (is_half_v<T>) {
-    const Tensor& p = weight.defined() ? weight : bias;
     if (p.defined() && p.dtype() == kFloat32) return f.template operator()<float>();
   }
   f.template operator()<T>();
@@ -114,7 +113,7 @@ void forward_typed(const NormForwardArgs& args) {
 
 void forward_cuda(const NormForwardArgs& args) {
   MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.input.dtype(), "normalization", [&] {
-    with_param_type<scalar_t>(args.weight, args.bias, [&]<class W>() { forward_typed<scalar_t, W>(args); });
+    with_param_type<scalar_t>(args.param_dtype_source(), [&]<class W>() { forward_typed<scalar_t, W>(args); });
   });
 }
 
@@ -314,9 +313,11 @@ void backward_typed(const NormBackwardArgs& args) {
 }
 
 void backward_cuda(const NormBackwardArgs& args) {
-  // Without a weight, grad_bias carries the bias's dtype.
+  // Without a weight, grad_weight or grad_bias carries the parameters' dtype
+  // (batch_norm_backward_reduce passes none: its sums are unweighted).
   MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(args.input.dtype(), "normalization backward", [&] {
-    with_param_type<scalar_t>(args.weight, args.grad_bias, [&]<class W>() { backward_typed<scalar_t, W>(args); });
+    with_param_type<scalar_t>(args.param_dtype_source(),
+                              [&]<class W>() { backward_typed<scalar_t, W>(args); });
   });
 }
 

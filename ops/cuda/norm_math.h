@@ -56,12 +56,13 @@ MINIDL_HOST_DEVICE inline ShiftedSums shifted_add(const ShiftedSums& a, const Sh
 }
 
 // The moments of n values from their shifted sums: mean = shift + s1/n,
-// M2 = s2 - s1^2/n (clamped at 0: rounding may make it slightly negative).
+// M2 = s2 - s1^2/n (a negative one, from rounding, clamped to 0; a NaN, from
+// a NaN or infinite value, kept: the CPU's two passes and Welford give NaN).
 MINIDL_HOST_DEVICE inline Welford welford_from_shifted(const ShiftedSums& s, double n, double shift) {
   if (n == 0) return Welford{};
   const double d = s.s1 / n;
   const double m2 = s.s2 - s.s1 * d;
-  return Welford{n, shift + d, m2 > 0 ? m2 : 0.0};
+  return Welford{n, shift + d, m2 < 0 ? 0.0 : m2};
 }
 
 // The (A, G, K, S) view with P groups per affine parameter set (ops/norm_core.h).
