@@ -160,6 +160,16 @@ VolumeDataset::VolumeDataset(const std::string& root, VolumeDatasetOptions optio
   }
 }
 
+Tensor read_volume_image(const std::string& path, VolumeNormalization normalization) {
+  const NpyArray image = load_npy(path);
+  return image_tensor(image, spatial_shape(image, path), normalization, path);
+}
+
+Tensor read_volume_label(const std::string& path) {
+  const NpyArray label = load_npy(path);
+  return label_tensor(label, spatial_shape(label, path), path);
+}
+
 VolumeSample VolumeDataset::volume(int64_t index) const {
   MINIDL_CHECK(index >= 0 && index < size(), "VolumeDataset: index ", index,
                " is out of range for a dataset of size ", size());

@@ -84,4 +84,11 @@ class VolumeDataset {
   std::vector<Tensor> images_, labels_;  // float32 (1, D, H, W), contiguous
 };
 
+// One volume read from a .npy file as VolumeDataset reads its pairs (for
+// inference on volumes outside a dataset): float32 (1, D, H, W), the image
+// normalized per `normalization`, the label checked to be 0 or 1. Errors name
+// the file.
+Tensor read_volume_image(const std::string& path, VolumeNormalization normalization = VolumeNormalization::kMeanStd);
+Tensor read_volume_label(const std::string& path);
+
 }  // namespace minidl::data

@@ -104,6 +104,24 @@ expect 1 "train_cifar10: cannot resume from $unet_ckpt/checkpoint.json: it is a 
   "$TRAIN" --data "$data" "${small[@]}" --resume "$unet_ckpt" --log-dir "$work/logs"
 expect 1 "train_unet3d: cannot resume from $ckpt/checkpoint.json: it is a checkpoint of train_cifar10" \
   "$UNET3D" "${unet_small[@]}" --data "$work/unet_data" --log-dir "$work/unet" --resume "$ckpt"
+echo "--- predict_unet3d"
+unet_val=$work/unet_data/val
+expect 1 "predict_unet3d: no checkpoint at $missing" \
+  "$PREDICT_UNET3D" --checkpoint "$missing" --images "$unet_val/images" --out "$work/pred"
+expect 1 "predict_unet3d: cannot load $ckpt/checkpoint.json: it is a checkpoint of train_cifar10" \
+  "$PREDICT_UNET3D" --checkpoint "$ckpt" --images "$unet_val/images" --out "$work/pred"
+expect 1 "--images $missing/images does not exist" \
+  "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$missing/images" --out "$work/pred"
+expect 1 "--out $unet_val/images is the folder of the input" \
+  "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$unet_val/images"
+expect 1 "--roi 12 is not a multiple of 8 (the network pools 3 times)" \
+  "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --roi 12
+expect 1 "$missing/000.npy" \
+  "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --labels "$missing"
+expect 1 "--expect-dice needs --labels" \
+  "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --expect-dice 0.5
+expect 2 "--overlap" "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --overlap 1
+expect 2 "--checkpoint is required" "$PREDICT_UNET3D" --images "$unet_val/images" --out "$work/pred"
 dirckpt=$work/dirckpt && mkdir -p "$dirckpt/checkpoint.json"
 expect 1 "cannot resume from $dirckpt/checkpoint.json: is a directory" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$dirckpt" --log-dir "$work/logs"

@@ -40,21 +40,23 @@ void save_epoch_checkpoint(const fs::path& dir, int64_t epoch, const nn::Module&
     if (!f.empty() && f != model_file && f != optim_file) fs::remove(dir / f);
 }
 
-LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program) {
+LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program, const std::string& writer) {
+  const std::string expected = writer.empty() ? program : writer;
+  const std::string cannot = writer.empty() || writer == program ? ": cannot resume from " : ": cannot load ";
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "checkpoint.json" : fs::path(path);
   MINIDL_CHECK(fs::exists(file), program, ": no checkpoint at ", file.string());
-  MINIDL_CHECK(!fs::is_directory(file), program, ": cannot resume from ", file.string(), ": is a directory");
+  MINIDL_CHECK(!fs::is_directory(file), program, cannot, file.string(), ": is a directory");
   LoadedCheckpoint c;
   c.file = file;
   try {
     c.json = json::parse(std::ifstream(file));
     c.epoch = c.json.at("epoch").get<int64_t>();
   } catch (const json::exception& e) {
-    MINIDL_FAIL(program, ": cannot resume from ", file.string(), ": ", e.what());
+    MINIDL_FAIL(program, cannot, file.string(), ": ", e.what());
   }
-  const std::string writer = c.json.is_object() ? c.json.value("program", "") : "";
-  MINIDL_CHECK(writer.empty() || writer == program, program, ": cannot resume from ", file.string(),
-               ": it is a checkpoint of ", writer);
+  const std::string made_by = c.json.is_object() ? c.json.value("program", "") : "";
+  MINIDL_CHECK(made_by.empty() || made_by == expected, program, cannot, file.string(), ": it is a checkpoint of ",
+               made_by);
   c.dir = file.parent_path();
   return c;
 }

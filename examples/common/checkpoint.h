@@ -38,7 +38,10 @@ struct LoadedCheckpoint {
 // (prefixed with `program`, naming the file) when there is none, it cannot be
 // parsed, or its "program" entry (written by the programs into `meta`) names
 // another program: train_unet3d given a train_cifar10 checkpoint.
-LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program);
+// `writer`: the program whose checkpoints are accepted, when not `program`
+// itself (predict_unet3d reads train_unet3d's: "cannot load" then, not
+// "cannot resume from").
+LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program, const std::string& writer = "");
 
 // Loads the model (strict) and the optimizer state the checkpoint names.
 void load_model_and_optimizer(const LoadedCheckpoint& checkpoint, nn::Module& model, optim::Optimizer& optimizer);
