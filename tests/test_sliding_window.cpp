@@ -151,3 +151,10 @@ TEST_CASE("bad arguments are refused with what was expected") {
   CHECK_THROWS_WITH_AS(nn::sliding_window_inference(x, o, id), doctest::Contains("expected sigma_scale > 0, got 0"),
                        Error);
 }
+
+TEST_CASE("options by designated initializers, as in the README") {
+  const Tensor v = ones({1, 1, 8, 8, 8});
+  const Tensor y = nn::sliding_window_inference(
+      v, {.roi_size = {4, 4, 4}, .overlap = 0.5, .mode = nn::BlendMode::kGaussian}, [](const Tensor& w) { return w; });
+  CHECK(allclose(y, v, 1e-6, 1e-6));
+}
