@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench_ops.cpp: same ops, shapes, warm-up and median, one
 JSON object per line. Usage: python3 bench/bench_torch.py [--threads 2] [--reps 15] [--suite ops|norm|train] [--only matmul|conv|volume|overhead|activations|reduce|softmax]
-(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|resnet20|resnet56|smallnet|unet3d]: the twin of
+(--suite norm: the twin of bench_norm.cpp; --suite train [--model resnet18|resnet20|resnet56|smallnet|unet3d|unet3d_predict]: the twin of
 bench_train.cpp, one model per process so peak_rss_mib is that model's)"""
 import argparse
 import json
@@ -235,10 +235,39 @@ def bench_train_unet3d(args):
                       "peak_rss_mib": round(peak, 1), "cpu_ms": round(cpu[0], 3)}), flush=True)
 
 
+def bench_unet3d_predict(args):
+    """Twin of bench_train.cpp's unet3d_predict: MONAI's sliding_window_inference of the UNet3d in eval mode."""
+    from monai.inferers import sliding_window_inference  # python3 -m pip install monai
+    import monai
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from unet_reference import UNet
+    torch.manual_seed(0)
+    model = UNet(3, 1, 1, 16, "batchnorm").eval()
+    volume = torch.randn(1, 1, 64, 128, 128)
+    cpu = [float("inf")]
+
+    def run():
+        c0 = time.process_time()
+        with torch.inference_mode():
+            sliding_window_inference(volume, (32, 64, 64), 4, model, overlap=0.5, mode="gaussian")
+        cpu[0] = min(cpu[0], (time.process_time() - c0) * 1e3 / args.threads)
+
+    ms = median_ms(run, args.reps)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    print(json.dumps({"impl": "pytorch", "op": "train_step_unet3d_predict",
+                      "shape": "volume 64x128x128, windows 32x64x64, overlap 0.5, gaussian, 4 a batch",
+                      "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
+                      "version": f"torch {torch.__version__}, monai {monai.__version__}",
+                      "images_per_s": round(1e3 / ms, 1), "peak_rss_mib": round(peak, 1),
+                      "cpu_ms": round(cpu[0], 3)}), flush=True)
+
+
 def bench_train(args):
     """Twin of bench_train.cpp: one SGD training step of a CIFAR model on a fixed random batch."""
     if args.model == "unet3d":
         return bench_train_unet3d(args)
+    if args.model == "unet3d_predict":
+        return bench_unet3d_predict(args)
     torch.manual_seed(0)
     model = {"resnet18": ResNet18Cifar, "resnet20": lambda: ResNetCifarHe(3), "resnet56": lambda: ResNetCifarHe(9),
              "smallnet": small_net}[args.model]()
@@ -519,7 +548,7 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--suite", choices=["ops", "norm", "train"], default="ops")
     parser.add_argument("--only", choices=["matmul", "conv", "volume", "overhead", "activations", "reduce", "softmax"], help="--suite ops: run one group")
-    parser.add_argument("--model", choices=["resnet18", "resnet20", "resnet56", "smallnet", "unet3d"], default="smallnet", help="--suite train only")
+    parser.add_argument("--model", choices=["resnet18", "resnet20", "resnet56", "smallnet", "unet3d", "unet3d_predict"], default="smallnet", help="--suite train only")
     parser.add_argument("--batch", type=int, default=0, help="--suite train: 0 = 64 for resnet18, 128 for resnet20/56 and smallnet, 2 for unet3d")
     parser.add_argument("--profile", type=int, default=0, help="--suite train: 1 = also print phase and per-op times")
     parser.add_argument("--amp", choices=["off", "bf16"], default="off",

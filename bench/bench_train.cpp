@@ -3,7 +3,7 @@
 //   {"impl":"minidl","op":"train_step_resnet18","shape":"batch 64",...}
 // bench/bench_torch.py --suite train prints the PyTorch twins.
 //
-//   bench_train --model resnet18|resnet20|resnet56|smallnet|unet3d [--batch N] [--threads 2] [--reps 15] [--profile 1]
+//   bench_train --model resnet18|resnet20|resnet56|smallnet|unet3d|unet3d_predict [--batch N] [--threads 2] [--reps 15] [--profile 1]
 //               [--amp off|bf16]   (resnet18, smallnet: the forward under CPU bfloat16 autocast)
 //
 // One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
@@ -164,6 +164,33 @@ int unet3d_step(int64_t batch, const bench::Options& options) {
   return 0;
 }
 
+// examples/predict_unet3d's work: the UNet3d in eval mode over a whole
+// (1, 1, 64, 128, 128) volume by sliding windows of the training patch
+// (32x64x64), overlap 0.5, Gaussian blending, 4 windows a batch: 27 windows.
+// "images_per_s" is volumes per second.
+int unet3d_predict(const bench::Options& options) {
+  manual_seed(0);
+  auto model = models::UNet3d(models::UNetOptions().in_channels(1).classes(1).base_width(16).norm("batchnorm"));
+  model->eval();
+  const Tensor volume = randn({1, 1, 64, 128, 128});
+  nn::SlidingWindowOptions sw;
+  sw.roi_size = {32, 64, 64};
+  sw.overlap = 0.5;
+  sw.mode = nn::BlendMode::kGaussian;
+  sw.sw_batch_size = 4;
+  double cpu_ms = 1e30;
+  const double ms = bench::median_ms(
+      [&] {
+        const double c0 = process_cpu_ms();
+        (void)nn::sliding_window_inference(volume, sw, [&](const Tensor& w) { return model->forward(w); });
+        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
+      },
+      options.reps);
+  print_step("unet3d_predict", 1, "volume 64x128x128, windows 32x64x64, overlap 0.5, gaussian, 4 a batch", ms,
+             options.threads, cpu_ms);
+  return 0;
+}
+
 }  // namespace
 
 static int program(int argc, char** argv) {
@@ -179,6 +206,7 @@ static int program(int argc, char** argv) {
     if (std::strcmp(argv[i], "--profile") == 0) profile = examples::parse_int_arg(argv[i + 1], argv[i]) != 0;
   }
   if (model_name == "unet3d") return unet3d_step(batch > 0 ? batch : 2, options);
+  if (model_name == "unet3d_predict") return unet3d_predict(options);
   if (batch <= 0) batch = model_name == "resnet18" ? 64 : 128;
 
   manual_seed(0);

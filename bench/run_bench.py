@@ -102,7 +102,7 @@ def main():
                         help="avx2: PyTorch limited to AVX2 (ATEN_CPU_CAPABILITY=avx2), for a minidl build "
                              "made with -march=x86-64-v3 (make bench-avx2): what users without AVX-512 get")
     parser.add_argument("--models", default="resnet18,smallnet",
-                        help="train suite: comma-separated models (resnet18, resnet20, resnet56, smallnet, unet3d: the train_unet3d step)")
+                        help="train suite: comma-separated models (resnet18, resnet20, resnet56, smallnet, unet3d: the train_unet3d step, unet3d_predict: predict_unet3d's sliding-window inference of a 64x128x128 volume, PyTorch side with MONAI)")
     parser.add_argument("--amp", default="off",
                         help="train suite: comma-separated modes, off and/or bf16 (the forward under CPU bfloat16 "
                              "autocast on both sides; resnet18 and smallnet)")
