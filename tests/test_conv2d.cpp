@@ -228,7 +228,7 @@ TEST_CASE("conv2d raw kernels on random geometries, every algorithm (float64, 1-
          g.kernel_w, " s=", g.stride_h, ",", g.stride_w, " p=", g.pad_h, ",", g.pad_w, " d=", g.dilation_h, ",",
          g.dilation_w, " groups=", g.groups);
     std::vector<Conv2dAlgo> algos = {Conv2dAlgo::kShiftedPlanes, Conv2dAlgo::kIm2colGemm};
-    if (conv2d_winograd_applies(g)) algos.push_back(Conv2dAlgo::kWinograd);
+    if (conv2d_winograd_applies(g)) algos.insert(algos.end(), {Conv2dAlgo::kWinograd, Conv2dAlgo::kWinograd4});
     for (Conv2dAlgo algo : algos) {
       INFO("algo=", static_cast<int>(algo));
       std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
@@ -368,6 +368,7 @@ TEST_CASE("conv2d Winograd F(2x2, 3x3) path (float32 and float64)") {
     REQUIRE(conv2d_winograd_applies(c.g));
   }
   check_cases(cases, Conv2dAlgo::kWinograd, 1300);
+  check_cases(cases, Conv2dAlgo::kWinograd4, 1700);
   // Only where it applies.
   CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 3, 2, 1)));
   CHECK_FALSE(conv2d_winograd_applies(square(2, 4, 4, 8, 1, 1, 0)));
@@ -399,6 +400,8 @@ TEST_CASE("conv2d multi-threaded paths (problems big enough for 3 threads)") {
       {square(1, 32, 32, 24, 3, 1, 1), Conv2dAlgo::kShiftedPlanes, "shifted planes, one image's tiles"},
       {square(6, 64, 64, 8, 3, 1, 1), Conv2dAlgo::kWinograd, "Winograd, chunks over threads"},
       {square(1, 192, 192, 4, 3, 1, 1), Conv2dAlgo::kWinograd, "Winograd, one chunk split inside"},
+      {square(6, 64, 64, 8, 3, 1, 1), Conv2dAlgo::kWinograd4, "Winograd F(4x4), chunks over threads"},
+      {square(1, 192, 192, 4, 3, 1, 1), Conv2dAlgo::kWinograd4, "Winograd F(4x4), one chunk split inside"},
   };
   for (const Case& c : cases) {
     INFO(std::string(c.what));

@@ -150,7 +150,8 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
 template <class T>
 void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
   switch (resolve(g, algo, Pass::kForward)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y);
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y, 2);
+    case Conv2dAlgo::kWinograd4: return conv2d_winograd_forward(g, x, w, bias, y, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
     default: return conv2d_shifted_forward(g, x, w, bias, y);
   }
@@ -159,7 +160,8 @@ void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, cons
 template <class T>
 void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
   switch (resolve(g, algo, Pass::kInput)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx);
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx, 2);
+    case Conv2dAlgo::kWinograd4: return conv2d_winograd_backward_input(g, dy, w, dx, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
     default: return conv2d_shifted_backward_input(g, dy, w, dx);
   }
@@ -169,7 +171,8 @@ template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo) {
   if (dw) switch (resolve(g, algo, Pass::kWeight)) {
-      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw); break;
+      case Conv2dAlgo::kWinograd:
+      case Conv2dAlgo::kWinograd4: conv2d_winograd_backward_weight(g, dy, x, dw); break;
       case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
       default: conv2d_shifted_backward_weight(g, dy, x, dw);
     }
