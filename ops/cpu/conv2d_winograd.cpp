@@ -87,15 +87,16 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
   T* packed_u = thread_buffer<T>(Slot::kWeights, G * u_size);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t gi = 0; gi < G; ++gi)
-    for (int64_t m = 0; m < m_pad; ++m) {
+    for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
       T* packed = packed_u + gi * u_size;
-      const int64_t tile = m / kMR, r = m % kMR;
       for (int64_t j = 0; j < Cg; ++j) {
-        T u[kPositions] = {};
-        if (m < Kg) winograd::kernel_transform<F>([&](int64_t a, int64_t b) { return weight(gi, m, j, a, b); }, u);
+        T u[kPositions * kMR];
+        winograd::kernel_transform<F, kMR>(
+            [&](int64_t r, int64_t a, int64_t b) { return weight(gi, tile * kMR + r, j, a, b); },
+            std::min(kMR, Kg - tile * kMR), u);
         const int64_t k0 = j / kKC * kKC, kc = std::min(kKC, Cg - k0);
         for (int64_t xi = 0; xi < kPositions; ++xi)
-          packed[(xi * Cg + k0) * m_pad + tile * kc * kMR + (j - k0) * kMR + r] = u[xi];
+          std::copy_n(u + xi * kMR, kMR, packed + (xi * Cg + k0) * m_pad + tile * kc * kMR + (j - k0) * kMR);
       }
     }
 

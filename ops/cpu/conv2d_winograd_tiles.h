@@ -104,10 +104,63 @@ void split_rows(const T* plane, int64_t rows, int64_t row0, int64_t h, int64_t w
 template <class T>
 constexpr int64_t kSlack = 2 * kLanes<T>;
 
+// Tile rows shorter than this take input_transform_gathered. Zen 5, AVX-512,
+// 1 thread, CPU time of the forward (64 images, 3x3 pad 1), per-run against
+// gathered: F4 512 -> 512 at 4x4 (1 tile a row) 31.8 / 26.9 against 25.5 / 25.1 ms,
+// 256 -> 256 at 8x8 (2 tiles) 20.8 / 20.6 against 18.4 / 18.9, 128 -> 128 at 16x16
+// (4 tiles) 18.9 / 19.1 against 18.6 / 18.8, 64 -> 64 at 32x32 (8 tiles) 21.9 / 21.6
+// against 24.0 / 23.8; F2 at 4x4 (2 tiles) 29.9 / 30.2 against 29.1 / 28.7,
+// at 8x8 (4 tiles) 25.5 / 25.4 against 25.9 / 25.9, at 16x16 (8 tiles) 26.9
+// against 30.1: the copy costs more than the idle lanes from 4 tiles up.
+constexpr int64_t kGatherBelowTiles = 4;
+
 // Values of row scratch that the transforms need for a grid (patch rows
 // times S phases, tiles_w + 1 values each).
 inline int64_t row_scratch_size(const TileGrid& grid, int64_t lanes) {
   return (grid.S + 2) * grid.S * (grid.tiles_w + 1) + 4 * lanes;
+}
+
+// The input transform of input_transform_tiles for maps whose tile rows
+// are shorter than a vector: each patch value is first copied to
+// out[(r * P + s) * ld + col] (patch row r, column s), for every tile of the
+// chunk, then transformed in place over whole vectors of tiles, whatever
+// rows or images they come from. On such maps the per-run transform below
+// fills few lanes (2 of 16 for F4 on 8x8 maps, 1 on 4x4: its input
+// transform took 19% of a 64 x 256 -> 256 forward at 8x8).
+template <class F, class T>
+void input_transform_gathered(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld) {
+  using V = Vec<T>;
+  constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
+  grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
+    const T* plane = planes + n * grid.in_image;
+    const int64_t row0 = S * th - grid.pad_h, col0 = S * tw0 - grid.pad_w;
+    const bool inside_w = col0 >= 0 && col0 + S * (len - 1) + P <= grid.W;
+    for (int64_t r = 0; r < P; ++r) {
+      const int64_t ih = row0 + r;
+      T* dst = out + r * P * ld + col;
+      if (ih < 0 || ih >= grid.H) {
+        for (int64_t s = 0; s < P; ++s) std::fill_n(dst + s * ld, len, T(0));
+        continue;
+      }
+      const T* src = plane + ih * grid.W + col0;
+      if (inside_w) {
+        for (int64_t s = 0; s < P; ++s)
+          for (int64_t m = 0; m < len; ++m) dst[s * ld + m] = src[S * m + s];
+      } else {
+        for (int64_t s = 0; s < P; ++s)
+          for (int64_t m = 0; m < len; ++m) {
+            const int64_t iw = col0 + S * m + s;
+            dst[s * ld + m] = iw >= 0 && iw < grid.W ? src[S * m + s] : T(0);
+          }
+      }
+    }
+  });
+  for (int64_t col = 0; col < count; col += L) {
+    V d[P * P], v[P * P];
+    for (int xi = 0; xi < P * P; ++xi) d[xi] = load(out + xi * ld + col);
+    input_transform<F>(d, v);
+    for (int xi = 0; xi < P * P; ++xi) store(out + xi * ld + col, v[xi]);
+  }
 }
 
 // out[xi * ld + col] = (B^T d B)_xi for the patch d of every tile of
@@ -118,6 +171,7 @@ void input_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, in
                            T* rows) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
+  if (grid.tiles_w < kGatherBelowTiles) return input_transform_gathered<F>(grid, planes, t0, count, out, ld);
   grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
     const int64_t w1 = len + 1, phase = P * w1;
     split_rows(planes + n * grid.in_image, P, S * th - grid.pad_h, grid.H, grid.W, S * tw0 - grid.pad_w, len, S,
