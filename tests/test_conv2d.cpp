@@ -426,18 +426,29 @@ TEST_CASE("conv2d: the two algorithms agree on the ResNet-18 layer shapes, scale
 }
 
 TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
-  // 4x4 maps: im2col with AVX-512, Winograd with AVX2 (ops/cpu/conv2d_kernels.cpp).
+  // F(4x4) from 16 pairs per channel where its tiles need fewer products
+  // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
+  // AVX2 (ops/cpu/conv2d_kernels.cpp).
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 16 pairs per channel
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 7, 3, 1, 1)) == Conv2dAlgo::kWinograd4);  // 4 tiles against 16
+  // 5x5 maps: 4 tiles of F(4x4) (144 products) against 9 of F(2x2) (144):
+  // F(2x2) or im2col, as 2x2 maps below.
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 5, 3, 1, 1)) != Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 5, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);  // too few for F(2x2)
+  // 2x2 maps (one F(2x2) tile): im2col with AVX-512, F(2x2) with AVX2.
 #if defined(__AVX512F__)
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
 #else
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kWinograd);
 #endif
-  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-  CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
-  CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
   CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
   CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
   CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out

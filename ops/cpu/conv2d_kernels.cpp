@@ -81,6 +81,23 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // the forwards tie (33 ms each) and Winograd's grad input wins (31 against
 // 38 ms), so AVX2 builds keep Winograd there. 8x8 maps (16 tiles) keep
 // Winograd with either ISA (15 against 23 ms, 64 x 256 -> 256).
+//
+// Winograd F(4x4, 3x3) does 36 products per 16 outputs where F(2x2) does 64,
+// and after vectorizing the weight transform and gathering the patches of
+// short tile rows (ops/cpu/conv2d_winograd_tiles.h) it beats F(2x2) and the
+// direct paths on every CIFAR ResNet shape, forward and grad input. Zen 5
+// (AVX-512), 1 thread, CPU time, bench/bench_conv_algos, ms direct / F(2x2)
+// / F(4x4), forward (grad input alike): 64 x 64 -> 64 at 32x32 47.4 / 31.9 /
+// 21.8; 128 -> 128 at 16x16 46.6 / 27.2 / 18.7; 256 -> 256 at 8x8 39.3 /
+// 25.7 / 18.9; 512 -> 512 at 4x4 33.4 / 29.9 / 27.1 (grad input 34.9 / 31.4
+// / 29.0); 128 x 32 -> 32 at 32x32 24.9 / 21.7 / 16.5 and at 16x16 6.6 / 6.4
+// / 5.5, but 16 -> 16 at 32x32 6.9 / 8.3 / 7.1. So F(4x4) from
+// kWinograd4MinPairsPerChannel (16: 32 -> 32) pairs per channel, where its
+// tiles need fewer products than F(2x2)'s (36 per 4x4 tile against 16 per
+// 2x2 one: not on 1x1, 2x2, 5x5 or 6x6 maps, whose 4x4 tiles are mostly
+// padding). It has F(2x2)'s grad weight (the transformed weight gradients
+// summed over the tiles): that pass follows the F(2x2) rule above.
+// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd4.cpp).
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
 // stride skips, the im2col GEMM only the kept ones. Zen 5, 1 thread, CPU
@@ -92,6 +109,7 @@ namespace {
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr int64_t kStridedForwardIm2colPixels = 16 * 16;  // see resolve
 constexpr double kWinogradMinPairsPerChannel = 32;
+constexpr double kWinograd4MinPairsPerChannel = 16;
 constexpr int64_t kWinogradMinTiles = 16;
 #if defined(__AVX512F__)
 constexpr bool kWinogradOnFewTiles = false;
@@ -100,6 +118,11 @@ constexpr bool kWinogradOnFewTiles = true;  // forward and grad input only
 #endif
 
 int64_t tiles_per_image(const Conv2dGeometry& g) { return (g.out_h + 1) / 2 * ((g.out_w + 1) / 2); }
+
+// Whether F(4x4) needs fewer GEMM products per image than F(2x2).
+bool winograd4_fewer_products(const Conv2dGeometry& g) {
+  return 36 * ((g.out_h + 3) / 4) * ((g.out_w + 3) / 4) < 16 * tiles_per_image(g);
+}
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
@@ -110,13 +133,21 @@ double pairs_per_channel(const Conv2dGeometry& g) {
   return Cg + Kg > 0 ? Cg * Kg / (Cg + Kg) : 0;
 }
 
+// The F(2x2) rule, which grad weight follows under F(4x4) too.
+Conv2dAlgo pick_winograd2(const Conv2dGeometry& g, bool weight_grad) {
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel &&
+      tiles_per_image(g) >= (weight_grad || !kWinogradOnFewTiles ? kWinogradMinTiles : 0))
+    return Conv2dAlgo::kWinograd;
+  return pick_direct(g);
+}
+
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel &&
-      (kWinogradOnFewTiles || tiles_per_image(g) >= kWinogradMinTiles))
-    return Conv2dAlgo::kWinograd;
-  return pick_direct(g);
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinograd4MinPairsPerChannel &&
+      winograd4_fewer_products(g))
+    return Conv2dAlgo::kWinograd4;
+  return pick_winograd2(g, false);
 }
 
 namespace {
@@ -137,8 +168,8 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if (algo == Conv2dAlgo::kWinograd && pass == Pass::kWeight && tiles_per_image(g) < kWinogradMinTiles)
-    algo = pick_direct(g);
+  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
+    algo = pick_winograd2(g, true);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
       (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
     algo = Conv2dAlgo::kIm2colGemm;
