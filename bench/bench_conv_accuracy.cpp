@@ -1,5 +1,5 @@
 // float32 error of conv2d's paths on the CIFAR ResNet-18 3x3 stride-1 shapes,
-// forward and grad input, against float64 (tests/conv2d_accuracy.h): the
+// per pass, against float64 (tests/conv2d_accuracy.h): the
 // direct path (shifted planes from 16x16 maps up, im2col below; im2col also
 // on the larger maps), Winograd F(2x2, 3x3) and F(4x4, 3x3). The table behind the bound of
 // tests/test_conv2d_winograd4.cpp.
@@ -30,7 +30,7 @@ static int program(int argc, char** argv) {
 #endif
   std::printf("float32 conv2d error against float64, batch %lld, %d seeds (worst), %s build\n",
               static_cast<long long>(batch), seeds, isa);
-  std::printf("%-18s %-10s %-8s %10s %10s %10s\n", "shape", "pass", "path", "max/(uS)", "rms rel", "max rel");
+  std::printf("%-18s %-11s %-8s %10s %10s %10s\n", "shape", "pass", "path", "max/(uS)", "rms rel", "max rel");
   struct Shape {
     int64_t C, HW;
   };
@@ -40,20 +40,24 @@ static int program(int argc, char** argv) {
     g.kernel_h = g.kernel_w = 3, g.pad_h = g.pad_w = 1;
     conv2d_set_output_size(g);
     const Conv2dAlgo direct = s.HW >= 16 ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
-    for (bool grad_input : {false, true})
+    for (testing::Conv2dPass pass :
+         {testing::Conv2dPass::kForward, testing::Conv2dPass::kInput, testing::Conv2dPass::kWeight})
       for (auto [algo, name] : {std::pair{Conv2dAlgo::kIm2colGemm, "im2col"}, std::pair{direct, "direct"},
                                 std::pair{Conv2dAlgo::kWinograd, "F(2x2)"}, std::pair{Conv2dAlgo::kWinograd4, "F(4x4)"}}) {
         if (std::string(name) == "im2col" && direct == Conv2dAlgo::kIm2colGemm) continue;  // printed as "direct"
         testing::Conv2dError worst;
         for (int seed = 0; seed < seeds; ++seed) {
-          const testing::Conv2dError e = testing::conv2d_float32_error(g, algo, grad_input, 100 + seed);
+          const testing::Conv2dError e = testing::conv2d_float32_error(g, algo, pass, 100 + seed);
           worst.max_u = std::max(worst.max_u, e.max_u);
           worst.rms_rel = std::max(worst.rms_rel, e.rms_rel);
           worst.max_rel = std::max(worst.max_rel, e.max_rel);
         }
         const std::string shape = std::to_string(s.C) + "->" + std::to_string(s.C) + " @" + std::to_string(s.HW) +
                                   "x" + std::to_string(s.HW);
-        std::printf("%-18s %-10s %-8s %10.3f %10.3e %10.3e\n", shape.c_str(), grad_input ? "grad_input" : "forward",
+        const char* pass_name = pass == testing::Conv2dPass::kForward ? "forward"
+                                : pass == testing::Conv2dPass::kInput ? "grad_input"
+                                                                      : "grad_weight";
+        std::printf("%-18s %-11s %-8s %10.3f %10.3e %10.3e\n", shape.c_str(), pass_name,
                     name, worst.max_u, worst.rms_rel, worst.max_rel);
         std::fflush(stdout);
       }

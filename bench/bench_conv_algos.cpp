@@ -5,8 +5,7 @@
 // The measurements behind the rule in ops/cpu/conv2d_kernels.cpp; not part of
 // run_bench.py (PyTorch has no such switch).
 //   build/bench/bench_conv_algos [--threads 1] [--reps 3]
-// prints one line per shape: ms per call, direct / F(2x2) / F(4x4), per pass
-// (F(4x4)'s grad weight is F(2x2)'s: not timed again).
+// prints one line per shape: ms per call, direct / F(2x2) / F(4x4), per pass.
 #include <time.h>
 
 #include <algorithm>
@@ -74,13 +73,6 @@ static int program(int argc, char** argv) {
     for (float& v : y) v = normal(rng);  // doubles as dy
     const Conv2dAlgo direct = g.out_h * g.out_w >= 256 ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
     auto time = [&](Conv2dAlgo algo) {
-      if (algo == Conv2dAlgo::kWinograd4)
-        return std::vector<double>{
-            best_ms([&] { conv2d_forward_kernel<float>(g, x.data(), w.data(), nullptr, y.data(), algo); }, o.reps,
-                    o.threads),
-            best_ms([&] { conv2d_backward_input_kernel<float>(g, y.data(), w.data(), dx.data(), algo); }, o.reps,
-                    o.threads),
-            0.0};
       return std::vector<double>{
           best_ms([&] { conv2d_forward_kernel<float>(g, x.data(), w.data(), nullptr, y.data(), algo); }, o.reps,
                   o.threads),
@@ -93,11 +85,9 @@ static int program(int argc, char** argv) {
     std::printf("N%-3lld %3lld -> %3lld %2lldx%-2lld |", static_cast<long long>(s.N), static_cast<long long>(s.C),
                 static_cast<long long>(s.K), static_cast<long long>(s.HW), static_cast<long long>(s.HW));
     const char* names[] = {"forward", "grad input", "grad weight"};
-    for (size_t i = 0; i < 3; ++i) {
-      std::printf(" %s %7.2f / %7.2f", names[i], d[i], wg[i]);
-      if (i < 2) std::printf(" / %7.2f (%.2fx, %.2fx) |", w4[i], d[i] / wg[i], d[i] / w4[i]);
-      if (i == 2) std::printf(" (%.2fx)", d[i] / wg[i]);
-    }
+    for (size_t i = 0; i < 3; ++i)
+      std::printf(" %s %7.2f / %7.2f / %7.2f (%.2fx, %.2fx)%s", names[i], d[i], wg[i], w4[i], d[i] / wg[i],
+                  d[i] / w4[i], i < 2 ? " |" : "");
     const Conv2dAlgo rule = conv2d_pick_algo(g);
     std::printf("%s\n", rule == Conv2dAlgo::kWinograd    ? "  [rule: F(2x2)]"
                         : rule == Conv2dAlgo::kWinograd4 ? "  [rule: F(4x4)]"

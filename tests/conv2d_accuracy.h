@@ -1,6 +1,6 @@
 // float32 error of a conv2d path against a float64 reference (the same
 // inputs, rounded to float32 first, through the direct im2col path in
-// float64), forward or grad input. Shared by tests/test_conv2d_winograd4.cpp
+// float64), forward, grad input or grad weight. Shared by tests/test_conv2d_winograd4.cpp
 // (the bound) and bench/bench_conv_accuracy.cpp (the table behind it).
 #pragma once
 
@@ -14,18 +14,21 @@
 
 namespace minidl::testing {
 
+enum class Conv2dPass { kForward, kInput, kWeight };
+
 struct Conv2dError {
   // max_i |e_i| / (u * S_i): e_i the error of output i, u = 2^-24 (float32's
   // unit roundoff), S_i = sum |w| |x| over the terms of output i (the scale
-  // of the classic bound |e_i| <= gamma_n S_i of a sum of products).
+  // of the classic bound |e_i| <= gamma_n S_i of a sum of products; for
+  // grad weight, S_i = sum |dy| |x| over its terms).
   double max_u = 0;
   double rms_rel = 0;  // sqrt(sum e_i^2 / sum ref_i^2)
   double max_rel = 0;  // max_i |e_i| / max_i |ref_i|
 };
 
-// x (and dy for grad input) unit normal, w uniform in +-1/sqrt(fan_in)
-// (PyTorch's default init of Conv2d), from `seed`.
-inline Conv2dError conv2d_float32_error(const Conv2dGeometry& g, Conv2dAlgo algo, bool grad_input, uint64_t seed) {
+// x and dy unit normal, w uniform in +-1/sqrt(fan_in) (PyTorch's default
+// init of Conv2d), from `seed`.
+inline Conv2dError conv2d_float32_error(const Conv2dGeometry& g, Conv2dAlgo algo, Conv2dPass pass, uint64_t seed) {
   const int64_t Cg = g.in_channels / g.groups;
   const size_t x_size = static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w);
   const size_t y_size = static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w);
@@ -34,13 +37,18 @@ inline Conv2dError conv2d_float32_error(const Conv2dGeometry& g, Conv2dAlgo algo
   std::normal_distribution<float> normal;
   const float bound = 1.0f / std::sqrt(static_cast<float>(Cg * g.kernel_h * g.kernel_w));
   std::uniform_real_distribution<float> uniform(-bound, bound);
-  std::vector<float> in(grad_input ? y_size : x_size), w(w_size), out(grad_input ? x_size : y_size);
+  // in: x (forward, grad weight) or dy; w: w or, for grad weight, dy.
+  const bool weight = pass == Conv2dPass::kWeight;
+  std::vector<float> in(pass == Conv2dPass::kInput ? y_size : x_size), w(weight ? y_size : w_size);
+  std::vector<float> out(pass == Conv2dPass::kForward ? y_size : pass == Conv2dPass::kInput ? x_size : w_size);
   for (float& v : in) v = normal(gen);
-  for (float& v : w) v = uniform(gen);
+  for (float& v : w) v = weight ? normal(gen) : uniform(gen);
   std::vector<double> in_d(in.begin(), in.end()), w_d(w.begin(), w.end()), ref(out.size()), mag(out.size());
   auto run = [&](auto* i, auto* wt, auto* o, Conv2dAlgo a) {
-    if (grad_input)
+    if (pass == Conv2dPass::kInput)
       conv2d_backward_input_kernel(g, i, wt, o, a);
+    else if (weight)
+      conv2d_backward_weight_kernel(g, wt, i, o, static_cast<decltype(o)>(nullptr), a);
     else
       conv2d_forward_kernel(g, i, wt, static_cast<decltype(i)>(nullptr), o, a);
   };

@@ -95,8 +95,13 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // kWinograd4MinPairsPerChannel (16: 32 -> 32) pairs per channel, where its
 // tiles need fewer products than F(2x2)'s (36 per 4x4 tile against 16 per
 // 2x2 one: not on 1x1, 2x2, 5x5 or 6x6 maps, whose 4x4 tiles are mostly
-// padding). It has F(2x2)'s grad weight (the transformed weight gradients
-// summed over the tiles): that pass follows the F(2x2) rule above.
+// padding). Its grad weight (36 GEMMs over the tiles) wins from 32 pairs
+// per channel, as F(2x2)'s did, and on 4x4 maps too (ms direct / F(2x2) /
+// F(4x4), same machine, loaded): 64 x 64 -> 64 at 32x32 48.3 / 46.5 / 34.2,
+// 128 -> 128 at 16x16 50.0 / 35.6 / 24.7, 256 -> 256 at 8x8 41.5 / 30.5 /
+// 22.4, 512 -> 512 at 4x4 40.1 / 33.4 / 31.2, 128 x 64 -> 64 at 8x8 5.9 /
+// 7.7 / 4.7; but 128 x 32 -> 32 at 32x32 27.8 / 37.1 / 28.1 and at 16x16
+// 7.5 / 10.4 / 9.2: there grad weight takes the direct path.
 // F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd4.cpp).
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
@@ -155,7 +160,8 @@ namespace {
 enum class Pass { kForward, kInput, kWeight };
 
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight on maps of few tiles takes the direct path,
+// except that grad weight on maps of few F(2x2) tiles, and F(4x4)'s below
+// 32 pairs per channel, take the direct path,
 // strided grad weight the im2col one (see above), and so do strided
 // forwards up to 16x16 outputs: there the im2col GEMM also beats the
 // shifted planes' computing of the skipped pixels (Zen 5, 1 thread, CPU
@@ -168,8 +174,9 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
-    algo = pick_winograd2(g, true);
+  if (algo == Conv2dAlgo::kWinograd && pass == Pass::kWeight) algo = pick_winograd2(g, true);
+  if (algo == Conv2dAlgo::kWinograd4 && pass == Pass::kWeight && pairs_per_channel(g) < kWinogradMinPairsPerChannel)
+    algo = pick_direct(g);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
       (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
     algo = Conv2dAlgo::kIm2colGemm;
@@ -202,8 +209,8 @@ template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo) {
   if (dw) switch (resolve(g, algo, Pass::kWeight)) {
-      case Conv2dAlgo::kWinograd:
-      case Conv2dAlgo::kWinograd4: conv2d_winograd_backward_weight(g, dy, x, dw); break;
+      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw, 2); break;
+      case Conv2dAlgo::kWinograd4: conv2d_winograd_backward_weight(g, dy, x, dw, 4); break;
       case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
       default: conv2d_shifted_backward_weight(g, dy, x, dw);
     }

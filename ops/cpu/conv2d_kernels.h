@@ -66,12 +66,11 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
 
 // Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where
 // conv2d_winograd_applies; tile: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).
-// Grad weight is F(2x2) only.
 template <class T>
 void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile = 2);
 template <class T>
 void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile = 2);
 template <class T>
-void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
+void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, int tile = 2);
 
 }  // namespace minidl

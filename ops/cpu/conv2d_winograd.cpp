@@ -55,6 +55,7 @@ using conv2d_gemm::round_up;
 using conv2d_gemm::Slot;
 using conv2d_gemm::thread_buffer;
 using conv2d_simd::kLanes;
+using conv2d_simd::Vec;
 using winograd::chunking;
 using winograd::F2;
 using winograd::F4;
@@ -168,20 +169,20 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
 
 // dw = dL/dw for the forward correlation of g. From y_tile = A^T M A:
 //     dU_xi[k][c] = sum_tiles (A dy_tile A^T)_xi[k][tile] * V_xi[c][tile],   dw[k][c] = G^T dU[k][c] G
-// 16 GEMMs whose inner dimension is the tiles: the transformed dy packed in
+// GEMMs (one per position) whose inner dimension is the tiles: the transformed dy packed in
 // row tiles of kMR output channels ([tile][kMR]), V in panels of NR input
 // channels ([tile][NR]). Each thread sums into its own dU; the final
 // transform adds the threads' sums.
-template <class T>
+template <class F, class T>
 void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
   // Panels of 2 vectors (32 floats): channel counts are multiples of 32 far
   // more often than of kNR's 48, and a cut-short panel runs at half speed.
   constexpr int kPanelVecs = 2;
-  constexpr int64_t NR = kPanelVecs * kLanes<T>, kPositions = F2::kPositions;
+  constexpr int64_t L = kLanes<T>, NR = kPanelVecs * L, kPositions = F::kPositions;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w;
   const int64_t m_pad = round_up(Kg, kMR), c_pad = round_up(Cg, NR), du_size = G * kPositions * Kg * Cg;
-  const TileGrid grid(g, F2::kTile);
+  const TileGrid grid(g, F::kTile);
   const int threads = conv2d_threads(g);
   // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
   const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, threads);
@@ -210,7 +211,7 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < m_pad; ++k) {
         if (k < Kg)
-          winograd::output_grad_transform_tiles(grid, dy + (gi * Kg + k) * out_hw, t0, count, t, ld, rows);
+          winograd::output_grad_transform_tiles<F>(grid, dy + (gi * Kg + k) * out_hw, t0, count, t, ld, rows);
         T* ak = a + k / kMR * cols * kMR + k % kMR;  // + xi * a_stride + tile * kMR
         for (int64_t xi = 0; xi < kPositions; ++xi)
           for (int64_t col = 0; col < count; ++col)
@@ -219,7 +220,7 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
       // Input transform: V per input channel (columns past Cg are 0).
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < c_pad; ++c) {
-        if (c < Cg) winograd::input_transform_tiles<F2>(grid, x + (gi * Cg + c) * HW, t0, count, t, ld, rows);
+        if (c < Cg) winograd::input_transform_tiles<F>(grid, x + (gi * Cg + c) * HW, t0, count, t, ld, rows);
         T* bc = b + c / NR * cols * NR + c % NR;  // + xi * b_stride + tile * NR
         for (int64_t xi = 0; xi < kPositions; ++xi)
           for (int64_t col = 0; col < count; ++col)
@@ -238,18 +239,28 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
     }
   };
   if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/true, make_scratch, chunk);
-  // dw = G^T (sum of the threads' dU) G.
+  // dw = G^T (sum of the threads' dU) G, a vector of input channels at a
+  // time (one at a time, F(4x4)'s transform took a quarter of the pass at 4x4 maps).
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t gi = 0; gi < G; ++gi)
     for (int64_t k = 0; k < Kg; ++k)
-      for (int64_t c = 0; c < Cg; ++c) {
-        T u[kPositions] = {};
+      for (int64_t c0 = 0; c0 < Cg; c0 += L) {
+        const int64_t n = std::min(L, Cg - c0);
+        Vec<T> u[kPositions], gk[9];
+        for (int64_t xi = 0; xi < kPositions; ++xi) u[xi] = Vec<T>{};
         for (const T* sum : sums) {
           if (!sum) continue;  // a thread that got no chunk
-          const T* du = sum + gi * kPositions * Kg * Cg + k * Cg + c;
-          for (int64_t xi = 0; xi < kPositions; ++xi) u[xi] += du[xi * Kg * Cg];
+          const T* du = sum + gi * kPositions * Kg * Cg + k * Cg + c0;
+          for (int64_t xi = 0; xi < kPositions; ++xi) {
+            alignas(64) T part[L] = {};
+            std::copy_n(du + xi * Kg * Cg, n, part);
+            u[xi] += conv2d_simd::load(part);
+          }
         }
-        F2::kernel_grad_transform(u, dw + ((gi * Kg + k) * Cg + c) * 9);
+        F::kernel_grad_transform(u, gk);
+        T* out = dw + ((gi * Kg + k) * Cg + c0) * 9;
+        for (int64_t l = 0; l < n; ++l)
+          for (int ab = 0; ab < 9; ++ab) out[l * 9 + ab] = gk[ab][l];
       }
 }
 
@@ -304,10 +315,10 @@ void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const 
 }
 
 template <class T>
-void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
-  MINIDL_CHECK(conv2d_winograd_applies(g), "conv2d: the Winograd path needs a 3x3 kernel, stride 1, dilation 1 "
-                                           "and padding <= 2");
-  winograd_weight_grad(g, dy, x, dw);
+void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, int tile) {
+  check_applies(g, tile);
+  if (tile == 4) return winograd_weight_grad<F4>(g, dy, x, dw);
+  winograd_weight_grad<F2>(g, dy, x, dw);
 }
 
 template void conv2d_winograd_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*,
@@ -317,7 +328,8 @@ template void conv2d_winograd_forward<double>(const Conv2dGeometry&, const doubl
 template void conv2d_winograd_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*, int);
 template void conv2d_winograd_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*,
                                                      int);
-template void conv2d_winograd_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*);
-template void conv2d_winograd_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv2d_winograd_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*, int);
+template void conv2d_winograd_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*,
+                                                      int);
 
 }  // namespace minidl

@@ -190,23 +190,45 @@ void input_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, in
   });
 }
 
-// out[xi * ld + col] = (A d A^T)_xi for the 2x2 block d of every F2 tile of
+// out[xi * ld + col] = (A d A^T)_xi for the S x S block d of every tile of
 // [t0, t0 + count) in one output-shaped channel (0 past the map's edge).
-template <class T>
+// Tile rows shorter than kGatherBelowTiles are gathered first, as in
+// input_transform_gathered.
+template <class F, class T>
 void output_grad_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld,
                                  T* rows) {
   using V = Vec<T>;
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
+  if (grid.tiles_w < kGatherBelowTiles) {
+    grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
+      const T* plane = planes + n * grid.out_image;
+      for (int64_t r = 0; r < S; ++r) {
+        const int64_t ih = S * th + r;
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t m = 0; m < len; ++m) {
+            const int64_t iw = S * (tw0 + m) + j;
+            out[(r * S + j) * ld + col + m] = ih < grid.Ho && iw < grid.Wo ? plane[ih * grid.Wo + iw] : T(0);
+          }
+      }
+    });
+    for (int64_t col = 0; col < count; col += L) {
+      V d[S * S], v[P * P];
+      for (int i = 0; i < S * S; ++i) d[i] = load(out + i * ld + col);
+      output_grad_transform<F>(d, v);
+      for (int xi = 0; xi < P * P; ++xi) store(out + xi * ld + col, v[xi]);
+    }
+    return;
+  }
   grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
-    const int64_t w1 = len + 1;
-    T* even = rows;
-    T* odd = rows + 2 * w1;
-    split_rows(planes + n * grid.out_image, 2, 2 * th, grid.Ho, grid.Wo, 2 * tw0, len, 2, rows);
+    const int64_t w1 = len + 1, phase = S * w1;
+    split_rows(planes + n * grid.out_image, S, S * th, grid.Ho, grid.Wo, S * tw0, len, S, rows);
     T* dst = out + col;
     for (int64_t m = 0; m < len; m += L) {
-      V d[4] = {load(even + m), load(odd + m), load(even + w1 + m), load(odd + w1 + m)}, v[16];
-      F2::output_grad_transform(d, v);
-      for (int xi = 0; xi < 16; ++xi) store(dst + xi * ld + m, v[xi]);
+      V d[S * S], v[P * P];
+      for (int r = 0; r < S; ++r)
+        for (int j = 0; j < S; ++j) d[r * S + j] = load(rows + j * phase + r * w1 + m);
+      output_grad_transform<F>(d, v);
+      for (int xi = 0; xi < P * P; ++xi) store(dst + xi * ld + m, v[xi]);
     }
   });
 }

@@ -74,22 +74,19 @@ struct F2 {
   template <class T>
   static void kernel_grad_transform(const T* u, T* g) {
     auto gt_1d = [](T u0, T u1, T u2, T u3, T* o, int64_t step) {  // G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]
-      const T h = T(0.5) * (u1 + u2);
-      o[0] = u0 + h, o[step] = T(0.5) * (u1 - u2), o[2 * step] = h + u3;
+      using E = Scalar<T>;
+      const T h = E(0.5) * (u1 + u2);
+      o[0] = u0 + h, o[step] = E(0.5) * (u1 - u2), o[2 * step] = h + u3;
     };
     T t[12];  // G^T u: 3 rows of 4
     for (int s = 0; s < 4; ++s) gt_1d(u[s], u[4 + s], u[8 + s], u[12 + s], t + s, 4);
     for (int r = 0; r < 3; ++r) gt_1d(t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3], g + r * 3, 1);
   }
-  // A d A^T for a 2x2 block d of dy: the gradient of M = the 4x4 before A^T . A.
+  // A d for 2 values of dy: A = [1 0; 1 1; 1 -1; 0 -1].
   template <class T>
-  static void output_grad_transform(const T* d, T* m) {
-    auto a_1d = [](T d0, T d1, T* o, int64_t step) {  // A = [1 0; 1 1; 1 -1; 0 -1]
-      o[0] = d0, o[step] = d0 + d1, o[2 * step] = d0 - d1, o[3 * step] = -d1;
-    };
-    T t[8];  // A d: 4 rows of 2
-    for (int s = 0; s < 2; ++s) a_1d(d[s], d[2 + s], t + s, 2);
-    for (int r = 0; r < 4; ++r) a_1d(t[r * 2], t[r * 2 + 1], m + r * 4, 1);
+  static void output_grad_1d(const T* d, int64_t ds, T* o, int64_t step) {
+    const T d0 = d[0], d1 = d[ds];
+    o[0] = d0, o[step] = d0 + d1, o[2 * step] = d0 - d1, o[3 * step] = -d1;
   }
 };
 
@@ -141,6 +138,32 @@ struct F4 {
     o[2 * step] = p + E(0.25) * m3 + E(4) * m4;
     o[3 * step] = (q + m5) + E(0.125) * m3 - E(8) * m4;
   }
+  // A d for 4 values of dy: A = [1 0 0 0; 1 1 1 1; 1 -1 1 -1; 1 1/2 1/4 1/8; 1 -2 4 -8; 0 0 0 1].
+  template <class T>
+  static void output_grad_1d(const T* d, int64_t ds, T* o, int64_t step) {
+    using E = Scalar<T>;
+    const T d0 = d[0], d1 = d[ds], d2 = d[2 * ds], d3 = d[3 * ds];
+    const T e = d0 + d2, f = d1 + d3;
+    o[0] = d0, o[step] = e + f, o[2 * step] = e - f;
+    o[3 * step] = (d0 + E(0.5) * d1) + (E(0.25) * d2 + E(0.125) * d3);
+    o[4 * step] = (d0 - E(2) * d1) + (E(4) * d2 - E(8) * d3);
+    o[5 * step] = d3;
+  }
+  // G^T u G for u (6x6): the 3x3 kernel gradient from the gradient of U = G g G^T.
+  template <class T>
+  static void kernel_grad_transform(const T* u, T* g) {
+    auto gt_1d = [](const T* v, int64_t vs, T* o, int64_t step) {  // G^T: the transpose of kG
+      using E = Scalar<T>;
+      const T u0 = v[0], u1 = v[vs], u2 = v[2 * vs], u3 = v[3 * vs], u4 = v[4 * vs], u5 = v[5 * vs];
+      const T p = E(1.0 / 3) * (u1 + u2), q = E(1.0 / 3) * (u1 - u2);
+      o[0] = (u0 + q) + (E(-16.0 / 15) * u3 + E(1.0 / 15) * u4);
+      o[step] = p + (E(-8.0 / 15) * u3 + E(-2.0 / 15) * u4);
+      o[2 * step] = (q + u5) + (E(-4.0 / 15) * u3 + E(4.0 / 15) * u4);
+    };
+    T t[18];  // G^T u: 3 rows of 6
+    for (int s = 0; s < 6; ++s) gt_1d(u + s, 6, t + s, 6);
+    for (int r = 0; r < 3; ++r) gt_1d(t + r * 6, 1, g + r * 3, 1);
+  }
 };
 
 // v (n x n) = B^T d B for an n x n patch d (row-major).
@@ -159,6 +182,16 @@ inline void output_transform(const T* mm, T* o) {
   T t[m * n];  // A^T mm: m rows of n
   for (int s = 0; s < n; ++s) F::output_1d(mm + s, n, t + s, n);
   for (int r = 0; r < m; ++r) F::output_1d(t + r * n, 1, o + r * m, 1);
+}
+
+// m (n x n) = A d A^T for an m x m block d of dy (row-major): the gradient
+// of the n x n matrix before A^T . A.
+template <class F, class T>
+inline void output_grad_transform(const T* d, T* mm) {
+  constexpr int n = F::kPatch, m = F::kTile;
+  T t[n * m];  // A d: n rows of m
+  for (int s = 0; s < m; ++s) F::output_grad_1d(d + s, m, t + s, m);
+  for (int r = 0; r < n; ++r) F::output_grad_1d(t + r * m, 1, mm + r * n, 1);
 }
 
 // u[xi * R + r] = G g_r G^T for R kernels g(r, a, b), r < rows.
