@@ -2,7 +2,7 @@
 // per pass, against float64 (tests/conv2d_accuracy.h): the
 // direct path (shifted planes from 16x16 maps up, im2col below; im2col also
 // on the larger maps), Winograd F(2x2, 3x3) and F(4x4, 3x3). The table behind the bound of
-// tests/test_conv2d_winograd4.cpp.
+// tests/test_conv2d_winograd.cpp.
 //   build/bench/bench_conv_accuracy [--batch 8] [--seeds 2]
 // prints one line per shape, pass and path: the max error in units of
 // u * sum |w||x| (u = 2^-24), the RMS relative error and max |e| / max |y|.

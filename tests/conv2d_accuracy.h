@@ -1,6 +1,6 @@
 // float32 error of a conv2d path against a float64 reference (the same
 // inputs, rounded to float32 first, through the direct im2col path in
-// float64), forward, grad input or grad weight. Shared by tests/test_conv2d_winograd4.cpp
+// float64), forward, grad input or grad weight. Shared by tests/test_conv2d_winograd.cpp
 // (the bound) and bench/bench_conv_accuracy.cpp (the table behind it).
 #pragma once
 

@@ -351,7 +351,7 @@ TEST_CASE("conv2d Winograd F(2x2, 3x3) path (float32 and float64)") {
   // Forced, all three passes run Winograd (kAuto keeps grad weight direct on
   // maps of few tiles, or below 32 pairs per channel). Tolerances as for the
   // direct paths: F(2x2)'s transforms are exact, F(4x4)'s lose 2-3 bits in
-  // float32 (tests/test_conv2d_winograd4.cpp), which these tolerances allow
+  // float32 (tests/test_conv2d_winograd.cpp), which these tolerances allow
   // on such small problems.
   const std::vector<AlgoCase> cases = {
       {square(3, 16, 24, 8, 3, 1, 1), "8x8 pad 1 (ResNet): 16 whole tiles per image"},
@@ -425,58 +425,6 @@ TEST_CASE("conv2d: the two algorithms agree on the ResNet-18 layer shapes, scale
       check_algo<double>(g, algo, 78);
     }
   }
-}
-
-TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
-  // F(4x4) from 16 pairs per channel where its tiles need fewer products
-  // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
-  // AVX2 (ops/cpu/conv2d_kernels.cpp).
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 16 pairs per channel
-  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
-  CHECK(conv2d_pick_algo(square(64, 256, 256, 7, 3, 1, 1)) == Conv2dAlgo::kWinograd4);  // 4 tiles against 16
-  // 5x5 maps: 4 tiles of F(4x4) (144 products) against 9 of F(2x2) (144):
-  // F(2x2) or im2col, as 2x2 maps below.
-  CHECK(conv2d_pick_algo(square(64, 256, 256, 5, 3, 1, 1)) != Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 32, 32, 5, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);  // too few for F(2x2)
-  // 2x2 maps (one F(2x2) tile): im2col with AVX-512, F(2x2) with AVX2.
-#if defined(__AVX512F__)
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
-#else
-  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kWinograd);
-#endif
-  CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
-  CHECK(conv2d_pick_algo(square(64, 16, 16, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
-  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
-  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
-  CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out
-}
-
-TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
-  // kAuto's grad weight is bit for bit the forced path's (1 thread): F(4x4)
-  // from 32 pairs per channel, the direct path below (ops/cpu/conv2d_kernels.cpp).
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  auto dw_of = [](const Conv2dGeometry& g, Conv2dAlgo algo) {
-    const auto x = random_values(static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w), 5);
-    const auto dy = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), 6);
-    const std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end());
-    std::vector<float> dw(static_cast<size_t>(g.out_channels * g.in_channels * 9));
-    conv2d_backward_weight_kernel<float>(g, dyf.data(), xf.data(), dw.data(), nullptr, algo);
-    return dw;
-  };
-  const Conv2dGeometry wide = square(2, 64, 64, 8, 3, 1, 1), narrow = square(2, 32, 32, 8, 3, 1, 1);
-  REQUIRE(conv2d_pick_algo(wide) == Conv2dAlgo::kWinograd4);
-  REQUIRE(conv2d_pick_algo(narrow) == Conv2dAlgo::kWinograd4);
-  CHECK(dw_of(wide, Conv2dAlgo::kAuto) == dw_of(wide, Conv2dAlgo::kWinograd4));
-  CHECK(dw_of(wide, Conv2dAlgo::kAuto) != dw_of(wide, Conv2dAlgo::kIm2colGemm));
-  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) == dw_of(narrow, Conv2dAlgo::kIm2colGemm));
-  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) != dw_of(narrow, Conv2dAlgo::kWinograd4));
-  omp_set_num_threads(saved);
 }
 
 TEST_CASE("conv2d: empty batch") {

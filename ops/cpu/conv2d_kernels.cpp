@@ -102,7 +102,7 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // 22.4, 512 -> 512 at 4x4 40.1 / 33.4 / 31.2, 128 x 64 -> 64 at 8x8 5.9 /
 // 7.7 / 4.7; but 128 x 32 -> 32 at 32x32 27.8 / 37.1 / 28.1 and at 16x16
 // 7.5 / 10.4 / 9.2: there grad weight takes the direct path.
-// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd4.cpp).
+// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd.cpp).
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
 // stride skips, the im2col GEMM only the kept ones. Zen 5, 1 thread, CPU

@@ -15,7 +15,7 @@
 // matrices are in ops/cpu/conv2d_winograd_transforms.h: B and A have dyadic
 // entries (exact in binary), U is computed in double, so the extra error is
 // that of the transforms' sums, which grows with the entries: a few ulps for
-// F(2x2), more for F(4x4) (measured bound: tests/test_conv2d_winograd4.cpp).
+// F(2x2), more for F(4x4) (measured bound: tests/test_conv2d_winograd.cpp).
 //
 // The GEMMs are the packed ones of ops/cpu/conv2d_gemm.h: U is packed once per
 // call as the left operand; the input transform fills the right operand's

@@ -102,7 +102,7 @@ struct F2 {
 //     0, +-1, -1/2, 2    1.1e-6      1.3e-5
 //     0, +-1, 1/2, 2     2.9e-6      3.3e-5
 // (C = 64; C = 256 ranks them the same.) The measured bound of the real
-// kernels is in tests/test_conv2d_winograd4.cpp.
+// kernels is in tests/test_conv2d_winograd.cpp.
 struct F4 {
   static constexpr int kTile = 4, kPatch = 6, kPositions = 36;
   static constexpr double kG[6][3] = {{1, 0, 0},

@@ -1,6 +1,7 @@
-// The float32 accuracy of conv2d's Winograd paths against float64, on the
-// CIFAR ResNet-18 3x3 stride-1 shapes (2 images; weights as PyTorch's default
-// init, unit normal inputs and dy), per pass: the stated bounds.
+// conv2d's Winograd paths: which one kAuto picks, per pass, and their
+// float32 accuracy against float64 on the CIFAR ResNet-18 3x3 stride-1
+// shapes (2 images; weights as PyTorch's default init, unit normal inputs
+// and dy), per pass: the stated bounds.
 //
 // Measured (bench/bench_conv_accuracy, 8 images, 2 seeds; e_i the error of
 // output i, S_i = sum |w||x| of its terms, u = 2^-24), AVX-512 build:
@@ -24,7 +25,11 @@
 // tests/test_conv2d.cpp. Lavin and Gray's points (0, +-1, +-2) instead of
 // ours gave 1.5x the RMS and 2.5x the max error in a simulation
 // (ops/cpu/conv2d_winograd_transforms.h).
+#include <omp.h>
+
+#include <random>
 #include <string>
+#include <vector>
 
 #include "tests/conv2d_accuracy.h"
 #include "tests/test_util.h"
@@ -44,6 +49,23 @@ Conv2dGeometry resnet_shape(int64_t C, int64_t HW, int64_t batch) {
   return g;
 }
 
+// Geometry of a square-kernel conv over square maps.
+Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad) {
+  Conv2dGeometry g;
+  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
+  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad;
+  conv2d_set_output_size(g);
+  return g;
+}
+
+std::vector<float> random_values(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& e : v) e = dist(gen);
+  return v;
+}
+
 struct Bound {
   double max, rms_rel;
 };
@@ -56,6 +78,57 @@ struct AlgoBounds {
 };
 
 }  // namespace
+
+TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
+  // F(4x4) from 16 pairs per channel where its tiles need fewer products
+  // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
+  // AVX2 (ops/cpu/conv2d_kernels.cpp).
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 16 pairs per channel
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 7, 3, 1, 1)) == Conv2dAlgo::kWinograd4);  // 4 tiles against 16
+  // 5x5 maps: 4 tiles of F(4x4) (144 products) against 9 of F(2x2) (144):
+  // F(2x2) or im2col, as 2x2 maps below.
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 5, 3, 1, 1)) != Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 5, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);  // too few for F(2x2)
+  // 2x2 maps (one F(2x2) tile): im2col with AVX-512, F(2x2) with AVX2.
+#if defined(__AVX512F__)
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+#else
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+#endif
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
+  CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out
+}
+
+TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
+  // kAuto's grad weight is bit for bit the forced path's (1 thread): F(4x4)
+  // from 32 pairs per channel, the direct path below (ops/cpu/conv2d_kernels.cpp).
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto dw_of = [](const Conv2dGeometry& g, Conv2dAlgo algo) {
+    const std::vector<float> xf = random_values(static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w), 5);
+    const std::vector<float> dyf = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), 6);
+    std::vector<float> dw(static_cast<size_t>(g.out_channels * g.in_channels * 9));
+    conv2d_backward_weight_kernel<float>(g, dyf.data(), xf.data(), dw.data(), nullptr, algo);
+    return dw;
+  };
+  const Conv2dGeometry wide = square(2, 64, 64, 8, 3, 1, 1), narrow = square(2, 32, 32, 8, 3, 1, 1);
+  REQUIRE(conv2d_pick_algo(wide) == Conv2dAlgo::kWinograd4);
+  REQUIRE(conv2d_pick_algo(narrow) == Conv2dAlgo::kWinograd4);
+  CHECK(dw_of(wide, Conv2dAlgo::kAuto) == dw_of(wide, Conv2dAlgo::kWinograd4));
+  CHECK(dw_of(wide, Conv2dAlgo::kAuto) != dw_of(wide, Conv2dAlgo::kIm2colGemm));
+  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) == dw_of(narrow, Conv2dAlgo::kIm2colGemm));
+  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) != dw_of(narrow, Conv2dAlgo::kWinograd4));
+  omp_set_num_threads(saved);
+}
 
 TEST_CASE("conv2d float32 error against float64: direct, Winograd F(2x2) and F(4x4) within their bounds") {
   const AlgoBounds algos[] = {{Conv2dAlgo::kIm2colGemm, "direct (im2col)", {8, 2e-6}, {1e-6, 1e-6}},
