@@ -83,7 +83,12 @@ TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by ma
   // F(4x4) from 16 pairs per channel where its tiles need fewer products
   // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
   // AVX2 (ops/cpu/conv2d_kernels.cpp).
+  // Maps of one 4x4 tile: F(4x4) with AVX-512, F(2x2) with AVX2 (forward, grad input).
+#if defined(__AVX512F__)
   CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+#else
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+#endif
   CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
   CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
   CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
@@ -110,7 +115,8 @@ TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by ma
 
 TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
   // kAuto's grad weight is bit for bit the forced path's (1 thread): F(4x4)
-  // from 32 pairs per channel, the direct path below (ops/cpu/conv2d_kernels.cpp).
+  // from 32 pairs per channel, also on 4x4 maps where an AVX2 forward takes
+  // F(2x2); the direct path below 32 pairs (ops/cpu/conv2d_kernels.cpp).
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   auto dw_of = [](const Conv2dGeometry& g, Conv2dAlgo algo) {
@@ -127,6 +133,9 @@ TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
   CHECK(dw_of(wide, Conv2dAlgo::kAuto) != dw_of(wide, Conv2dAlgo::kIm2colGemm));
   CHECK(dw_of(narrow, Conv2dAlgo::kAuto) == dw_of(narrow, Conv2dAlgo::kIm2colGemm));
   CHECK(dw_of(narrow, Conv2dAlgo::kAuto) != dw_of(narrow, Conv2dAlgo::kWinograd4));
+  const Conv2dGeometry one_tile = square(2, 64, 64, 4, 3, 1, 1);
+  CHECK(dw_of(one_tile, Conv2dAlgo::kAuto) == dw_of(one_tile, Conv2dAlgo::kWinograd4));
+  CHECK(dw_of(one_tile, Conv2dAlgo::kAuto) != dw_of(one_tile, Conv2dAlgo::kWinograd));
   omp_set_num_threads(saved);
 }
 

@@ -102,6 +102,16 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // 22.4, 512 -> 512 at 4x4 40.1 / 33.4 / 31.2, 128 x 64 -> 64 at 8x8 5.9 /
 // 7.7 / 4.7; but 128 x 32 -> 32 at 32x32 27.8 / 37.1 / 28.1 and at 16x16
 // 7.5 / 10.4 / 9.2: there grad weight takes the direct path.
+// With AVX2 (x86-64-v3 build, same machine) F(4x4) wins the same way
+// (forward 64 -> 64 at 32x32 50.6 / 33.1 / 23.7, 256 -> 256 at 8x8 40.1 /
+// 25.2 / 19.5) except on maps of one 4x4 tile, where its forward and grad
+// input lose to F(2x2) (64 x 256 -> 256 at 4x4: im2col 8.9, F(2x2) 8.1,
+// F(4x4) 9.1; 512 -> 512 34.1 / 31.6 / 34.9; 128 -> 128 2.3 / 2.4 / 2.4):
+// AVX2 builds keep the F(2x2) rule there (kWinograd4OnOneTile), while their
+// grad weight still takes F(4x4) (7.4 against im2col's 9.3 and F(2x2)'s 8.5
+// at 256 -> 256; 34.7 against 39.7 and 32.2 at 512 -> 512). With AVX-512,
+// F(4x4) is the fastest on 4x4 maps in every pass (128 -> 128: 2.0 against
+// im2col's 2.2 and F(2x2)'s 3.2 ms forward; 256 -> 256: 7.3 / 8.6 / 7.9).
 // F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd.cpp).
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
@@ -118,16 +128,18 @@ constexpr double kWinograd4MinPairsPerChannel = 16;
 constexpr int64_t kWinogradMinTiles = 16;
 #if defined(__AVX512F__)
 constexpr bool kWinogradOnFewTiles = false;
+constexpr bool kWinograd4OnOneTile = true;
 #else
 constexpr bool kWinogradOnFewTiles = true;  // forward and grad input only
+constexpr bool kWinograd4OnOneTile = false;  // forward and grad input only
 #endif
 
 int64_t tiles_per_image(const Conv2dGeometry& g) { return (g.out_h + 1) / 2 * ((g.out_w + 1) / 2); }
 
+int64_t tiles4_per_image(const Conv2dGeometry& g) { return (g.out_h + 3) / 4 * ((g.out_w + 3) / 4); }
+
 // Whether F(4x4) needs fewer GEMM products per image than F(2x2).
-bool winograd4_fewer_products(const Conv2dGeometry& g) {
-  return 36 * ((g.out_h + 3) / 4) * ((g.out_w + 3) / 4) < 16 * tiles_per_image(g);
-}
+bool winograd4_fewer_products(const Conv2dGeometry& g) { return 36 * tiles4_per_image(g) < 16 * tiles_per_image(g); }
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
@@ -150,7 +162,7 @@ Conv2dAlgo pick_winograd2(const Conv2dGeometry& g, bool weight_grad) {
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
   if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinograd4MinPairsPerChannel &&
-      winograd4_fewer_products(g))
+      winograd4_fewer_products(g) && (kWinograd4OnOneTile || tiles4_per_image(g) > 1))
     return Conv2dAlgo::kWinograd4;
   return pick_winograd2(g, false);
 }
@@ -160,8 +172,9 @@ namespace {
 enum class Pass { kForward, kInput, kWeight };
 
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight on maps of few F(2x2) tiles, and F(4x4)'s below
-// 32 pairs per channel, take the direct path,
+// except that grad weight takes F(4x4) from 32 pairs per channel where its
+// tiles need fewer products (whatever the forward took), else F(2x2) on maps
+// of kWinogradMinTiles tiles or more, else the direct path;
 // strided grad weight the im2col one (see above), and so do strided
 // forwards up to 16x16 outputs: there the im2col GEMM also beats the
 // shifted planes' computing of the skipped pixels (Zen 5, 1 thread, CPU
@@ -174,9 +187,10 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if (algo == Conv2dAlgo::kWinograd && pass == Pass::kWeight) algo = pick_winograd2(g, true);
-  if (algo == Conv2dAlgo::kWinograd4 && pass == Pass::kWeight && pairs_per_channel(g) < kWinogradMinPairsPerChannel)
-    algo = pick_direct(g);
+  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
+    algo = pairs_per_channel(g) < kWinogradMinPairsPerChannel ? pick_direct(g)
+           : winograd4_fewer_products(g)                       ? Conv2dAlgo::kWinograd4
+                                                               : pick_winograd2(g, true);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
       (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
     algo = Conv2dAlgo::kIm2colGemm;
