@@ -27,8 +27,7 @@
 //
 // Grad input with stride 1 is the forward correlation of dy, padded by
 // 2 - pad, with the kernel flipped and transposed: the same code. Grad
-// weight is 16 GEMMs of F(2x2) over the tiles (winograd_weight_grad), for
-// either tile size.
+// weight is 16 or 36 GEMMs over the tiles (winograd_weight_grad).
 //
 // Threads: each takes whole chunks; with fewer chunks than threads, the
 // chunk's channels (transforms) and its GEMMs are split instead.
