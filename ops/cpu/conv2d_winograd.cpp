@@ -101,10 +101,11 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
     }
 
   // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
-  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, threads);
+  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, kLanes<T>, threads);
   const int64_t cols = cols_chunks.first, chunks = cols_chunks.second;
-  const int64_t panels = cols / NR;
-  const int64_t v_stride = plane_stride<T>(Cg * cols), m_stride = plane_stride<T>(Kg * cols);
+  // V's panels are whole (cols_pad columns, zeros past the tiles); M has cols.
+  const int64_t cols_pad = round_up(cols, NR), panels = cols_pad / NR;
+  const int64_t v_stride = plane_stride<T>(Cg * cols_pad), m_stride = plane_stride<T>(Kg * cols);
   struct Scratch {
     T* v;  // [xi][K block][panel][kc][NR]
     T* m;  // [xi][k][cols]
@@ -128,7 +129,7 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
         winograd::input_transform_tiles<F>(grid, x + (gi * Cg + c) * HW, t0, count, vt, ld, rows);
         const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
         for (int64_t xi = 0; xi < kPositions; ++xi) {
-          T* dst = v + xi * v_stride + k0 * cols + (c - k0) * NR;  // + panel * kc * NR
+          T* dst = v + xi * v_stride + k0 * cols_pad + (c - k0) * NR;  // + panel * kc * NR
           const T* src = vt + xi * ld;
           for (int64_t p = 0; p * NR < count; ++p) {
             const int64_t n = std::min(NR, count - p * NR);
@@ -146,7 +147,7 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
         const int64_t kc = std::min(kKC, Cg - k0);
         for (int64_t p = 0; p < panels && p * NR < count; ++p)
           for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
-            any_tile(kc, u + (xi * Cg + k0) * m_pad + tile * kc * kMR, v + xi * v_stride + k0 * cols + p * kc * NR,
+            any_tile(kc, u + (xi * Cg + k0) * m_pad + tile * kc * kMR, v + xi * v_stride + k0 * cols_pad + p * kc * NR,
                      mm + xi * m_stride + tile * kMR * cols + p * NR, cols, std::min(kMR, Kg - tile * kMR),
                      std::min(NR, count - p * NR), k0 > 0);
       }
@@ -184,19 +185,25 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
   const TileGrid grid(g, F::kTile);
   const int threads = conv2d_threads(g);
   // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
-  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, threads);
+  const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, L, threads);
   const int64_t cols = cols_chunks.first, chunks = cols_chunks.second;
   const int64_t a_stride = plane_stride<T>(m_pad * cols), b_stride = plane_stride<T>(c_pad * cols);
 
   std::vector<T*> sums(static_cast<size_t>(threads), nullptr);  // dU per thread: [gi][xi][k][c]
+  // Whether thread t's dU of group gi holds sums ([t * G + gi]): its first
+  // chunk writes them, the later ones add. (Zeroing every thread's dU
+  // first, 38 MB each for F(4x4) at 512 -> 512, cost more than the GEMMs
+  // of a 4x4 map on 2 threads.)
+  std::vector<char> written(static_cast<size_t>(threads * G), 0);
   struct Scratch {
     T* du;  // this thread's dU
+    int64_t thread;
   };
   auto make_scratch = [&] {
+    const int thread = omp_get_thread_num();
     T* du = thread_buffer<T>(Slot::kSums, du_size);
-    std::fill_n(du, du_size, T(0));
-    sums[static_cast<size_t>(omp_get_thread_num())] = du;
-    return Scratch{du};
+    sums[static_cast<size_t>(thread)] = du;
+    return Scratch{du, thread};
   };
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
     T* a = thread_buffer<T>(Slot::kOperandA, kPositions * a_stride);  // [xi][row tile][tile][kMR]
@@ -226,7 +233,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
             bc[xi * b_stride + col * NR] = c < Cg ? t[xi * ld + col] : T(0);
       }
     }
-    // dU_xi += (A dy A^T)_xi V_xi^T over this chunk's tiles.
+    // dU_xi (+)= (A dy A^T)_xi V_xi^T over this chunk's tiles.
+    char& done = written[static_cast<size_t>(s.thread * G + gi)];
+    const bool accumulate = done;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t xi = 0; xi < kPositions; ++xi) {
       T* du = s.du + (gi * kPositions + xi) * Kg * Cg;
@@ -234,8 +243,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
         for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
           any_tile<T, kPanelVecs>(count, a + xi * a_stride + tile * cols * kMR, b + xi * b_stride + p * cols * NR,
                                   du + tile * kMR * Cg + p * NR, Cg, std::min(kMR, Kg - tile * kMR),
-                                  std::min(NR, Cg - p * NR), true);
+                                  std::min(NR, Cg - p * NR), accumulate);
     }
+    done = 1;
   };
   if (Kg > 0 && Cg > 0) for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/true, make_scratch, chunk);
   // dw = G^T (sum of the threads' dU) G, a vector of input channels at a
@@ -247,9 +257,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
         const int64_t n = std::min(L, Cg - c0);
         Vec<T> u[kPositions], gk[9];
         for (int64_t xi = 0; xi < kPositions; ++xi) u[xi] = Vec<T>{};
-        for (const T* sum : sums) {
-          if (!sum) continue;  // a thread that got no chunk
-          const T* du = sum + gi * kPositions * Kg * Cg + k * Cg + c0;
+        for (int64_t t = 0; t < threads; ++t) {
+          if (!written[static_cast<size_t>(t * G + gi)]) continue;  // a thread that got no chunk of group gi
+          const T* du = sums[static_cast<size_t>(t)] + gi * kPositions * Kg * Cg + k * Cg + c0;
           for (int64_t xi = 0; xi < kPositions; ++xi) {
             alignas(64) T part[L] = {};
             std::copy_n(du + xi * Kg * Cg, n, part);

@@ -269,11 +269,16 @@ void output_transform_tiles(const TileGrid& grid, const T* m, int64_t ld, T bias
 // Tiles per chunk: whole panels of nr, about kChunkValues values of the
 // two transformed operands (a and b values per tile and position), and a
 // whole number of chunks per thread. Returns {tiles per chunk, chunks}.
+// Where the threads' shares are under a panel, chunks of whole vectors
+// (`lanes`) instead: F(4x4) on 4x4 maps has one tile per image, and 64
+// images on 2 threads made chunks of 48 and 16 tiles (2 threads 0.67x of
+// 1 on 512 -> 512 where 32 and 32 give 0.5x).
 inline std::pair<int64_t, int64_t> chunking(int64_t total, int64_t positions, int64_t a, int64_t b, int64_t nr,
-                                            int threads) {
+                                            int64_t lanes, int threads) {
   int64_t cols = std::max(nr, kChunkValues / (positions * std::max<int64_t>(a + b, 1)) / nr * nr);
   int64_t chunks = std::max<int64_t>(threads, round_up(ceil_div(total, cols), threads));
-  cols = std::min(cols, round_up(ceil_div(total, chunks), nr));
+  const int64_t share = ceil_div(total, chunks);
+  cols = std::min(cols, round_up(share, share >= nr ? nr : lanes));
   return {cols, ceil_div(total, cols)};
 }
 
