@@ -1,11 +1,11 @@
 // conv2d's algorithms side by side on the raw kernels: for 3x3 stride-1
 // shapes, the direct path (what conv2d_pick_algo takes without Winograd:
 // shifted planes from 16x16 output maps up, im2col below) against Winograd,
-// per pass, in process CPU time (robust to other processes on the machine).
+// F(2x2) and F(4x4), per pass, in process CPU time (robust to other processes on the machine).
 // The measurements behind the rule in ops/cpu/conv2d_kernels.cpp; not part of
 // run_bench.py (PyTorch has no such switch).
 //   build/bench/bench_conv_algos [--threads 1] [--reps 3]
-// prints one line per shape: ms per call, direct / Winograd, per pass.
+// prints one line per shape: ms per call, direct / F(2x2) / F(4x4), per pass.
 #include <time.h>
 
 #include <algorithm>
@@ -56,8 +56,9 @@ static int program(int argc, char** argv) {
   const Shape shapes[] = {{64, 64, 64, 32},     {64, 128, 128, 16},  {64, 256, 256, 8},  {64, 512, 512, 4},
                           {128, 64, 128, 32},   {128, 128, 256, 16}, {128, 256, 512, 8}, {128, 64, 64, 8},
                           {128, 32, 32, 32},    {128, 32, 32, 16},   {128, 16, 16, 32}};
-  std::printf("3x3 stride 1 pad 1, %d thread(s), best of %d; ms per call, direct / Winograd (speed-up)\n", o.threads,
-              o.reps);
+  std::printf("3x3 stride 1 pad 1, %d thread(s), best of %d; ms per call, direct / Winograd F(2x2) / F(4x4) "
+              "(speed-ups over direct)\n",
+              o.threads, o.reps);
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
   for (const Shape& s : shapes) {
@@ -80,14 +81,17 @@ static int program(int argc, char** argv) {
           best_ms([&] { conv2d_backward_weight_kernel<float>(g, y.data(), x.data(), dw.data(), nullptr, algo); },
                   o.reps, o.threads)};
     };
-    const std::vector<double> d = time(direct), wg = time(Conv2dAlgo::kWinograd);
+    const std::vector<double> d = time(direct), wg = time(Conv2dAlgo::kWinograd), w4 = time(Conv2dAlgo::kWinograd4);
     std::printf("N%-3lld %3lld -> %3lld %2lldx%-2lld |", static_cast<long long>(s.N), static_cast<long long>(s.C),
                 static_cast<long long>(s.K), static_cast<long long>(s.HW), static_cast<long long>(s.HW));
     const char* names[] = {"forward", "grad input", "grad weight"};
-    for (int i = 0; i < 3; ++i)
-      std::printf(" %s %7.2f / %7.2f (%.2fx)%s", names[i], d[static_cast<size_t>(i)], wg[static_cast<size_t>(i)],
-                  d[static_cast<size_t>(i)] / wg[static_cast<size_t>(i)], i < 2 ? " |" : "");
-    std::printf("%s\n", conv2d_pick_algo(g) == Conv2dAlgo::kWinograd ? "  [rule: Winograd]" : "  [rule: direct]");
+    for (size_t i = 0; i < 3; ++i)
+      std::printf(" %s %7.2f / %7.2f / %7.2f (%.2fx, %.2fx)%s", names[i], d[i], wg[i], w4[i], d[i] / wg[i],
+                  d[i] / w4[i], i < 2 ? " |" : "");
+    const Conv2dAlgo rule = conv2d_pick_algo(g);
+    std::printf("%s\n", rule == Conv2dAlgo::kWinograd    ? "  [rule: F(2x2)]"
+                        : rule == Conv2dAlgo::kWinograd4 ? "  [rule: F(4x4)]"
+                                                         : "  [rule: direct]");
     std::fflush(stdout);
   }
   return 0;

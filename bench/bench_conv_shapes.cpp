@@ -4,8 +4,9 @@
 // twin interleaved with it). Wall time, min and median of --reps calls
 // after 2 warm-ups, and the least process CPU time per thread
 // (robust to other processes on a shared machine); one JSON line per shape and pass.
-//   build/bench/bench_conv_shapes [--threads 2] [--reps 20] [--algo auto|im2col|shifted|winograd]
+//   build/bench/bench_conv_shapes [--threads 2] [--reps 20] [--algo auto|im2col|shifted|winograd|winograd4]
 //                                 [--pass fwd|grad_input|grad_weight] N,C,K,H,k,stride,pad ...
+// winograd: F(2x2, 3x3); winograd4: F(4x4, 3x3) (its grad weight is F(2x2)'s).
 // A shape mm,M,N,K times the float32 matrix product (M x K) (K x N) instead
 // (ops/cpu/gemm.h's gemm_parallel, as matmul runs it), as pass "fwd".
 #include <time.h>
@@ -73,8 +74,9 @@ Conv2dAlgo parse_algo(const std::string& s) {
   if (s == "im2col") return Conv2dAlgo::kIm2colGemm;
   if (s == "shifted") return Conv2dAlgo::kShiftedPlanes;
   if (s == "winograd") return Conv2dAlgo::kWinograd;
+  if (s == "winograd4") return Conv2dAlgo::kWinograd4;
   if (s == "auto") return Conv2dAlgo::kAuto;
-  throw examples::UsageError("--algo: expected auto, im2col, shifted or winograd, got " + s);
+  throw examples::UsageError("--algo: expected auto, im2col, shifted, winograd or winograd4, got " + s);
 }
 
 }  // namespace

@@ -62,7 +62,8 @@ TEST_CASE("conv2d weight gradients are bit-identical run to run on 3 threads, ev
   const std::vector<float> dy = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), 2);
   const size_t w_size = static_cast<size_t>(g.out_channels * g.in_channels * 9);
   BusyThread busy1, busy2;  // one per core of a 2-core machine
-  for (Conv2dAlgo algo : {Conv2dAlgo::kWinograd, Conv2dAlgo::kIm2colGemm, Conv2dAlgo::kShiftedPlanes}) {
+  for (Conv2dAlgo algo :
+       {Conv2dAlgo::kWinograd, Conv2dAlgo::kWinograd4, Conv2dAlgo::kIm2colGemm, Conv2dAlgo::kShiftedPlanes}) {
     INFO("algo=", static_cast<int>(algo));
     std::vector<float> first(w_size), dw(w_size), db(static_cast<size_t>(g.out_channels));
     conv2d_backward_weight_kernel<float>(g, dy.data(), x.data(), first.data(), db.data(), algo);

@@ -81,6 +81,38 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // the forwards tie (33 ms each) and Winograd's grad input wins (31 against
 // 38 ms), so AVX2 builds keep Winograd there. 8x8 maps (16 tiles) keep
 // Winograd with either ISA (15 against 23 ms, 64 x 256 -> 256).
+//
+// Winograd F(4x4, 3x3) does 36 products per 16 outputs where F(2x2) does 64,
+// and after vectorizing the weight transform and gathering the patches of
+// short tile rows (ops/cpu/conv2d_winograd_tiles.h) it beats F(2x2) and the
+// direct paths on every CIFAR ResNet shape, forward and grad input. Zen 5
+// (AVX-512), 1 thread, CPU time, bench/bench_conv_algos, ms direct / F(2x2)
+// / F(4x4), forward (grad input alike): 64 x 64 -> 64 at 32x32 47.4 / 31.9 /
+// 21.8; 128 -> 128 at 16x16 46.6 / 27.2 / 18.7; 256 -> 256 at 8x8 39.3 /
+// 25.7 / 18.9; 512 -> 512 at 4x4 33.4 / 29.9 / 27.1 (grad input 34.9 / 31.4
+// / 29.0); 128 x 32 -> 32 at 32x32 24.9 / 21.7 / 16.5 and at 16x16 6.6 / 6.4
+// / 5.5, but 16 -> 16 at 32x32 6.9 / 8.3 / 7.1. So F(4x4) from
+// kWinograd4MinPairsPerChannel (16: 32 -> 32) pairs per channel, where its
+// tiles need fewer products than F(2x2)'s (36 per 4x4 tile against 16 per
+// 2x2 one: not on 1x1, 2x2, 5x5 or 6x6 maps, whose 4x4 tiles are mostly
+// padding). Its grad weight (36 GEMMs over the tiles) wins from 32 pairs
+// per channel, as F(2x2)'s did, and on 4x4 maps too (ms direct / F(2x2) /
+// F(4x4), same machine, loaded): 64 x 64 -> 64 at 32x32 48.3 / 46.5 / 34.2,
+// 128 -> 128 at 16x16 50.0 / 35.6 / 24.7, 256 -> 256 at 8x8 41.5 / 30.5 /
+// 22.4, 512 -> 512 at 4x4 40.1 / 33.4 / 31.2, 128 x 64 -> 64 at 8x8 5.9 /
+// 7.7 / 4.7; but 128 x 32 -> 32 at 32x32 27.8 / 37.1 / 28.1 and at 16x16
+// 7.5 / 10.4 / 9.2: there grad weight takes the direct path.
+// With AVX2 (x86-64-v3 build, same machine) F(4x4) wins the same way
+// (forward 64 -> 64 at 32x32 50.6 / 33.1 / 23.7, 256 -> 256 at 8x8 40.1 /
+// 25.2 / 19.5) except on maps of one 4x4 tile, where its forward and grad
+// input lose to F(2x2) (64 x 256 -> 256 at 4x4: im2col 8.9, F(2x2) 8.1,
+// F(4x4) 9.1; 512 -> 512 34.1 / 31.6 / 34.9; 128 -> 128 2.3 / 2.4 / 2.4):
+// AVX2 builds keep the F(2x2) rule there (kWinograd4OnOneTile), while their
+// grad weight still takes F(4x4) (7.4 against im2col's 9.3 and F(2x2)'s 8.5
+// at 256 -> 256; 34.7 against 39.7 and 32.2 at 512 -> 512). With AVX-512,
+// F(4x4) is the fastest on 4x4 maps in every pass (128 -> 128: 2.0 against
+// im2col's 2.2 and F(2x2)'s 3.2 ms forward; 256 -> 256: 7.3 / 8.6 / 7.9).
+// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd.cpp).
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
 // stride skips, the im2col GEMM only the kept ones. Zen 5, 1 thread, CPU
@@ -92,14 +124,22 @@ namespace {
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr int64_t kStridedForwardIm2colPixels = 16 * 16;  // see resolve
 constexpr double kWinogradMinPairsPerChannel = 32;
+constexpr double kWinograd4MinPairsPerChannel = 16;
 constexpr int64_t kWinogradMinTiles = 16;
 #if defined(__AVX512F__)
 constexpr bool kWinogradOnFewTiles = false;
+constexpr bool kWinograd4OnOneTile = true;
 #else
 constexpr bool kWinogradOnFewTiles = true;  // forward and grad input only
+constexpr bool kWinograd4OnOneTile = false;  // forward and grad input only
 #endif
 
 int64_t tiles_per_image(const Conv2dGeometry& g) { return (g.out_h + 1) / 2 * ((g.out_w + 1) / 2); }
+
+int64_t tiles4_per_image(const Conv2dGeometry& g) { return (g.out_h + 3) / 4 * ((g.out_w + 3) / 4); }
+
+// Whether F(4x4) needs fewer GEMM products per image than F(2x2).
+bool winograd4_fewer_products(const Conv2dGeometry& g) { return 36 * tiles4_per_image(g) < 16 * tiles_per_image(g); }
 
 Conv2dAlgo pick_direct(const Conv2dGeometry& g) {
   return g.out_h * g.out_w >= kShiftedMinPixels ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
@@ -110,13 +150,21 @@ double pairs_per_channel(const Conv2dGeometry& g) {
   return Cg + Kg > 0 ? Cg * Kg / (Cg + Kg) : 0;
 }
 
+// The F(2x2) rule, which grad weight follows under F(4x4) too.
+Conv2dAlgo pick_winograd2(const Conv2dGeometry& g, bool weight_grad) {
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel &&
+      tiles_per_image(g) >= (weight_grad || !kWinogradOnFewTiles ? kWinogradMinTiles : 0))
+    return Conv2dAlgo::kWinograd;
+  return pick_direct(g);
+}
+
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinogradMinPairsPerChannel &&
-      (kWinogradOnFewTiles || tiles_per_image(g) >= kWinogradMinTiles))
-    return Conv2dAlgo::kWinograd;
-  return pick_direct(g);
+  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinograd4MinPairsPerChannel &&
+      winograd4_fewer_products(g) && (kWinograd4OnOneTile || tiles4_per_image(g) > 1))
+    return Conv2dAlgo::kWinograd4;
+  return pick_winograd2(g, false);
 }
 
 namespace {
@@ -124,7 +172,9 @@ namespace {
 enum class Pass { kForward, kInput, kWeight };
 
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
-// except that grad weight on maps of few tiles takes the direct path,
+// except that grad weight takes F(4x4) from 32 pairs per channel where its
+// tiles need fewer products (whatever the forward took), else F(2x2) on maps
+// of kWinogradMinTiles tiles or more, else the direct path;
 // strided grad weight the im2col one (see above), and so do strided
 // forwards up to 16x16 outputs: there the im2col GEMM also beats the
 // shifted planes' computing of the skipped pixels (Zen 5, 1 thread, CPU
@@ -137,8 +187,10 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if (algo == Conv2dAlgo::kWinograd && pass == Pass::kWeight && tiles_per_image(g) < kWinogradMinTiles)
-    algo = pick_direct(g);
+  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
+    algo = pairs_per_channel(g) < kWinogradMinPairsPerChannel ? pick_direct(g)
+           : winograd4_fewer_products(g)                       ? Conv2dAlgo::kWinograd4
+                                                               : pick_winograd2(g, true);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
       (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
     algo = Conv2dAlgo::kIm2colGemm;
@@ -150,7 +202,8 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
 template <class T>
 void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
   switch (resolve(g, algo, Pass::kForward)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y);
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y, 2);
+    case Conv2dAlgo::kWinograd4: return conv2d_winograd_forward(g, x, w, bias, y, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
     default: return conv2d_shifted_forward(g, x, w, bias, y);
   }
@@ -159,7 +212,8 @@ void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, cons
 template <class T>
 void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
   switch (resolve(g, algo, Pass::kInput)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx);
+    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx, 2);
+    case Conv2dAlgo::kWinograd4: return conv2d_winograd_backward_input(g, dy, w, dx, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
     default: return conv2d_shifted_backward_input(g, dy, w, dx);
   }
@@ -169,7 +223,8 @@ template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo) {
   if (dw) switch (resolve(g, algo, Pass::kWeight)) {
-      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw); break;
+      case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw, 2); break;
+      case Conv2dAlgo::kWinograd4: conv2d_winograd_backward_weight(g, dy, x, dw, 4); break;
       case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;
       default: conv2d_shifted_backward_weight(g, dy, x, dw);
     }

@@ -19,9 +19,11 @@ int conv2d_threads(const Conv2dGeometry& g);
 // kIm2colGemm: packed GEMM over a chunk of images, im2col done while
 // packing, padding taps skipped (ops/cpu/conv2d_im2col.cpp; best for small maps
 // with many channels). kWinograd: Winograd F(2x2, 3x3) for 3x3 stride-1
-// kernels (ops/cpu/conv2d_winograd.cpp; 2.25x fewer products). kAuto:
-// conv2d_pick_algo decides.
-enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd };
+// kernels (ops/cpu/conv2d_winograd.cpp; 2.25x fewer products). kWinograd4:
+// Winograd F(4x4, 3x3) for the same kernels (4x fewer products, more
+// rounding error: see ops/cpu/conv2d_winograd_transforms.h) in forward and
+// grad input; its grad weight is F(2x2)'s. kAuto: conv2d_pick_algo decides.
+enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd, kWinograd4 };
 
 // The cost rule behind kAuto (documented at its definition, ops/cpu/conv2d_kernels.cpp).
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g);
@@ -62,12 +64,13 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
 template <class T>
 void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
 
-// Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where conv2d_winograd_applies:
+// Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where
+// conv2d_winograd_applies; tile: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).
 template <class T>
-void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile = 2);
 template <class T>
-void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile = 2);
 template <class T>
-void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
+void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, int tile = 2);
 
 }  // namespace minidl

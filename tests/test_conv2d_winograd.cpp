@@ -1,0 +1,185 @@
+// conv2d's Winograd paths: which one kAuto picks, per pass, and their
+// float32 accuracy against float64 on the CIFAR ResNet-18 3x3 stride-1
+// shapes (2 images; weights as PyTorch's default init, unit normal inputs
+// and dy), per pass: the stated bounds.
+//
+// Measured (bench/bench_conv_accuracy, 8 images, 2 seeds; e_i the error of
+// output i, S_i = sum |w||x| of its terms, u = 2^-24), AVX-512 build (the
+// x86-64-v3 AVX2 build's within 20% of these):
+//                     forward, grad input              grad weight
+//                     max e_i/(u S_i)  RMS e/RMS y     max|e|/max|dw|  RMS e/RMS dw
+//   im2col (direct)    0.7 - 1.4    1.6e-7 - 2.9e-7   2.4e-7 - 4.7e-7  1.3e-7 - 3.5e-7
+//   shifted (direct)   4.5 - 5.2    4.2e-7 - 5.9e-7   3.2e-7 - 3.8e-7  2.7e-7 - 2.9e-7
+//   F(2x2)             1.4 - 2.9    2.6e-7 - 5.3e-7   3.8e-7 - 6.0e-7  2.1e-7 - 5.0e-7
+//   F(4x4)            14.5 - 25.6   1.1e-6 - 2.4e-6   1.3e-6 - 1.9e-6  6.8e-7 - 1.4e-6
+// (shifted planes on the 16x16 and 32x32 maps only, as the rule runs them.)
+// F(4x4) loses 2-3 bits more than the direct sums (its transforms multiply
+// by up to 8 and add up to 6 terms, each way), F(2x2) about none. Grad
+// weight is bounded normwise: its sums run over batch x pixels, and the
+// transforms mix the terms of 16 or 36 neighbouring sums, so e_i / S_i
+// measures the neighbours more than output i (64 u S_i for F(4x4) on 4x4
+// maps with 2 images, where S_i has 32 terms). The bounds sit about 1.5x
+// above the worst measured (with 2 images, as here, or 8). They catch a
+// coefficient of a transform off by 2^-16 (planted: A^T's 1/8 as 0.125 *
+// (1 + 2^-16) gives an RMS error of 4.2e-6 at 4x4 maps; off by 2^-13, a max
+// of 276 u S); smaller slips are caught by the float64 checks of
+// tests/test_conv2d.cpp. Lavin and Gray's points (0, +-1, +-2) instead of
+// ours gave 1.5x the RMS and 2.5x the max error in a simulation
+// (ops/cpu/conv2d_winograd_transforms.h).
+#include <omp.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/conv2d_accuracy.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::conv2d_float32_error;
+using minidl::testing::Conv2dError;
+using minidl::testing::Conv2dPass;
+
+namespace {
+
+Conv2dGeometry resnet_shape(int64_t C, int64_t HW, int64_t batch) {
+  Conv2dGeometry g;
+  g.batch = batch, g.in_channels = g.out_channels = C, g.in_h = g.in_w = HW;
+  g.kernel_h = g.kernel_w = 3, g.pad_h = g.pad_w = 1;
+  conv2d_set_output_size(g);
+  return g;
+}
+
+// Geometry of a square-kernel conv over square maps.
+Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad) {
+  Conv2dGeometry g;
+  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
+  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad;
+  conv2d_set_output_size(g);
+  return g;
+}
+
+std::vector<float> random_values(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& e : v) e = dist(gen);
+  return v;
+}
+
+struct Bound {
+  double max, rms_rel;
+};
+
+struct AlgoBounds {
+  Conv2dAlgo algo;
+  const char* name;
+  Bound data;    // forward and grad input: max in units of u * S_i
+  Bound weight;  // grad weight: max |e| / max |dw| (see the top)
+};
+
+}  // namespace
+
+TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
+  // F(4x4) from 16 pairs per channel where its tiles need fewer products
+  // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
+  // AVX2 (ops/cpu/conv2d_kernels.cpp).
+  // Maps of one 4x4 tile: F(4x4) with AVX-512, F(2x2) with AVX2 (forward, grad input).
+#if defined(__AVX512F__)
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+#else
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 4, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+#endif
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 128, 128, 16, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 16 pairs per channel
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 7, 3, 1, 1)) == Conv2dAlgo::kWinograd4);  // 4 tiles against 16
+  // 5x5 maps: 4 tiles of F(4x4) (144 products) against 9 of F(2x2) (144):
+  // F(2x2) or im2col, as 2x2 maps below.
+  CHECK(conv2d_pick_algo(square(64, 256, 256, 5, 3, 1, 1)) != Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 5, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);  // too few for F(2x2)
+  // 2x2 maps (one F(2x2) tile): im2col with AVX-512, F(2x2) with AVX2.
+#if defined(__AVX512F__)
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+#else
+  CHECK(conv2d_pick_algo(square(64, 512, 512, 2, 3, 1, 1)) == Conv2dAlgo::kWinograd);
+#endif
+  CHECK(conv2d_pick_algo(square(64, 32, 32, 8, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 8, 3, 1, 1)) == Conv2dAlgo::kIm2colGemm);
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 3, 2, 1)) == Conv2dAlgo::kIm2colGemm);  // stride 2, 8x8 out
+  CHECK(conv2d_pick_algo(square(64, 128, 256, 16, 1, 2, 0)) == Conv2dAlgo::kIm2colGemm);  // 1x1
+  CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out
+}
+
+TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
+  // kAuto's grad weight is bit for bit the forced path's (1 thread): F(4x4)
+  // from 32 pairs per channel, also on 4x4 maps where an AVX2 forward takes
+  // F(2x2); the direct path below 32 pairs (ops/cpu/conv2d_kernels.cpp).
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto dw_of = [](const Conv2dGeometry& g, Conv2dAlgo algo) {
+    const std::vector<float> xf = random_values(static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w), 5);
+    const std::vector<float> dyf = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), 6);
+    std::vector<float> dw(static_cast<size_t>(g.out_channels * g.in_channels * 9));
+    conv2d_backward_weight_kernel<float>(g, dyf.data(), xf.data(), dw.data(), nullptr, algo);
+    return dw;
+  };
+  const Conv2dGeometry wide = square(2, 64, 64, 8, 3, 1, 1), narrow = square(2, 32, 32, 8, 3, 1, 1);
+  REQUIRE(conv2d_pick_algo(wide) == Conv2dAlgo::kWinograd4);
+  REQUIRE(conv2d_pick_algo(narrow) == Conv2dAlgo::kWinograd4);
+  CHECK(dw_of(wide, Conv2dAlgo::kAuto) == dw_of(wide, Conv2dAlgo::kWinograd4));
+  CHECK(dw_of(wide, Conv2dAlgo::kAuto) != dw_of(wide, Conv2dAlgo::kIm2colGemm));
+  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) == dw_of(narrow, Conv2dAlgo::kIm2colGemm));
+  CHECK(dw_of(narrow, Conv2dAlgo::kAuto) != dw_of(narrow, Conv2dAlgo::kWinograd4));
+  const Conv2dGeometry one_tile = square(2, 64, 64, 4, 3, 1, 1);
+  CHECK(dw_of(one_tile, Conv2dAlgo::kAuto) == dw_of(one_tile, Conv2dAlgo::kWinograd4));
+  CHECK(dw_of(one_tile, Conv2dAlgo::kAuto) != dw_of(one_tile, Conv2dAlgo::kWinograd));
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("conv2d float32 error against float64: direct, Winograd F(2x2) and F(4x4) within their bounds") {
+  const AlgoBounds algos[] = {{Conv2dAlgo::kIm2colGemm, "direct (im2col)", {8, 2e-6}, {1e-6, 1e-6}},
+                              {Conv2dAlgo::kShiftedPlanes, "direct (shifted planes)", {8, 2e-6}, {1e-6, 1e-6}},
+                              {Conv2dAlgo::kWinograd, "F(2x2)", {5, 1e-6}, {1.2e-6, 1e-6}},
+                              {Conv2dAlgo::kWinograd4, "F(4x4)", {40, 4e-6}, {3e-6, 2.5e-6}}};
+  // Not structured bindings: clang 14 (the fuzz build) cannot capture those in INFO's lambda.
+  for (const std::pair<int64_t, int64_t> shape : {std::pair{64, 32}, std::pair{128, 16}, std::pair{256, 8},
+                                                  std::pair{512, 4}}) {
+    const int64_t C = shape.first, HW = shape.second;
+    const Conv2dGeometry g = resnet_shape(C, HW, 2);
+    for (const AlgoBounds& a : algos)
+      for (Conv2dPass pass : {Conv2dPass::kForward, Conv2dPass::kInput, Conv2dPass::kWeight}) {
+        const Conv2dError e = conv2d_float32_error(g, a.algo, pass, 7);
+        const Bound bound = pass == Conv2dPass::kWeight ? a.weight : a.data;
+        INFO(std::string(a.name), " C=K=", C, " ", HW, "x", HW,
+             std::string(pass == Conv2dPass::kForward ? " forward"
+                         : pass == Conv2dPass::kInput ? " grad input"
+                                                      : " grad weight"),
+             ": max e/(uS) ", e.max_u, ", RMS relative ", e.rms_rel, ", max relative ", e.max_rel);
+        CHECK((pass == Conv2dPass::kWeight ? e.max_rel : e.max_u) <= bound.max);
+        CHECK(e.rms_rel <= bound.rms_rel);
+        // Not vacuous: float32 rounding shows (a path computing in float64
+        // would read 0 here, and so would a reference run through the path itself).
+        CHECK(e.rms_rel > 1e-8);
+      }
+  }
+}
+
+TEST_CASE("conv2d Winograd F(4x4): error against the direct path's, same inputs") {
+  // The ratio to the im2col path's RMS error (the most accurate direct
+  // path): measured 7.0x (64 -> 64 at 32x32) and 7.9x (512 -> 512 at 4x4),
+  // F(2x2) 1.7x and 1.8x.
+  for (const std::pair<int64_t, int64_t> shape : {std::pair{64, 32}, std::pair{512, 4}}) {
+    const int64_t C = shape.first, HW = shape.second;
+    const Conv2dGeometry g = resnet_shape(C, HW, 2);
+    const double direct = conv2d_float32_error(g, Conv2dAlgo::kIm2colGemm, Conv2dPass::kForward, 11).rms_rel;
+    const double f2 = conv2d_float32_error(g, Conv2dAlgo::kWinograd, Conv2dPass::kForward, 11).rms_rel;
+    const double f4 = conv2d_float32_error(g, Conv2dAlgo::kWinograd4, Conv2dPass::kForward, 11).rms_rel;
+    INFO("C=K=", C, " ", HW, "x", HW, ": RMS relative direct ", direct, ", F(2x2) ", f2, ", F(4x4) ", f4);
+    CHECK(f2 <= 2.5 * direct);
+    CHECK(f4 <= 12 * direct);
+  }
+}
