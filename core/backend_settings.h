@@ -1,4 +1,4 @@
-// Process-wide switches of the GPU math libraries, with PyTorch's names and
+// Process-wide switches of the math libraries, with PyTorch's names and
 // defaults (torch.backends.cuda.matmul.*, torch.backends.cudnn.*). Every
 // build has them (no CUDA headers here); only the CUDA backend reads them.
 //
@@ -13,6 +13,10 @@
 //       bit-identical results run to run (no atomics), in heuristic and
 //       benchmark modes alike (PyTorch once let benchmark override it:
 //       pytorch/pytorch#6351).
+//   backends::cpu::conv_allow_winograd4  true   CPU 3x3 stride-1 float32 and
+//       float64 convolutions may take Winograd F(4x4, 3x3) (4x fewer products,
+//       2-3 bits less accurate in float32 than the direct sum); false keeps
+//       F(2x2, 3x3) there (rounding as the direct sum). minidl's own switch.
 //
 // Thread-safe (relaxed atomics): a change is seen by ops that start after it;
 // an op already running keeps the value it read. The cuDNN algorithm cache
@@ -36,12 +40,18 @@ bool deterministic();
 void set_deterministic(bool on);
 }  // namespace cudnn
 
-// All four switches at once (a snapshot; the defaults are PyTorch's).
+namespace cpu {
+bool conv_allow_winograd4();
+void set_conv_allow_winograd4(bool allow);
+}  // namespace cpu
+
+// All the switches at once (a snapshot; the defaults are PyTorch's where it has them).
 struct BackendSettings {
   bool matmul_allow_tf32 = false;
   bool cudnn_allow_tf32 = true;
   bool cudnn_benchmark = false;
   bool cudnn_deterministic = false;
+  bool cpu_conv_allow_winograd4 = true;
 };
 BackendSettings backend_settings();
 void set_backend_settings(const BackendSettings& s);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "minidl/core/backend_settings.h"
 #include "tests/conv2d_accuracy.h"
 #include "tests/test_util.h"
 
@@ -182,4 +183,37 @@ TEST_CASE("conv2d Winograd F(4x4): error against the direct path's, same inputs"
     CHECK(f2 <= 2.5 * direct);
     CHECK(f4 <= 12 * direct);
   }
+}
+
+TEST_CASE("backends::cpu::set_conv_allow_winograd4(false): F(2x2) wherever F(4x4) would run, every pass") {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);  // bit-for-bit comparisons of paths
+  const Conv2dGeometry g = square(2, 64, 64, 8, 3, 1, 1);
+  const size_t nx = static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w);
+  const size_t ny = static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w);
+  const std::vector<float> x = random_values(nx, 21), w = random_values(static_cast<size_t>(64 * 64 * 9), 22),
+                           dy = random_values(ny, 23);
+  struct Out {
+    std::vector<float> y, dx, dw;
+    bool operator==(const Out&) const = default;
+  };
+  auto run = [&](Conv2dAlgo algo) {
+    Out o{std::vector<float>(ny), std::vector<float>(nx), std::vector<float>(w.size())};
+    conv2d_forward_kernel<float>(g, x.data(), w.data(), nullptr, o.y.data(), algo);
+    conv2d_backward_input_kernel<float>(g, dy.data(), w.data(), o.dx.data(), algo);
+    conv2d_backward_weight_kernel<float>(g, dy.data(), x.data(), o.dw.data(), nullptr, algo);
+    return o;
+  };
+  const Out f2 = run(Conv2dAlgo::kWinograd), f4 = run(Conv2dAlgo::kWinograd4);
+  REQUIRE_FALSE(f2 == f4);
+  CHECK(backends::cpu::conv_allow_winograd4());  // the default
+  CHECK(run(Conv2dAlgo::kAuto) == f4);
+  {
+    backends::BackendSettingsGuard guard({.cpu_conv_allow_winograd4 = false});
+    CHECK(conv2d_pick_algo(g) == Conv2dAlgo::kWinograd);
+    CHECK(run(Conv2dAlgo::kAuto) == f2);
+    CHECK(run(Conv2dAlgo::kWinograd4) == f4);  // an explicit choice stays
+  }
+  CHECK(run(Conv2dAlgo::kAuto) == f4);
+  omp_set_num_threads(saved);
 }

@@ -3,6 +3,7 @@
 // the im2col GEMM of ops/cpu/conv2d_im2col.cpp, or the Winograd transforms of
 // ops/cpu/conv2d_winograd.cpp), the bias gradient they share, and the thread
 // count a call is worth.
+#include "minidl/core/backend_settings.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 
 #include <omp.h>
@@ -85,8 +86,8 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // Winograd F(4x4, 3x3) does 36 products per 16 outputs where F(2x2) does 64,
 // and after vectorizing the weight transform and gathering the patches of
 // short tile rows (ops/cpu/conv2d_winograd_tiles.h) it beats F(2x2) and the
-// direct paths on every CIFAR ResNet shape, forward and grad input. Zen 5
-// (AVX-512), 1 thread, CPU time, bench/bench_conv_algos, ms direct / F(2x2)
+// direct paths on every CIFAR ResNet shape, forward and grad input. Zen 4
+// (AMD EPYC family 25, AVX-512), 1 thread, CPU time, bench/bench_conv_algos, ms direct / F(2x2)
 // / F(4x4), forward (grad input alike): 64 x 64 -> 64 at 32x32 47.4 / 31.9 /
 // 21.8; 128 -> 128 at 16x16 46.6 / 27.2 / 18.7; 256 -> 256 at 8x8 39.3 /
 // 25.7 / 18.9; 512 -> 512 at 4x4 33.4 / 29.9 / 27.1 (grad input 34.9 / 31.4
@@ -112,7 +113,9 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // at 256 -> 256; 34.7 against 39.7 and 32.2 at 512 -> 512). With AVX-512,
 // F(4x4) is the fastest on 4x4 maps in every pass (128 -> 128: 2.0 against
 // im2col's 2.2 and F(2x2)'s 3.2 ms forward; 256 -> 256: 7.3 / 8.6 / 7.9).
-// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd.cpp).
+// F(4x4)'s price is accuracy: 2-3 bits (tests/test_conv2d_winograd.cpp);
+// backends::cpu::set_conv_allow_winograd4(false) keeps F(2x2) wherever
+// F(4x4) would run, as cudnn.allow_tf32 trades bits for speed on GPUs.
 // Strided weight gradients take the im2col path on every map size: the
 // shifted planes compute every input pixel's products and drop the ones a
 // stride skips, the im2col GEMM only the kept ones. Zen 5, 1 thread, CPU
@@ -161,7 +164,8 @@ Conv2dAlgo pick_winograd2(const Conv2dGeometry& g, bool weight_grad) {
 }  // namespace
 
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
-  if (conv2d_winograd_applies(g) && pairs_per_channel(g) >= kWinograd4MinPairsPerChannel &&
+  if (backends::cpu::conv_allow_winograd4() && conv2d_winograd_applies(g) &&
+      pairs_per_channel(g) >= kWinograd4MinPairsPerChannel &&
       winograd4_fewer_products(g) && (kWinograd4OnOneTile || tiles4_per_image(g) > 1))
     return Conv2dAlgo::kWinograd4;
   return pick_winograd2(g, false);
@@ -189,7 +193,7 @@ Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
     algo = pairs_per_channel(g) < kWinogradMinPairsPerChannel ? pick_direct(g)
-           : winograd4_fewer_products(g)                       ? Conv2dAlgo::kWinograd4
+           : winograd4_fewer_products(g) && backends::cpu::conv_allow_winograd4() ? Conv2dAlgo::kWinograd4
                                                                : pick_winograd2(g, true);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
       (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
