@@ -289,11 +289,12 @@ inline std::pair<int64_t, int64_t> chunking(int64_t total, int64_t positions, in
 // as they finish (one thread may be descheduled on a busy machine) unless
 // `fixed`: then always to the same thread, so per-thread sums (the weight
 // gradient's) add up in the same order on every run.
+// `split_tiles` false: always the latter (every chunk on all threads).
 template <class Chunk, class MakeScratch>
 void for_each_chunk(int64_t total, int64_t cols, int64_t chunks, int64_t groups, int threads, bool fixed,
-                    MakeScratch make_scratch, Chunk chunk) {
+                    bool split_tiles, MakeScratch make_scratch, Chunk chunk) {
   const int64_t work = chunks * groups;
-  if (work >= threads && threads > 1) {
+  if (split_tiles && work >= threads && threads > 1) {
     auto run = [&](int64_t i, auto& s) {
       const int64_t c = i / groups;
       chunk(c * cols, std::min(cols, total - c * cols), i % groups, false, s);
