@@ -82,7 +82,7 @@ struct AlgoBounds {
 }  // namespace
 
 TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by map size") {
-  // F(4x4) from 16 pairs per channel where its tiles need fewer products
+  // F(4x4) from 10 pairs per channel where its tiles need fewer products
   // than F(2x2)'s; F(2x2) from 32 elsewhere, on maps of few tiles only with
   // AVX2 (ops/cpu/conv2d_kernels.cpp).
   // Maps of one 4x4 tile: F(4x4) with AVX-512, F(2x2) with AVX2 (forward, grad input).
@@ -96,7 +96,9 @@ TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by ma
   CHECK(conv2d_pick_algo(square(128, 64, 128, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
   CHECK(conv2d_pick_algo(square(64, 64, 64, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);
   CHECK(conv2d_pick_algo(square(64, 32, 32, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 16 pairs per channel
-  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // too few channels
+  CHECK(conv2d_pick_algo(square(64, 20, 20, 32, 3, 1, 1)) == Conv2dAlgo::kWinograd4);   // 10 pairs
+  CHECK(conv2d_pick_algo(square(2, 48, 16, 64, 3, 1, 1)) == Conv2dAlgo::kWinograd4);    // conv3d 16 -> 16, stacked
+  CHECK(conv2d_pick_algo(square(64, 16, 16, 32, 3, 1, 1)) == Conv2dAlgo::kShiftedPlanes);  // 8 pairs: too few
   CHECK(conv2d_pick_algo(square(64, 256, 256, 7, 3, 1, 1)) == Conv2dAlgo::kWinograd4);  // 4 tiles against 16
   // 5x5 maps: 4 tiles of F(4x4) (144 products) against 9 of F(2x2) (144):
   // F(2x2) or im2col, as 2x2 maps below.

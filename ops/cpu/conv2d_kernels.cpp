@@ -92,8 +92,13 @@ void bias_grad(const Conv2dGeometry& g, const T* dy, T* dbias) {
 // 21.8; 128 -> 128 at 16x16 46.6 / 27.2 / 18.7; 256 -> 256 at 8x8 39.3 /
 // 25.7 / 18.9; 512 -> 512 at 4x4 33.4 / 29.9 / 27.1 (grad input 34.9 / 31.4
 // / 29.0); 128 x 32 -> 32 at 32x32 24.9 / 21.7 / 16.5 and at 16x16 6.6 / 6.4
-// / 5.5, but 16 -> 16 at 32x32 6.9 / 8.3 / 7.1. So F(4x4) from
-// kWinograd4MinPairsPerChannel (16: 32 -> 32) pairs per channel, where its
+// / 5.5, but 16 -> 16 at 32x32 6.9 / 8.3 / 7.1. Between (64 images, ms
+// auto (direct) / F(4x4), forward and grad input): 20 -> 20 at 32x32 (10
+// pairs per channel) 5.2 / 4.5 and 4.5; 32 -> 16 at 64x64 (10.7) 25.2 /
+// 21.6 and 17.8; 48 -> 16 (12, conv3d's stacked depth slices of a 16 -> 16
+// UNet3d level) 37.4 / 32.4 and 25.7; 16 -> 16 (8) at 64x64 13.4 / 11.3 and
+// 11.9, at 32x32 3.3 / 3.3 and 3.2; 12 -> 12 (6) at 32x32 1.9 / 2.4. So F(4x4) from
+// kWinograd4MinPairsPerChannel (10) pairs per channel, where its
 // tiles need fewer products than F(2x2)'s (36 per 4x4 tile against 16 per
 // 2x2 one: not on 1x1, 2x2, 5x5 or 6x6 maps, whose 4x4 tiles are mostly
 // padding). Its grad weight (36 GEMMs over the tiles) wins from 32 pairs
@@ -127,7 +132,7 @@ namespace {
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr int64_t kStridedForwardIm2colPixels = 16 * 16;  // see resolve
 constexpr double kWinogradMinPairsPerChannel = 32;
-constexpr double kWinograd4MinPairsPerChannel = 16;
+constexpr double kWinograd4MinPairsPerChannel = 10;
 constexpr int64_t kWinogradMinTiles = 16;
 #if defined(__AVX512F__)
 constexpr bool kWinogradOnFewTiles = false;
