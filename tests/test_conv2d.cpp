@@ -13,9 +13,11 @@
 #include <type_traits>
 
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "tests/conv_geometry.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using minidl::testing::square;
 using minidl::testing::allclose;
 using minidl::testing::check_gradients;
 
@@ -245,17 +247,6 @@ TEST_CASE("conv2d raw kernels on random geometries, every algorithm (float64, 1-
 }
 
 namespace {
-
-// Geometry of a square-kernel conv over square maps.
-Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad,
-                      int64_t dilation = 1, int64_t groups = 1) {
-  Conv2dGeometry g;
-  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
-  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad, g.dilation_h = g.dilation_w = dilation;
-  g.groups = groups;
-  conv2d_set_output_size(g);
-  return g;
-}
 
 // Runs the three raw kernels with `algo` in T and checks them against the
 // direct loops (computed in double from the same, T-rounded, values).

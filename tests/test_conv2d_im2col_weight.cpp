@@ -16,22 +16,16 @@
 #include "minidl/ops/cpu/conv2d_chunk_plan.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "tests/conv_reference.h"
+#include "tests/conv_geometry.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using minidl::testing::square;
 using minidl::testing::conv_reference;
 using minidl::testing::ConvProblem;
 using minidl::testing::random_values;
 
 namespace {
-
-Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad) {
-  Conv2dGeometry g;
-  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
-  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad;
-  conv2d_set_output_size(g);
-  return g;
-}
 
 ConvProblem problem_of(const Conv2dGeometry& g) {
   ConvProblem p;

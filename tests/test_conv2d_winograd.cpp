@@ -34,9 +34,11 @@
 
 #include "minidl/core/backend_settings.h"
 #include "tests/conv2d_accuracy.h"
+#include "tests/conv_geometry.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using minidl::testing::square;
 using minidl::testing::conv2d_float32_error;
 using minidl::testing::Conv2dError;
 using minidl::testing::Conv2dPass;
@@ -47,15 +49,6 @@ Conv2dGeometry resnet_shape(int64_t C, int64_t HW, int64_t batch) {
   Conv2dGeometry g;
   g.batch = batch, g.in_channels = g.out_channels = C, g.in_h = g.in_w = HW;
   g.kernel_h = g.kernel_w = 3, g.pad_h = g.pad_w = 1;
-  conv2d_set_output_size(g);
-  return g;
-}
-
-// Geometry of a square-kernel conv over square maps.
-Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW, int64_t k, int64_t stride, int64_t pad) {
-  Conv2dGeometry g;
-  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = k;
-  g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad;
   conv2d_set_output_size(g);
   return g;
 }

@@ -16,19 +16,12 @@
 
 #include "minidl/ops/cpu/bf16_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "tests/conv_geometry.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 
 namespace {
-
-Conv2dGeometry square(int64_t N, int64_t C, int64_t K, int64_t HW) {
-  Conv2dGeometry g;
-  g.batch = N, g.in_channels = C, g.out_channels = K, g.in_h = g.in_w = HW, g.kernel_h = g.kernel_w = 3;
-  g.stride_h = g.stride_w = 1, g.pad_h = g.pad_w = 1, g.dilation_h = g.dilation_w = 1, g.groups = 1;
-  conv2d_set_output_size(g);
-  return g;
-}
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -56,7 +49,7 @@ struct BusyThread {
 TEST_CASE("conv2d weight gradients are bit-identical run to run on 3 threads, every algorithm") {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(3);
-  const Conv2dGeometry g = square(12, 32, 32, 16);  // chunks of images spread over the threads
+  const Conv2dGeometry g = minidl::testing::square(12, 32, 32, 16, 3, 1, 1);  // chunks of images spread over the threads
   REQUIRE(conv2d_threads(g) == 3);
   const std::vector<float> x = random_values(static_cast<size_t>(g.batch * g.in_channels * g.in_h * g.in_w), 1);
   const std::vector<float> dy = random_values(static_cast<size_t>(g.batch * g.out_channels * g.out_h * g.out_w), 2);
