@@ -98,6 +98,8 @@ Tensor sliding_window_inference(const Tensor& inputs, const SlidingWindowOptions
                shape_str(o.roi_size));
   MINIDL_CHECK(o.overlap >= 0 && o.overlap < 1, "sliding_window_inference: expected overlap in [0, 1), got ",
                o.overlap);
+  MINIDL_CHECK(inputs.size(0) > 0, "sliding_window_inference: expected at least one image in the batch, got shape ",
+               shape_str(inputs.shape()));
   MINIDL_CHECK(o.sw_batch_size >= 1, "sliding_window_inference: expected sw_batch_size >= 1, got ", o.sw_batch_size);
   MINIDL_CHECK(static_cast<bool>(predictor), "sliding_window_inference: expected a predictor");
   NoGradGuard no_grad;

@@ -141,6 +141,8 @@ TEST_CASE("bad arguments are refused with what was expected") {
   CHECK_THROWS_WITH_AS(nn::sliding_window_inference(x, o, id),
                        doctest::Contains("expected sw_batch_size >= 1, got 0"), Error);
   o.sw_batch_size = 1;
+  CHECK_THROWS_WITH_AS(nn::sliding_window_inference(zeros({0, 1, 8, 8}), o, id),
+                       doctest::Contains("expected at least one image in the batch, got shape [0, 1, 8, 8]"), Error);
   CHECK_THROWS_WITH_AS(nn::sliding_window_inference(zeros({8, 8}), o, id),
                        doctest::Contains("expected an (N, C, *spatial) input"), Error);
   CHECK_THROWS_WITH_AS(nn::sliding_window_inference(x, o, [](const Tensor& w) { return w.narrow(2, 0, 2); }),
