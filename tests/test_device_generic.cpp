@@ -26,7 +26,7 @@ class FakePinnedAllocator final : public Allocator {
     return std::aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
   }
   void deallocate(void* ptr) noexcept override { std::free(ptr); }
-  int allocations = 0;
+  std::atomic<int> allocations{0};  // the DataLoader's workers allocate at once (an int lost counts under ASan)
 };
 
 struct PinnedAllocatorScope {
