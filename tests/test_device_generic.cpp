@@ -3,6 +3,7 @@
 // Module::to and state dicts across devices, device strings. The test device
 // (core/test_device.h) stands in for a GPU; see tests/test_device_ops.cpp for
 // the op kernels.
+#include <atomic>
 #include <cstdlib>
 
 #include "minidl/core/allocator.h"
