@@ -107,6 +107,7 @@ here=$(cd "$(dirname "$0")" && pwd)  # the carry folder
 out=${OUT:-$root/gpu-check-out}
 unpacked=
 setup_there() {
+  [ -n "$unpacked" ] && return 0  # `all` runs several parts on one unpacking
   mkdir -p "$out"
   unpacked=$(mktemp -d)
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/bin.tar.xz" "$unpacked" || {
@@ -118,24 +119,33 @@ setup_there() {
 
 # There: bench_gpu and bench/bench_gpu_torch.py on the same device in the same
 # call, then bench/gpu_report.py's table (bench-report.md under $OUT).
+# Each benchmark program's time limit: BENCH_TIMEOUT_S, or less where the
+# call's BENCH_DEADLINE_S (seconds since the script started) comes first.
+bench_limit() {
+  local limit=${BENCH_TIMEOUT_S:-200} left=$((${BENCH_DEADLINE_S:-100000} - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  [ "$limit" -lt 1 ] && limit=1
+  echo "$limit"
+}
+
 bench() {
   setup_there || return 1
   local gpu
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   echo "== gpu-check bench $(date -u +%FT%TZ) on ${gpu:-no GPU}"
-  timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" > "$out/bench-minidl.jsonl" 2>&1
+  timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl.jsonl" 2>&1
   echo "bench_gpu: exit $?"
-  timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
+  timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
-  MINIDL_CUDNN_GRAPH=1 timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-graph.jsonl" 2>&1
+  MINIDL_CUDNN_GRAPH=1 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-graph.jsonl" 2>&1
   echo "bench_gpu (MINIDL_CUDNN_GRAPH=1): exit $?"
   # The norm kernels before the fused/shifted-sum ones, same call, same card.
-  MINIDL_CUDA_NORM_KERNELS=legacy timeout "${BENCH_TIMEOUT_S:-200}" "$unpacked/bench/bench_gpu" --suite norms \
+  MINIDL_CUDA_NORM_KERNELS=legacy timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
     > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
   echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
   # PyTorch's convolutions on cuDNN's legacy API (minidl's), not its v8 graph
   # API: whether a conv gap is the API's engines or our use of it.
-  TORCH_CUDNN_V8_API_DISABLED=1 timeout "${BENCH_TIMEOUT_S:-200}" python3 "$here/../bench/bench_gpu_torch.py" \
+  TORCH_CUDNN_V8_API_DISABLED=1 timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" \
     --suite ops > "$out/bench-torch-legacy.jsonl" 2>&1
   echo "bench_gpu_torch.py (TORCH_CUDNN_V8_API_DISABLED=1): exit $?"
   { python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
@@ -149,6 +159,9 @@ bench() {
     echo "Against PyTorch with TORCH_CUDNN_V8_API_DISABLED=1 (cuDNN's legacy API, as minidl):"
     python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch-legacy.jsonl" --device "$gpu"
   } | tee "$out/bench-report.md"
+  # The device tool brings back at most 8 files: the raw lines as one archive.
+  tar -C "$out" -czf "$out/bench-jsonl.tar.gz" bench-minidl.jsonl bench-torch.jsonl bench-minidl-graph.jsonl \
+    bench-minidl-legacy-norms.jsonl bench-torch-legacy.jsonl && rm -f "$out"/bench-*.jsonl
 }
 
 # There: ncu records only the steps between the profiler markers of
@@ -329,10 +342,24 @@ sys.exit(0 if replays and replays[-1] > 0 and abs(loss[0] - loss[1]) <= 1e-3 * m
   [ $failed -eq 0 ]
 }
 
+# There, one call for a whole lease (a machine is given back 30 s after a
+# call, and a new one costs a minute of device time to start): the tests with
+# GPU_CHECK_BUDGET_S (default 400 s here), then the benchmarks until 580 s
+# after the start (BENCH_DEADLINE_S); 5 files
+# under $OUT. The call: run(command='bash build-gpu-carry/gpu-check.sh all',
+# carry=['build-gpu-carry'], timeout_s=600).
+all() {
+  local rc
+  GPU_CHECK_BUDGET_S=${GPU_CHECK_BUDGET_S:-400} run; rc=$?
+  BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-100} BENCH_DEADLINE_S=${BENCH_DEADLINE_S:-580} bench
+  return $rc
+}
+
 case ${1:-} in
   prepare) prepare ;;
+  all) all ;;
   run) run ;;
   bench) bench ;;
   profile) profile ;;
-  *) echo "usage: $0 prepare|run|bench|profile (see the comment at the top)" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|all|run|bench|profile (see the comment at the top)" >&2; exit 2 ;;
 esac
