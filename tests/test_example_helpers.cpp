@@ -11,6 +11,7 @@
 #include "examples/common/backend_choice.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/lr_scaling.h"
+#include "examples/common/mixed_precision.h"
 #include "examples/common/segmentation_data.h"
 #include "minidl/minidl.h"
 #include "tests/test_util.h"
@@ -166,4 +167,18 @@ TEST_CASE("load_segmentation_data generates only into an absent or empty folder"
     CHECK(d.description.find("synthetic grain volumes generated in") == 0);
   }
   fs::remove_all(dir);
+}
+
+// The H100 run of 2026-11-27 found train_cifar10 --amp fp16 --device cuda
+// failing at its first line: the GradScaler got "CUDA" (the type's display
+// name) as its device. Without a GPU the scaler is built (and disabled with
+// PyTorch's warning), so this runs everywhere.
+TEST_CASE("MixedPrecision fp16 on a CUDA device builds its GradScaler; off CUDA it is refused") {
+  for (const std::string spec : {"cuda", "cuda:1"}) {
+    CAPTURE(spec);
+    CHECK_NOTHROW(examples::MixedPrecision("fp16", Device(spec)));  // may warn "CUDA is not available.  Disabling."
+  }
+  CHECK_THROWS_WITH(examples::MixedPrecision("fp16", Device("cpu")),
+                    doctest::Contains("--amp fp16 trains in float16 with loss scaling, which needs a CUDA device"));
+  CHECK_THROWS_WITH(examples::MixedPrecision("fp32", Device("cpu")), doctest::Contains("--amp: unknown mode 'fp32'"));
 }

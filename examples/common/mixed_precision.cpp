@@ -18,7 +18,7 @@ MixedPrecision::MixedPrecision(const std::string& mode, Device device) : mode_(m
     MINIDL_CHECK(device.type == DeviceType::CUDA, "--amp fp16 trains in float16 with loss scaling, which needs a CUDA "
                  "device (this run is on ", device.str(), "); on the CPU use --amp bf16");
     dtype_ = kFloat16;
-    scaler_ = std::make_unique<amp::GradScaler>(device_type_name(device.type));
+    scaler_ = std::make_unique<amp::GradScaler>(device.str());  // "cuda:N" (device_type_name's "CUDA" is no device string)
   }
 }
 
