@@ -501,6 +501,29 @@ TEST_CASE("CPU compute kernels on float16/bfloat16 compute in float32 and round 
   CHECK_THROWS_CONTAINS(index_select(b, 0, tensor(std::vector<int64_t>{0})), "index_select: dtype bfloat16");
 }
 
+TEST_CASE("max/min(dim) backward on float16/bfloat16: the gradient lands at the float32 copy's indices") {
+  // The CPU scatter once wrote past its buffer for 16-bit tensors (heap
+  // corruption; ASan names it): every dim, keepdim or not, a non-contiguous input.
+  for (const DType dt : {kFloat16, kBFloat16}) {
+    for (const bool is_max : {true, false}) {
+      for (const int64_t dim : {0, 1, 2, -1}) {
+        for (const bool keepdim : {false, true}) {
+          CAPTURE(dt); CAPTURE(is_max); CAPTURE(dim); CAPTURE(keepdim);
+          const Tensor x16 = randn({4, 6, 5}, dt).transpose(0, 2).detach().requires_grad_(true);  // (5, 6, 4) strided
+          const Tensor x32 = x16.detach().to(kFloat32).requires_grad_(true);
+          auto pick = [&](const Tensor& x) { return is_max ? max(x, dim, keepdim) : min(x, dim, keepdim); };
+          const auto r16 = pick(x16), r32 = pick(x32);
+          CHECK(r16.indices.to_vector<int64_t>() == r32.indices.to_vector<int64_t>());
+          const Tensor up = randn(r16.values.shape(), dt);
+          sum(mul(r16.values, up)).backward();
+          sum(mul(r32.values, up.to(kFloat32))).backward();
+          CHECK(x16.grad().to(kFloat32).to_vector<float>() == x32.grad().to_vector<float>());  // moved, not computed
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("autograd through casts: ToCopy converts the gradient back") {
   Tensor x = tensor({0.5, -1.0, 3.0}).requires_grad_();
   Tensor y = x.to(kFloat16);

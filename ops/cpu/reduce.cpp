@@ -354,8 +354,14 @@ void var_backward_cpu(const Tensor& g, const Tensor& x, const Tensor& m, const T
   });
 }
 
+// A scatter that moves values without arithmetic, so it runs on the 16-bit
+// types as they are. Not through Float32Compute: dx is a view of the kept
+// shape whose writes land up to idx * dim_stride past the span it reaches, and
+// a float32 copy of that span is all the wrapper would give it (the 16-bit
+// max(dim) backward wrote past its buffer; found by the H100 run's
+// test_cuda_ops_half, whose CPU reference this is).
 void index_backward_cpu(const Tensor& g, const Tensor& idx, const Tensor& dx, int64_t dim) {
-  MINIDL_DISPATCH_FLOATING(dx.dtype(), "max_backward", [&] {
+  MINIDL_DISPATCH_ALL_AND_HALF(dx.dtype(), "max_backward", [&] {
     scalar_t* out = dx.data_ptr<scalar_t>();
     const scalar_t* gp = g.data_ptr<scalar_t>();
     const int64_t* ip = idx.data_ptr<int64_t>();
@@ -391,7 +397,7 @@ void register_reduce_cpu_kernels() {
   extremum_rows_stub.set(DeviceType::CPU, cpu::Float32Compute<extremum_rows_cpu, 2>::run);
   expand_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<expand_backward_cpu, 1>::run);
   var_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<var_backward_cpu, 3>::run);
-  index_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<index_backward_cpu, 2>::run);
+  index_backward_stub.set(DeviceType::CPU, index_backward_cpu);
   even_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<even_backward_cpu, 3>::run);
 }
 
