@@ -30,8 +30,9 @@ using namespace minidl::cuda_math;
 using minidl::testing::two_pass;
 using minidl::testing::TwoPass;
 
-TEST_CASE("pool windows: outputs_touching holds every output whose window has the input") {
+TEST_CASE("pool windows: outputs_touching holds every output whose window has the input; disjoint windows") {
   std::mt19937 rng(13);
+  int disjoint = 0, overlapping = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     PoolDim d;
     d.in = 1 + static_cast<int64_t>(rng() % 12);
@@ -60,13 +61,20 @@ TEST_CASE("pool windows: outputs_touching holds every output whose window has th
       outputs_touching(d, i, first, last);
       outputs_touching(fast, i, first_fast, last_fast);
       CHECK((first == first_fast && last == last_fast));
+      int64_t holders = 0;
       for (int64_t o = 0; o < d.out; ++o) {
         if (!is_tap(taps_of(d, o), i)) continue;
+        ++holders;
         CAPTURE(trial);
         CHECK((first <= o && o <= last));
       }
+      overlapping += holders > 1;
+      if (windows_disjoint(d)) CHECK(holders <= 1);  // max pooling's scatter backward relies on it
     }
+    disjoint += windows_disjoint(d);
   }
+  CHECK(disjoint > 300);  // both kinds were drawn
+  CHECK(overlapping > 300);
   // Sizes past 31 bits keep the 64-bit path.
   CHECK_FALSE(PoolDim{int64_t{1} << 20, int64_t{1} << 12, 1, 1, 0, 1, true}.with_dividers().fast);
   CHECK(PoolDim{1 << 12, 1 << 12, 3, 2, 1, 1, false}.with_dividers().fast);

@@ -367,6 +367,14 @@ TEST_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") {
     compare("max_pool2d indices", [](auto& v) { return std::get<1>(max_pool2d_with_indices(v[0], {3, 3}, {2, 2})); },
             {randn({2, 2, 7, 7}, dt)});
     compare("max_pool2d empty batch", [](auto& v) { return max_pool2d(v[0], {2, 2}); }, {leaf({0, 3, 5, 5}, dt)});
+    // Disjoint windows take the scatter backward (MaxPoolScatter): padding and
+    // ceil_mode's partial windows, stride past the window, adaptive bins that
+    // divide the input, a global max; the cases above with overlap gather.
+    compare("max_pool2d disjoint pad ceil", [](auto& v) { return max_pool2d(v[0], {2, 2}, {2, 3}, {1, 1}, {1, 1}, true); },
+            {leaf({2, 3, 7, 8}, dt)});
+    compare("adaptive_max_pool2d dividing, global", [](auto& v) {
+      return add(sum(adaptive_max_pool2d(v[0], {2, 3})), sum(adaptive_max_pool2d(v[0], {1, 1})));
+    }, {leaf({2, 3, 4, 9}, dt)});
     compare("avg_pool2d pad", [](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {leaf({1, 2, 7, 7}, dt)});
     compare("avg_pool2d exclude pad ceil divisor", [](auto& v) {
       return add(avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, false, true), avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, true, 4));

@@ -82,6 +82,15 @@ MINIDL_HOST_DEVICE inline bool is_tap(const Taps& t, int64_t i) {
   return k >= t.lo && k < t.hi;
 }
 
+// True when no input position along d lies in two outputs' windows (a
+// window spans (kernel - 1) dilation + 1 positions; adaptive bins are
+// disjoint exactly when out divides in): max pooling's backward can then
+// scatter each output's gradient to its saved index without atomics.
+MINIDL_HOST_DEVICE inline bool windows_disjoint(const PoolDim& d) {
+  if (d.adaptive) return d.out > 0 && d.in % d.out == 0;
+  return d.stride >= (d.kernel - 1) * d.dilation + 1;
+}
+
 // An inclusive range [first, last] of outputs (clipped to [0, out)) that
 // contains every output whose taps include input position i (it may hold
 // more: callers test each with is_tap). Empty when first > last.
