@@ -7,7 +7,7 @@
 // conv stubs); non-contiguous inputs (the ops make
 // them contiguous on the device); the cuDNN benchmark and deterministic
 // paths; float16 and bfloat16 (float32 compute) against float32 on the CPU;
-// under MINIDL_CUDNN_GRAPH=1, that the convolutions really took cuDNN's
+// by default, that the convolutions really took cuDNN's
 // graph API (ops/cudnn/conv_graph.h).
 //
 // Needs a CUDA device: without one (or in a build without -DMINIDL_CUDA=ON)
@@ -279,16 +279,16 @@ TEST_CASE("float16 and bfloat16 on cuBLAS and cuDNN (float32 compute) match floa
 }
 
 #ifdef MINIDL_WITH_CUDA
-// Under MINIDL_CUDNN_GRAPH=1 (scripts/gpu-check.sh runs this file so) the
-// comparisons above pass whether or not the graph API ran: it falls back to
-// the legacy API silently but for one stderr line. Here aligned, contiguous
-// convolutions must really run through it, all three directions, in every
-// cudnn mode and dtype (PyTorch runs all of these through this API).
-// Without MINIDL_CUDNN_GRAPH=1 the graph API is off and there is nothing to check.
-TEST_CASE("MINIDL_CUDNN_GRAPH=1: convolutions run through cuDNN's graph API, not the legacy fallback") {
+// The comparisons above pass whether or not the graph API ran: it falls back
+// to the legacy API silently but for one stderr line. Here aligned,
+// contiguous convolutions must really run through it, all three directions,
+// in every cudnn mode and dtype (PyTorch runs all of these through this API).
+// Under MINIDL_CUDNN_GRAPH=0 (scripts/gpu-check.sh runs this file so too) the
+// graph API is off and there is nothing to check.
+TEST_CASE("convolutions run through cuDNN's graph API (the default), not the legacy fallback") {
   using namespace cudnn_conv;
   if (!graph_api_enabled()) {
-    MESSAGE("MINIDL_CUDNN_GRAPH is not 1: the graph API is off");
+    MESSAGE("MINIDL_CUDNN_GRAPH=0: the graph API is off");
     return;
   }
   manual_seed(9);

@@ -12,9 +12,9 @@
 // convolution descriptor's; NCHW / NCDHW contiguous float32, float64,
 // float16, bfloat16 (16-bit with float32 compute; the CPU kernels refuse
 // those, so only float32/float64 are compared with the CPU).
-// Algorithms: ops/cudnn/conv_algo.h (cached per shape and settings); with
-// MINIDL_CUDNN_GRAPH=1, cuDNN's graph API first (ops/cudnn/conv_graph.h,
-// experimental, not run on a GPU yet);
+// cuDNN's graph API first (ops/cudnn/conv_graph.h; MINIDL_CUDNN_GRAPH=0
+// turns it off), this legacy API where it has no plan; algorithms here:
+// ops/cudnn/conv_algo.h (cached per shape and settings);
 // workspace: a uint8 tensor from the caching allocator on the current
 // stream, released right after the call is enqueued (the allocator reuses
 // it only for work later on the same stream). Nothing here synchronizes,

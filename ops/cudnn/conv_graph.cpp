@@ -431,7 +431,7 @@ bool run_graph(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const vo
   caches().of(h).insert(key, p);
   if (!p) {
     std::fprintf(stderr,
-                 "minidl warning: conv (cuDNN graph API, MINIDL_CUDNN_GRAPH=1): no plan for input %s, weight %s, "
+                 "minidl warning: conv (cuDNN graph API): no plan for input %s, weight %s, "
                  "%s: %s; this shape runs on the legacy API\n",
                  shape_str(Shape(key.x_sizes.begin(), key.x_sizes.begin() + s.nd())).c_str(),
                  shape_str(Shape(key.w_sizes.begin(), key.w_sizes.begin() + s.nd())).c_str(),
@@ -450,8 +450,8 @@ bool run(cudnnHandle_t h, const ConvShape& s, const ConvKey& key, const void* x,
 
 bool graph_api_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("MINIDL_CUDNN_GRAPH");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    const char* v = std::getenv("MINIDL_CUDNN_GRAPH");  // "0": the legacy API only
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }

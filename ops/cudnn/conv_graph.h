@@ -12,11 +12,13 @@
 // with every descriptor it was built from.
 //
 // Why: on an H100 the legacy API's algorithms ran ResNet-18's CIFAR convs up
-// to 2x slower than PyTorch 2.11 does through this API (bench/RESULTS.md).
-//
-// EXPERIMENTAL, opt-in: MINIDL_CUDNN_GRAPH=1 in the environment. Compiled,
-// not run on a GPU yet; the legacy API (conv.cpp) stays the default until
-// this has passed tests/test_cuda_ops on a GPU. Returning false (no engine
+// to 2.6x slower than PyTorch 2.11 does through this API; through it, minidl's
+// convs match PyTorch's forward and are 1.03-1.51x faster forward+backward,
+// and the ResNet-18 step went from 0.94x to 1.24x (bench/RESULTS.md,
+// 2026-11-27). The default since that run, where it passed test_cuda_ops and
+// test_cuda_blas_dnn with every convolution on this path;
+// MINIDL_CUDNN_GRAPH=0 in the environment keeps to the legacy API (as
+// PyTorch's TORCH_CUDNN_V8_API_DISABLED=1). Returning false (no engine
 // configuration builds and runs, cuDNN refuses a descriptor, or a pointer is
 // not 16-byte aligned) sends the call to the legacy API; a shape that finds
 // no plan prints one "minidl warning:" line to stderr saying why. CUDA build
@@ -32,7 +34,7 @@
 
 namespace minidl::cudnn_conv {
 
-// MINIDL_CUDNN_GRAPH=1 (read once).
+// True unless MINIDL_CUDNN_GRAPH=0 (read once).
 bool graph_api_enabled();
 
 // y = conv(x, w) (beta 0), dx = conv_backward_data(w, dy), dw =
@@ -50,8 +52,8 @@ size_t conv_graph_cache_size();
 void clear_conv_graph_cache();
 
 // Calls of graph_* since the process started (all threads): run through the
-// graph API, or sent to the legacy API. Lets a GPU test prove that
-// MINIDL_CUDNN_GRAPH=1 really took the graph path.
+// graph API, or sent to the legacy API. Lets a GPU test prove that the
+// convolutions really took the graph path.
 struct ConvGraphStats {
   int64_t graph_calls = 0, legacy_calls = 0;
 };
