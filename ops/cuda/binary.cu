@@ -12,6 +12,7 @@
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
+#include "minidl/ops/cuda/vectorized.cuh"
 
 namespace minidl {
 
@@ -20,42 +21,55 @@ namespace {
 using cuda_kernels::LaunchContext;
 using cuda_math::Offsets;
 
+// One element's value, for the strided functors and the contiguous path
+// (cuda_kernels::launch_contiguous_map) alike.
+template <class T>
+struct BinaryElem {
+  BinaryOp op;
+  cuda_math::opmath_t<T> alpha;
+  bool alpha_is_one;
+  __device__ T operator()(T a, T b) const { return cuda_math::binary_apply_stored<T>(op, alpha, alpha_is_one, a, b); }
+};
+
+template <class T>
+struct BinaryScalarElem {
+  BinaryOp op;
+  cuda_math::opmath_t<T> scalar;  // the CPU's float32 kernel takes a float scalar for the 16-bit types too
+  bool scalar_first;
+  __device__ T operator()(T a) const {
+    using C = cuda_math::opmath_t<T>;
+    const C x = cuda_math::to_opmath(a);
+    return cuda_math::from_opmath<T>(scalar_first ? cuda_math::binary_apply<C>(op, C(1), true, scalar, x)
+                                                  : cuda_math::binary_apply<C>(op, C(1), true, x, scalar));
+  }
+};
+
 template <class T>
 struct BinaryFunctor {
   T* out;
   const T* a;
   const T* b;
-  BinaryOp op;
-  cuda_math::opmath_t<T> alpha;
-  bool alpha_is_one;
-  __device__ void operator()(const Offsets<3>& o) const {
-    out[o.v[0]] = cuda_math::binary_apply_stored<T>(op, alpha, alpha_is_one, a[o.v[1]], b[o.v[2]]);
-  }
+  BinaryElem<T> e;
+  __device__ void operator()(const Offsets<3>& o) const { out[o.v[0]] = e(a[o.v[1]], b[o.v[2]]); }
 };
 
 template <class T>
 struct BinaryScalarFunctor {
   T* out;
   const T* a;
-  BinaryOp op;
-  cuda_math::opmath_t<T> scalar;  // the CPU's float32 kernel takes a float scalar for the 16-bit types too
-  bool scalar_first;
-  __device__ void operator()(const Offsets<2>& o) const {
-    using C = cuda_math::opmath_t<T>;
-    const C x = cuda_math::to_opmath(a[o.v[1]]);
-    out[o.v[0]] = cuda_math::from_opmath<T>(scalar_first ? cuda_math::binary_apply<C>(op, C(1), true, scalar, x)
-                                                      : cuda_math::binary_apply<C>(op, C(1), true, x, scalar));
-  }
+  BinaryScalarElem<T> e;
+  __device__ void operator()(const Offsets<2>& o) const { out[o.v[0]] = e(a[o.v[1]]); }
 };
 
 template <class T>
 void binary_cuda_typed(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, const Tensor& b) {
   const LaunchContext ctx(out.device());
+  const BinaryElem<T> e{op, static_cast<cuda_math::opmath_t<T>>(alpha), alpha == 1.0};
+  if (cuda_kernels::launch_contiguous_map<T>(ctx, out, a, b, e, binary_op_name(op))) return;
   const auto calc = cuda_kernels::offset_calculator<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
                                                        binary_op_name(op));
   const BinaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()),
-                           static_cast<const T*>(b.raw_data()), op, static_cast<cuda_math::opmath_t<T>>(alpha),
-                           alpha == 1.0};
+                           static_cast<const T*>(b.raw_data()), e};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
 
@@ -72,10 +86,11 @@ void binary_cuda(BinaryOp op, double alpha, const Tensor& out, const Tensor& a, 
 template <class T>
 void binary_scalar_cuda_typed(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
   const LaunchContext ctx(out.device());
+  const BinaryScalarElem<T> e{op, static_cast<cuda_math::opmath_t<T>>(scalar), scalar_first};
+  if (cuda_kernels::launch_contiguous_map<T>(ctx, out, a, e, binary_op_name(op))) return;
   const auto calc =
       cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &a.strides()}, binary_op_name(op));
-  const BinaryScalarFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), op,
-                                 static_cast<cuda_math::opmath_t<T>>(scalar), scalar_first};
+  const BinaryScalarFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), e};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, binary_op_name(op));
 }
 

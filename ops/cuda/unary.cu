@@ -9,6 +9,7 @@
 // 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/vectorized.cuh"
 #include "minidl/ops/unary.h"
 
 namespace minidl {
@@ -23,15 +24,28 @@ bool runs_on_integers(UnaryOp op) {
   return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Clamp || op == UnaryOp::Relu;
 }
 
+// One element's value, for the strided functors and the contiguous path
+// (cuda_kernels::launch_contiguous_map) alike.
+template <class T>
+struct UnaryElem {
+  UnaryOp op;
+  UnaryArgs<cuda_math::opmath_t<T>> args;
+  __device__ T operator()(T x) const { return cuda_math::unary_forward_stored<T>(op, args, x); }
+};
+
+template <class T>
+struct UnaryBackwardElem {
+  UnaryOp op;
+  UnaryArgs<cuda_math::opmath_t<T>> args;
+  __device__ T operator()(T grad, T saved) const { return cuda_math::unary_backward_stored<T>(op, args, grad, saved); }
+};
+
 template <class T>
 struct UnaryFunctor {
   T* out;
   const T* x;
-  UnaryOp op;
-  UnaryArgs<cuda_math::opmath_t<T>> args;
-  __device__ void operator()(const Offsets<2>& o) const {
-    out[o.v[0]] = cuda_math::unary_forward_stored<T>(op, args, x[o.v[1]]);
-  }
+  UnaryElem<T> e;
+  __device__ void operator()(const Offsets<2>& o) const { out[o.v[0]] = e(x[o.v[1]]); }
 };
 
 template <class T>
@@ -39,19 +53,17 @@ struct UnaryBackwardFunctor {
   T* dx;
   const T* grad;
   const T* saved;
-  UnaryOp op;
-  UnaryArgs<cuda_math::opmath_t<T>> args;
-  __device__ void operator()(const Offsets<3>& o) const {
-    dx[o.v[0]] = cuda_math::unary_backward_stored<T>(op, args, grad[o.v[1]], saved[o.v[2]]);
-  }
+  UnaryBackwardElem<T> e;
+  __device__ void operator()(const Offsets<3>& o) const { dx[o.v[0]] = e(grad[o.v[1]], saved[o.v[2]]); }
 };
 
 template <class T>
 void unary_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const Tensor& x) {
   const LaunchContext ctx(out.device());
+  const UnaryElem<T> e{op, cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
+  if (cuda_kernels::launch_contiguous_map<T>(ctx, out, x, e, unary_op_name(op))) return;
   const auto calc = cuda_kernels::offset_calculator<2>(out.shape(), {&out.strides(), &x.strides()}, unary_op_name(op));
-  const UnaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), op,
-                          cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
+  const UnaryFunctor<T> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), e};
   cuda_kernels::launch_elementwise(ctx, out.numel(), calc, f, unary_op_name(op));
 }
 
@@ -59,10 +71,12 @@ template <class T>
 void unary_backward_cuda_typed(UnaryOp op, const UnaryParams& p, const Tensor& dx, const Tensor& grad,
                                const Tensor& saved) {
   const LaunchContext ctx(dx.device());
+  const UnaryBackwardElem<T> e{op, cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
+  if (cuda_kernels::launch_contiguous_map<T>(ctx, dx, grad, saved, e, unary_op_name(op))) return;
   const auto calc = cuda_kernels::offset_calculator<3>(dx.shape(), {&dx.strides(), &grad.strides(), &saved.strides()},
                                                        unary_op_name(op));
   const UnaryBackwardFunctor<T> f{static_cast<T*>(dx.raw_data()), static_cast<const T*>(grad.raw_data()),
-                                  static_cast<const T*>(saved.raw_data()), op, cuda_math::make_unary_args<cuda_math::opmath_t<T>>(p)};
+                                  static_cast<const T*>(saved.raw_data()), e};
   cuda_kernels::launch_elementwise(ctx, dx.numel(), calc, f, unary_op_name(op));
 }
 

@@ -4,7 +4,7 @@
 // array instead of 4-8, when every vector-accessed pointer is 16-byte aligned.
 // The last n % N elements go a thread each in the same kernel. Element i's
 // result is the same function of its inputs as on the scalar path: bit-equal.
-// Compiled, not run on a GPU.
+// The norm passes ran on an H100 (tests/test_cuda_ops, 2026-11-27).
 //
 // F provides  template <int N> __device__ void vec(int64_t i0) const;  (elements i0 .. i0+N-1)
 //             __device__ void scalar(int64_t i) const;
@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+
+#include "minidl/core/tensor.h"
 
 #include "minidl/ops/cuda/launch.cuh"
 
@@ -59,6 +61,70 @@ bool launch_vectorized(const LaunchContext& ctx, int64_t n, std::initializer_lis
   vectorized_kernel<N><<<blocks_for(nvec > tail ? nvec : tail), kThreads, 0, ctx.stream>>>(nvec, n, f);
   MINIDL_CUDA_KERNEL_LAUNCH_CHECK(op);
   return true;
+}
+
+// out = e(a) or e(a, b) elementwise over operands that are all contiguous with
+// out's shape (no broadcasting, no views with gaps), through launch_vectorized;
+// `e` maps stored values to a stored value (the op's per-element function,
+// the same one the strided path calls, so both give the same bits). False:
+// not contiguous or not aligned, and nothing was launched.
+// Why: the strided elementwise kernel moves one element per thread; on an
+// H100 ResNet-18's ReLU and residual-add kernels took twice PyTorch's
+// 4-wide vectorized ones (bench/RESULTS.md, 2026-11-27).
+template <class T, class E>
+struct ContiguousMap1 {
+  T* out;
+  const T* a;
+  E e;
+  template <int N>
+  __device__ void vec(int64_t i0) const {
+    const Vec<T, N> va = load_vec<T, N>(a + i0);
+    Vec<T, N> r;
+#pragma unroll
+    for (int j = 0; j < N; ++j) r.v[j] = e(va.v[j]);
+    store_vec(out + i0, r);
+  }
+  __device__ void scalar(int64_t i) const { out[i] = e(a[i]); }
+};
+
+template <class T, class E>
+struct ContiguousMap2 {
+  T* out;
+  const T* a;
+  const T* b;
+  E e;
+  template <int N>
+  __device__ void vec(int64_t i0) const {
+    const Vec<T, N> va = load_vec<T, N>(a + i0), vb = load_vec<T, N>(b + i0);
+    Vec<T, N> r;
+#pragma unroll
+    for (int j = 0; j < N; ++j) r.v[j] = e(va.v[j], vb.v[j]);
+    store_vec(out + i0, r);
+  }
+  __device__ void scalar(int64_t i) const { out[i] = e(a[i], b[i]); }
+};
+
+inline bool all_contiguous_like(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  if (!out.is_contiguous()) return false;
+  for (const Tensor* t : inputs)
+    if (!t->is_contiguous() || t->shape() != out.shape()) return false;
+  return true;
+}
+
+template <class T, class E>
+bool launch_contiguous_map(const LaunchContext& ctx, const Tensor& out, const Tensor& a, const E& e, const char* op) {
+  if (!all_contiguous_like(out, {&a})) return false;
+  const ContiguousMap1<T, E> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), e};
+  return launch_vectorized<T>(ctx, out.numel(), {f.out, f.a}, f, op);
+}
+
+template <class T, class E>
+bool launch_contiguous_map(const LaunchContext& ctx, const Tensor& out, const Tensor& a, const Tensor& b, const E& e,
+                           const char* op) {
+  if (!all_contiguous_like(out, {&a, &b})) return false;
+  const ContiguousMap2<T, E> f{static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()),
+                               static_cast<const T*>(b.raw_data()), e};
+  return launch_vectorized<T>(ctx, out.numel(), {f.out, f.a, f.b}, f, op);
 }
 
 }  // namespace minidl::cuda_kernels
