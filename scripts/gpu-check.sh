@@ -137,6 +137,12 @@ bench() {
   echo "bench_gpu: exit $?"
   timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
+  if [ -n "${BENCH_DEFAULT_ONLY:-}" ]; then  # a short rerun: the two default runs alone
+    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu" |
+      tee "$out/bench-report.md"
+    tar -C "$out" -czf "$out/bench-jsonl.tar.gz" bench-minidl.jsonl bench-torch.jsonl && rm -f "$out"/bench-*.jsonl
+    return
+  fi
   MINIDL_CUDNN_GRAPH=0 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-legacy-conv.jsonl" 2>&1
   echo "bench_gpu (MINIDL_CUDNN_GRAPH=0): exit $?"
   # The norm kernels before the fused/shifted-sum ones, same call, same card.
@@ -214,6 +220,9 @@ run() {
   step() {  # step NAME TIMEOUT CMD...: passes on exit 0 only (77, "skipped", fails: a GPU is expected here)
     local name=$1 limit=$2; shift 2
     local log=$logs/$name.log start=$SECONDS rc left=$((deadline - SECONDS))
+    # GPU_CHECK_ONLY (a bash regex): run only the steps whose names match
+    # (a short rerun of what a fix touched; the others are not counted).
+    if [ -n "${GPU_CHECK_ONLY:-}" ] && ! [[ $name =~ $GPU_CHECK_ONLY ]]; then return; fi
     if [ "$left" -lt 10 ]; then
       failed=$((failed + 1)); say "SKIP $name: no time left (GPU_CHECK_BUDGET_S)"
       json+=("{\"step\": \"$name\", \"exit\": -1, \"seconds\": 0}")

@@ -8,11 +8,14 @@
 // launch instead of two, and the channel index is one IntDivider per element
 // (j / S) instead of the general group_of/channel_of chain. Off under
 // MINIDL_CUDA_NORM_KERNELS=legacy. No __restrict__: y may alias x (each
-// block reads its whole group before writing it). Compiled, not run on a GPU
-// (2026-11-26).
+// block reads its whole group before writing it). Ran on an H100
+// (tests/test_cuda_ops, 2026-11-27); the per-size register arrays
+// (with_items_for) are newer, compiled, not yet run on a GPU.
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
+
+#include <type_traits>
 
 #include "minidl/ops/cuda/norm_stats.cuh"
 
@@ -24,14 +27,24 @@ using cuda_math::opmath_t;
 using cuda_math::to_opmath;
 
 inline constexpr int kFusedThreads = 256;
-inline constexpr int kFusedItems = 16;  // values per thread held in registers
+inline constexpr int kFusedItems = 16;  // values per thread held in registers, at most
 inline constexpr int64_t kFusedMaxGroup = int64_t{kFusedThreads} * kFusedItems;
+
+// The register arrays sized to the group (4, 8 or 16 values a thread), so
+// small groups (InstanceNorm's 32x32 planes: 1024 values) do not hold
+// registers for 16 and more blocks fit on a multiprocessor.
+template <class Launch>
+void with_items_for(int64_t group_size, const Launch& launch) {
+  if (group_size <= int64_t{kFusedThreads} * 4) launch(std::integral_constant<int, 4>());
+  else if (group_size <= int64_t{kFusedThreads} * 8) launch(std::integral_constant<int, 8>());
+  else launch(std::integral_constant<int, kFusedItems>());
+}
 
 inline bool fused_forward_applies(const NormShape& s) {
   return !stats::legacy_kernels() && s.fast && s.A == 1 && s.group_size() > 0 && s.group_size() <= kFusedMaxGroup;
 }
 
-template <class T, class W>
+template <int kItems, class T, class W>
 __global__ void __launch_bounds__(kFusedThreads)
     fused_forward_kernel(T* y, const T* x, const W* w,
                          const W* b, stats::StatsStore out, NormShape shape) {
@@ -44,10 +57,10 @@ __global__ void __launch_bounds__(kFusedThreads)
   for (int64_t g = blockIdx.x; g < shape.G; g += gridDim.x) {
     const T* xg = x + g * M;
     const double shift = convert<double>(xg[0]);
-    T v[kFusedItems];
+    T v[kItems];
     ShiftedSums acc;
 #pragma unroll
-    for (int i = 0; i < kFusedItems; ++i) {
+    for (int i = 0; i < kItems; ++i) {
       const int j = threadIdx.x + i * kFusedThreads;
       if (j < m) {
         v[i] = xg[j];
@@ -67,7 +80,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     const int64_t c0 = static_cast<int64_t>(shape.by_P.mod(static_cast<uint32_t>(g))) * shape.K;
     T* yg = y + g * M;
 #pragma unroll
-    for (int i = 0; i < kFusedItems; ++i) {
+    for (int i = 0; i < kItems; ++i) {
       const int j = threadIdx.x + i * kFusedThreads;
       if (j < m) {
         const int64_t c = c0 + shape.by_S.div(static_cast<uint32_t>(j));
@@ -83,7 +96,9 @@ template <class T, class W>
 void launch_fused_forward(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, T* y, const T* x,
                           const W* w, const W* b, const stats::StatsStore& out) {
   const int blocks = static_cast<int>(shape.G < cuda_kernels::kMaxBlocks ? shape.G : cuda_kernels::kMaxBlocks);
-  fused_forward_kernel<T, W><<<blocks, kFusedThreads, 0, ctx.stream>>>(y, x, w, b, out, shape);
+  with_items_for(shape.group_size(), [&](auto items) {
+    fused_forward_kernel<decltype(items)::value, T, W><<<blocks, kFusedThreads, 0, ctx.stream>>>(y, x, w, b, out, shape);
+  });
   MINIDL_CUDA_KERNEL_LAUNCH_CHECK("normalization");
 }
 
@@ -103,7 +118,7 @@ struct AddDyPair {
 
 inline bool fused_backward_applies(const NormShape& s) { return fused_forward_applies(s); }
 
-template <class T, class W>
+template <int kItems, class T, class W>
 __global__ void __launch_bounds__(kFusedThreads)
     fused_backward_kernel(T* dx, const T* dy, const T* x,
                           const W* w, const double* mean,
@@ -118,10 +133,10 @@ __global__ void __launch_bounds__(kFusedThreads)
     const T* dyg = dy + g * M;
     const double mg = mean[g], ig = invstd[g];
     const int64_t c0 = static_cast<int64_t>(shape.by_P.mod(static_cast<uint32_t>(g))) * shape.K;
-    T vx[kFusedItems], vdy[kFusedItems];
+    T vx[kItems], vdy[kItems];
     DyPair acc;
 #pragma unroll
-    for (int i = 0; i < kFusedItems; ++i) {
+    for (int i = 0; i < kItems; ++i) {
       const int j = threadIdx.x + i * kFusedThreads;
       if (j < m) {
         vx[i] = xg[j];
@@ -143,7 +158,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     const double sdy = s_dy, sdx = s_dy_xmu, count = static_cast<double>(M);
     T* dxg = dx + g * M;
 #pragma unroll
-    for (int i = 0; i < kFusedItems; ++i) {
+    for (int i = 0; i < kItems; ++i) {
       const int j = threadIdx.x + i * kFusedThreads;
       if (j < m) {
         const double wc = w ? convert<double>(w[c0 + shape.by_S.div(static_cast<uint32_t>(j))]) : 1.0;
@@ -159,7 +174,10 @@ void launch_fused_backward(const cuda_kernels::LaunchContext& ctx, const NormSha
                            const T* x, const W* w, const double* mean, const double* invstd, double* s1,
                            double* s2) {
   const int blocks = static_cast<int>(shape.G < cuda_kernels::kMaxBlocks ? shape.G : cuda_kernels::kMaxBlocks);
-  fused_backward_kernel<T, W><<<blocks, kFusedThreads, 0, ctx.stream>>>(dx, dy, x, w, mean, invstd, s1, s2, shape);
+  with_items_for(shape.group_size(), [&](auto items) {
+    fused_backward_kernel<decltype(items)::value, T, W>
+        <<<blocks, kFusedThreads, 0, ctx.stream>>>(dx, dy, x, w, mean, invstd, s1, s2, shape);
+  });
   MINIDL_CUDA_KERNEL_LAUNCH_CHECK("normalization backward");
 }
 
