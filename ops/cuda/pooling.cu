@@ -12,7 +12,7 @@
 // (ops/cuda/opmath.h), as the CPU kernels through Float32Compute.
 // Checked against the CPU kernels on an H100: float32/float64
 // (tests/test_cuda_ops, 2026-11-26), float16/bfloat16 (test_cuda_ops_half,
-// 2026-11-27); MaxPoolScatter is newer, compiled, not yet run on a GPU.
+// 2026-11-27, MaxPoolScatter included).
 #include <algorithm>
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -152,8 +152,7 @@ struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax 
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0];
-    const int64_t flat = g.fast ? e - static_cast<int64_t>(g.by_in_plane.div(static_cast<uint32_t>(e))) * g.in_plane
-                                : e % g.in_plane;
+    const int64_t flat = e - cuda_math::quotient(e, g.in_plane, g.by_in_plane, g.fast) * g.in_plane;
     opmath_t<T> acc = 0;
     for_each_touching_output(g, e, [&](int64_t o, const Taps&, const Taps&, const Taps&) {
       if (idx[o] == flat) acc += to_opmath(gy[o]);
@@ -165,10 +164,10 @@ struct MaxPoolBackward {  // gx[e] = sum of gy[o] over the outputs whose argmax 
 // Disjoint windows (stride >= window, or adaptive bins that divide the
 // input; every MaxPool2d(2) of SmallNet and the UNet): each input element is
 // in at most one window, so the backward zeroes gx and scatters each output's
-// gradient to its saved index, a thread per output (PyTorch's CUDA max-pool
-// backward does the same with atomics for any geometry). The gather above
-// walks the window geometry per input element: on an H100 it took 1.2 ms of
-// a 3.7 ms SmallNet step (batch 128; PyTorch 0.29 ms, 2026-11-27).
+// gradient to its saved index, a thread per output. The gather above walks
+// the window geometry per input element: on an H100 it took 1.2 ms of a
+// 3.7 ms SmallNet step (batch 128; PyTorch's gather, max_pool_backward_nchw,
+// 0.29 ms); the scatter took 0.10 ms (2026-11-27).
 template <class T>
 struct MaxPoolScatter {
   const T* gy;
@@ -177,8 +176,7 @@ struct MaxPoolScatter {
   Pool3 g;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t o = off.v[0];
-    const int64_t plane = g.fast ? static_cast<int64_t>(g.by_out_plane.div(static_cast<uint32_t>(o))) : o / g.out_plane;
-    gx[plane * g.in_plane + idx[o]] = gy[o];
+    gx[cuda_math::quotient(o, g.out_plane, g.by_out_plane, g.fast) * g.in_plane + idx[o]] = gy[o];
   }
 };
 
