@@ -82,6 +82,12 @@ TEST_CASE("elementwise ops: shapes, views, broadcasting, empty; float32, float64
     compare("maximum transposed", [](auto& v) { return maximum(transpose(v[0], 0, 1), v[1]); },
             {leaf({4, 3}, dt), leaf({3, 4}, dt)});
     compare("exp narrow", [](auto& v) { return exp(narrow(v[0], 1, 1, 3)); }, {leaf({4, 5}, dt)});
+    // Contiguous operands take 16-byte vectors (cuda_kernels::launch_contiguous_map)
+    // with a scalar tail; a contiguous view one element in is unaligned: the strided path.
+    compare("relu mul contiguous (vectors + tail)", [](auto& v) { return mul(relu(v[0]), v[1]); },
+            {leaf({1001}, dt), leaf({1001}, dt)});
+    compare("add contiguous unaligned views", [](auto& v) { return add(narrow(v[0], 0, 1, 999), narrow(v[1], 0, 1, 999)); },
+            {leaf({1000}, dt), leaf({1000}, dt)});
     compare("mul permuted expanded", [](auto& v) { return mul(permute(v[0], {2, 0, 1}), expand(v[1], {4, 2, 3})); },
             {leaf({2, 3, 4}, dt), leaf({1, 1, 3}, dt)});
   }
