@@ -133,7 +133,7 @@ Tensor sliding_window_inference(const Tensor& inputs, const SlidingWindowOptions
   }());
 
   const int64_t n = inputs.size(0), total = n * windows.count;
-  Tensor out, count;
+  Tensor out, count, w;  // w: the importance map in the accumulation dtype
   for (int64_t first = 0; first < total; first += o.sw_batch_size) {
     const int64_t last = std::min(total, first + o.sw_batch_size);
     std::vector<Tensor> parts;
@@ -158,10 +158,9 @@ Tensor sliding_window_inference(const Tensor& inputs, const SlidingWindowOptions
       out = zeros(shape, TensorOptions().dtype(acc).device(inputs.device()));
       shape[0] = shape[1] = 1;
       count = zeros(shape, TensorOptions().dtype(acc).device(inputs.device()));
-      const Tensor w = weight.to(acc);
+      w = weight.to(acc);
       for (int64_t i = 0; i < windows.count; ++i) window(count, windows.start(i), roi).add_(w);
     }
-    const Tensor w = weight.to(out.dtype());
     for (int64_t i = first; i < last; ++i)
       window(out.narrow(0, i / windows.count, 1), windows.start(i % windows.count), roi)
           .add_(pred.narrow(0, i - first, 1).to(out.dtype()) * w);
