@@ -30,8 +30,9 @@
 //   { cuda::GraphCapture capture(g); step(); capture.end(); }
 //   for (...) { static_x.copy_(batch); g.replay(); }
 //
-// Compiled, not yet run on a GPU (tests/test_cuda_graph.cpp and
-// scripts/gpu-check.sh run it on a lent H100).
+// Ran on an H100 (2026-11-27): tests/test_cuda_graph.cpp (captured SGD and
+// Adam steps equal the eager ones) and train_cifar10 --cuda-graph (the eager
+// run's loss, 251 replays).
 #pragma once
 
 #include <cstdint>

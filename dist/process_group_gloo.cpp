@@ -19,7 +19,8 @@
 // buffer once that copy is done, and the worker copies the result back into
 // the device tensor before completing the Work, so wait() covers the copy
 // back. CPU tensors are used in place. CUDA tensors go through pinned buffers
-// and copies ordered on the caller's stream (compiled, not run on a GPU); the
+// and copies ordered on the caller's stream (run on an H100 by
+// tests/test_cuda_dist_oracles, 2026-11-27); the
 // test device through synchronous copies.
 #include "minidl/dist/process_group_gloo.h"
 

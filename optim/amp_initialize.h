@@ -39,9 +39,9 @@
 // state would belong to the half tensors), and an optimizer holding a
 // parameter that is not the model's.
 //
-// On CUDA (compiled, never run on a GPU): O3 fails at the first step, as the
-// CUDA SGD/Adam and running-statistics kernels take float32/float64 only (the
-// CPU ones take 16-bit tensors, computing in float32).
+// On CUDA, as on the CPU, the SGD/Adam and running-statistics kernels take
+// 16-bit tensors (computing in float): O0-O3 ran on an H100 in
+// examples/amp_bn_demo --device cuda (ResNet-20 steps, 2026-11-27).
 // Checkpoints: Amp::state_dict() / load_state_dict() carry the loss scaler,
 // as Apex's amp.state_dict() / amp.load_state_dict() (save it next to the
 // model's and the optimizer's). In O2 the float32 masters are not in it (nor

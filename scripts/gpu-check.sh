@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh: the GPU tests and benchmarks on a lent H100/H200.
 #
-# Ran on an H100 on 2026-11-26 (six calls, 15 minutes of device time; the
-# results are in bench/RESULTS.md). A call costs ~30 s to start plus
-# ~80 s for `run` and ~50 s for `bench`.
+# Ran on an H100 on 2026-11-26 and 2026-11-27 (the results are in
+# bench/RESULTS.md; on 2026-11-27 all 33 steps of `run` passed). A call costs
+# ~30 s to start. `scripts/gpu-check.sh all` is the one-call form: the tests,
+# the benchmarks, then the profile, ~4.5 min on an H100.
 #
 #   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
 #       configuration (sm_90) and packs the GPU test binaries, stripped, into
@@ -12,8 +13,9 @@
 #       (ignored by git, carried by the device tool), then prints the command
 #       to run there.
 #   scripts/gpu-check.sh bench     # there: bench_gpu and bench/bench_gpu_torch.py
-#       on the same GPU (and PyTorch on cuDNN's legacy API), the table of
-#       ratios in bench-report.md under $OUT (bench/gpu_report.py).
+#       on the same GPU (and bench_gpu again with MINIDL_CUDNN_GRAPH=0 and with
+#       the legacy norm kernels), the tables of ratios in bench-report.md under
+#       $OUT (bench/gpu_report.py).
 #   scripts/gpu-check.sh profile   # there: where a training step's GPU time
 #       goes, per kernel, minidl next to PyTorch: Nsight Compute (ncu) around
 #       2 steps of ResNet-18 and SmallNet (batch 128) on each side, summed by
@@ -29,13 +31,13 @@
 #       summary (gpu-check-summary.json) and gpu-check-logs.tar.gz (one log
 #       per step) under $OUT: three files, as the tool returns at most 8.
 #       Steps stop being started after GPU_CHECK_BUDGET_S (480) seconds.
-#       CUDA graphs (issue 14, written without a GPU): test_cuda_graph, a
-#       short train_cifar10 run eager and with --cuda-graph whose final
-#       losses must agree, and bench_gpu --suite graph (batch-32 step time,
-#       eager against replay) in the summary. test_cuda_graph is not run
-#       under memcheck: PYTORCH_NO_CUDA_MEMORY_CACHING=1 has no private pools.
-#       DDP/SyncBN on CUDA (issue 15, written without a GPU):
-#       test_cuda_dist_oracles (Gloo-on-CUDA with 4 processes on the one GPU,
+#       CUDA graphs (issue 14): test_cuda_graph, a short train_cifar10 run
+#       eager and with --cuda-graph whose final losses must agree, and
+#       bench_gpu --suite graph (batch-32 step time, eager against replay) in
+#       the summary. test_cuda_graph is not run under memcheck:
+#       PYTORCH_NO_CUDA_MEMORY_CACHING=1 has no private pools.
+#       DDP/SyncBN on CUDA (issue 15): test_cuda_dist_oracles (Gloo-on-CUDA
+#       with 4 processes on the one GPU,
 #       NCCL at world 1, world N and the NCCL timeout only with >= 2 GPUs),
 #       and train_cifar10 under minidl-launch: --backend auto picks nccl for
 #       one process per GPU and gloo for 2 processes sharing it. Not under
@@ -245,16 +247,15 @@ run() {
   for t in test_cuda_ops test_cuda_blas_dnn; do
     step "legacy_conv_$t" 90 env MINIDL_CUDNN_GRAPH=0 "$bin/$t"
   done
-  # The norm kernels as they ran on the H100 (Welford statistics, two passes;
+  # The norm kernels as they ran on the H100 on 2026-11-26 (Welford statistics, two passes;
   # the shifted-sum statistics, the fused single-pass kernels, BatchNorm's
   # one-reduction backward sums and LayerNorm's tiled parameter gradients are
-  # new, written without a GPU; the runs above test them): the op suite again
-  # on the old path.
+  # newer; the runs above test them): the op suite again on the old path.
   step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
-  # CUDA graphs (train_cifar10 --cuda-graph, written without a GPU): the same
-  # short run eager and graphed (deterministic cuDNN, same seed and data
-  # order), their final train losses compared, and the graphed run must have
-  # replayed (else the comparison is eager against eager); then the batch-32
+  # CUDA graphs (train_cifar10 --cuda-graph): the same short run eager and
+  # graphed (deterministic cuDNN, same seed and data order), their final train
+  # losses compared, and the graphed run must have replayed (else the
+  # comparison is eager against eager); then the batch-32
   # step time, eager against graph replay (bench_gpu --suite graph), into the summary.
   if [ -d "$here/data" ]; then
     local graph_run=(--data "$here/data" --model smallnet --width 0.5 --epochs 2 --batch-size 32 --lr 0.05
@@ -350,7 +351,7 @@ sys.exit(0 if replays and replays[-1] > 0 and abs(loss[0] - loss[1]) <= 1e-3 * m
 # call, and a new one costs a minute of device time to start): the tests with
 # GPU_CHECK_BUDGET_S (default 300 s here), the benchmarks until 430 s after
 # the start (BENCH_DEADLINE_S), then the profile if it can start before 440 s;
-# 7 files under $OUT (~6 min on an H100 on 2026-11-27). The call:
+# 7 files under $OUT (~4.5 min on an H100 on 2026-11-27). The call:
 # run(command='bash build-gpu-carry/gpu-check.sh all', carry=['build-gpu-carry'], timeout_s=600).
 all() {
   local rc

@@ -21,7 +21,8 @@
 // and exits 77 (ctest: skipped). The device is probed in a forked child: the
 // parent must not initialize CUDA, since the ranks are forked from it (a
 // CUDA context does not survive fork). ctest label `cuda`; gpu-check.sh runs it.
-// Written without a GPU: compiled, not run on a GPU.
+// Ran on an H100 (2026-11-27, one GPU): (b) and NCCL at world size 1 passed;
+// NCCL at world N and the NCCL timeout need 2 GPUs and were not run.
 #include <sys/wait.h>
 #include <unistd.h>
 

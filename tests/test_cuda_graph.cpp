@@ -7,8 +7,7 @@
 // lazy optimizer state or dropout inside the capture. The host logic of the private
 // pools is tested on the CPU (tests/test_caching_allocator.cpp).
 //
-// Written without a GPU: compiled, not yet run (scripts/gpu-check.sh runs it
-// on a lent H100). Needs a CUDA device: without one it prints "skipped: no
+// Passed on an H100 (2026-11-27, scripts/gpu-check.sh run). Needs a CUDA device: without one it prints "skipped: no
 // CUDA device (<reason>)" and exits 77, which CTest reports as skipped.
 #include <memory>
 #include <string>

@@ -18,7 +18,7 @@
 // backend instead: it checks that every case is a valid program (shapes, CPU
 // support, dtypes), never that CUDA is right.
 //
-// Ran on an H100 (2026-11-26): all cases pass, also under compute-sanitizer
+// Ran on an H100 (2026-11-26, 2026-11-27): all cases pass, also under compute-sanitizer
 // memcheck and racecheck (scripts/gpu-check.sh run). Its first run there
 // found the norm layers' weight/bias gradients swapped.
 #define DOCTEST_CONFIG_IMPLEMENT

@@ -8,8 +8,9 @@
 // bfloat16. The last case trains one step of SmallNet under autocast on both
 // backends.
 //
-// Compiled, not run on a GPU yet (no device in the session that wrote it);
-// without one it exits 77, and MINIDL_CUDA_OPS_DRY_RUN=1 runs it CPU against
+// Passed on an H100 (2026-11-27), also under compute-sanitizer memcheck; its
+// first run there found the CPU max/min(dim) backward writing past its buffer
+// in 16 bits (the CPU reference). Without a device it exits 77, and MINIDL_CUDA_OPS_DRY_RUN=1 runs it CPU against
 // CPU (the cases are valid programs, not that CUDA is right).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>

@@ -2,8 +2,8 @@
 // after PyTorch's aten/src/ATen/cuda/CUDAGraph.cpp: capture_begin routes the
 // capturing stream's allocations into a private pool and calls
 // cudaStreamBeginCapture; capture_end ends it, instantiates the graph and
-// keeps the pool until reset. Compiled, not yet run on a GPU: the GPU test is
-// tests/test_cuda_graph.cpp (scripts/gpu-check.sh run).
+// keeps the pool until reset. Ran on an H100 (2026-11-27): tests/test_cuda_graph.cpp
+// and train_cifar10 --cuda-graph (scripts/gpu-check.sh run).
 #include "minidl/core/cuda/graph.h"
 
 #include <cstdio>

@@ -5,7 +5,9 @@
 // back queued on the same stream by the worker, which waits for it before the
 // Work completes. The copies are the CUDA copy kernel's non_blocking ones
 // (ops/cuda/copy.cu), which keep a pinned buffer alive until its copy has run
-// (record_pinned_host_use). Compiled, not run on a GPU.
+// (record_pinned_host_use). Ran on an H100 (2026-11-27): Gloo with CUDA
+// tensors, 4 and 2 processes sharing the GPU (tests/test_cuda_dist_oracles),
+// and train_cifar10 with SyncBatchNorm under minidl-launch (scripts/gpu-check.sh).
 #include <memory>
 
 #include "minidl/core/autograd/grad_mode.h"

@@ -1,4 +1,4 @@
-// See cuda_graph_step.h. Compiled, not yet run on a GPU.
+// See cuda_graph_step.h. Ran on an H100 (train_cifar10 --cuda-graph, 2026-11-27).
 #include "examples/common/cuda_graph_step.h"
 
 #include <utility>

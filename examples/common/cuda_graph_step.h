@@ -16,8 +16,9 @@
 // must be capturable (optim/optimizer.h). A batch of another shape (the
 // last, partial one) is the caller's to run eagerly.
 //
-// Compiled, not yet run on a GPU: scripts/gpu-check.sh runs train_cifar10
-// --cuda-graph and tests/test_cuda_graph.cpp on a lent H100.
+// Ran on an H100 (scripts/gpu-check.sh, 2026-11-27): train_cifar10 --cuda-graph
+// ended with the eager run's train loss (2 epochs of batch 32, deterministic
+// cuDNN, 251 replays).
 #pragma once
 
 #include <cstdint>

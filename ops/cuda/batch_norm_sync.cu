@@ -7,9 +7,10 @@
 // sync_weighted_sum), shared with the CPU tests. Running statistics and weight
 // may be float32, float64, float16 or bfloat16 (PyTorch's dispatch on the
 // running_mean's dtype; a 16-bit input with 16-bit or float32 parameters).
-// float32/float64 checked against the CPU kernels on an H100 (tests/test_cuda_ops,
-// 2026-11-26); the float16/bfloat16 cases are compiled, not run on a GPU (their
-// math is checked on the CPU: tests/test_batch_norm_sync_kernels).
+// Checked against the CPU kernels on an H100: float32/float64 (tests/test_cuda_ops,
+// 2026-11-26), float16/bfloat16 with float32 or 16-bit parameters
+// (tests/test_cuda_ops_half, 2026-11-27; their math also on the CPU:
+// tests/test_batch_norm_sync_kernels).
 #include "minidl/ops/batch_norm_sync.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"

@@ -6,8 +6,10 @@
 // CPU tests; dtypes as the CPU kernels: div floating only, the rest also
 // int64/uint8; float16/bfloat16 computed in float and rounded once
 // (ops/cuda/opmath.h), sum_to_shape accumulating them in double as float32.
-// float32/float64/integers: checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// Checked against the CPU kernels on an H100: float32/float64/integers
+// (tests/test_cuda_ops, 2026-11-26), float16/bfloat16 (tests/test_cuda_ops_half, 2026-11-27).
+// The contiguous 16-byte vector path (launch_contiguous_map, same per-element
+// function) is newer: compiled, not run on a GPU.
 #include "minidl/ops/binary.h"
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"

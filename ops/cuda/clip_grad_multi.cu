@@ -6,8 +6,8 @@
 // chunk, CUB's BlockReduce, partials combined in chunk order by one thread
 // per tensor: ops/cuda/multi_tensor_math.h, run by the CPU tests), no
 // atomics. float16/bfloat16 gradients are read as float and scaled in float.
-// float32/float64 checked against the CPU kernels on an H100 (tests/test_cuda_ops,
-// 2026-11-26); the 16-bit cases compiled, not run on a GPU.
+// float32/float64/float16/bfloat16 checked against the CPU kernels on an H100
+// (tests/test_cuda_multi_tensor, 2026-11-27).
 #include <cub/block/block_reduce.cuh>
 
 #include "minidl/ops/cuda/multi_tensor_apply.cuh"

@@ -6,7 +6,8 @@
 // in shared memory in a fixed order; more than one chunk writes partials that
 // launch_row_reduce combines in chunk order. No atomics; the order is
 // cuda_math::ColumnTiling's (tile sizes and their reasoning there), checked
-// on the host by tests/test_cuda_kernel_math.cpp. Compiled, not run on a GPU.
+// on the host by tests/test_cuda_kernel_math.cpp. Ran on an H100 in the norms'
+// parameter-gradient cases (tests/test_cuda_ops, test_cuda_ops_half, 2026-11-27).
 //
 // A Loader is row_reduce.cuh's (row(c), operator()(row, j)); Finish is called
 // once per column, finish(c, row, acc), where row is load.row(c) after one

@@ -7,8 +7,8 @@
 // advances by an offset, not per element); CPU and CUDA masks differ for
 // the same seed. float16/bfloat16: the mask value and x * mask in float,
 // each rounded once (ops/cuda/opmath.h), as the CPU kernel through
-// Float32Compute. float32/float64: checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// Float32Compute. Checked on an H100: float32/float64 (tests/test_cuda_ops,
+// 2026-11-26), float16/bfloat16 (tests/test_cuda_ops_half, 2026-11-27).
 #include "minidl/core/generator.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/philox.h"

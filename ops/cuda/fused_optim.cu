@@ -6,7 +6,10 @@
 // float32/float64, and float16/bfloat16 computed in float (a half model,
 // Apex's O3). Math in ops/cuda/optim_math.h, shared with the CPU tests.
 // float32/float64 checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit cases compiled, not run on a GPU.
+// (tests/test_cuda_ops, 2026-11-26); in 16 bits only the clip scaling ran there
+// (strided gradients, tests/test_cuda_multi_tensor, 2026-11-27): the 16-bit
+// SGD, Adam and vector_norm kernels are compiled, not run on a GPU (the
+// optimizers take the multi-tensor path).
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/multi_tensor_math.h"
 #include "minidl/ops/cuda/optim_math.h"

@@ -6,8 +6,8 @@
 // functors, their scalars and the packing are ops/cuda/multi_tensor_math.h's,
 // all run by the CPU tests (tests/test_cuda_multi_tensor_math.cpp).
 // Elementwise, so deterministic. float16/bfloat16 computed in float, rounded
-// once (Apex's O3). float32/float64 checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit cases compiled, not run on a GPU.
+// once (Apex's O3). float32/float64/float16/bfloat16 checked against the CPU
+// kernels on an H100 (tests/test_cuda_multi_tensor, 2026-11-27).
 #include "minidl/ops/cuda/multi_tensor_apply.cuh"
 #include "minidl/ops/fused_optim.h"
 

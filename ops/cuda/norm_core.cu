@@ -15,10 +15,10 @@
 // BatchNorm, cuDNN's convention); the elementwise math runs in float, rounded
 // once; statistics and sums stay double; parameter gradients come in the
 // parameters' dtype; running statistics may be float32, float64 or 16-bit
-// (updated in double, rounded once). float32/float64: checked against the CPU
-// kernels on an H100 (tests/test_cuda_ops, 2026-11-26) with the kernels that
-// MINIDL_CUDA_NORM_KERNELS=legacy keeps; the 16-bit paths and every kernel
-// written since are compiled, not run on a GPU.
+// (updated in double, rounded once). Checked against the CPU kernels on an
+// H100 (2026-11-27): float32/float64 with the default kernels and again with
+// MINIDL_CUDA_NORM_KERNELS=legacy (tests/test_cuda_ops), float16/bfloat16
+// with the default ones (tests/test_cuda_ops_half).
 #include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/norm_math.h"

@@ -8,9 +8,10 @@
 // launch instead of two, and the channel index is one IntDivider per element
 // (j / S) instead of the general group_of/channel_of chain. Off under
 // MINIDL_CUDA_NORM_KERNELS=legacy. No __restrict__: y may alias x (each
-// block reads its whole group before writing it). Ran on an H100
-// (tests/test_cuda_ops, 2026-11-27); the per-size register arrays
-// (with_items_for) are newer, compiled, not yet run on a GPU.
+// block reads its whole group before writing it). Checked against the CPU
+// kernels on an H100 (tests/test_cuda_ops, test_cuda_ops_half, 2026-11-27;
+// the per-size register arrays, with_items_for, in the run C rerun of both:
+// bench/RESULTS.md).
 #pragma once
 
 #include <cub/block/block_reduce.cuh>

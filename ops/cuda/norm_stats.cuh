@@ -6,8 +6,9 @@
 //    order) only adds; one thread turns the sums into mean and M2 at the end.
 //  - "legacy" (env MINIDL_CUDA_NORM_KERNELS=legacy): per-element Welford in
 //    double, a double division per element.
-// Both deterministic, no atomics. The shifted kernel is compiled, not run on a
-// GPU (2026-11-26); its math is tested on the CPU (tests/test_cuda_kernel_math).
+// Both deterministic, no atomics. Both checked against the CPU kernels on an
+// H100 (tests/test_cuda_ops, the legacy one under MINIDL_CUDA_NORM_KERNELS=legacy,
+// 2026-11-27); the shifted math is also tested on the CPU (tests/test_cuda_kernel_math).
 #pragma once
 
 #include <cstdlib>

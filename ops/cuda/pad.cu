@@ -5,8 +5,8 @@
 // sum in a fixed order. The small index maps are uploaded once per call
 // (a pageable copy on the current stream). float16/bfloat16: the backward sums
 // in float, rounded once (ops/cuda/opmath.h); the forward only moves values.
-// float32/float64: checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// Checked against the CPU kernels on an H100: float32/float64 (tests/test_cuda_ops,
+// 2026-11-26), float16/bfloat16 (constant, reflect: tests/test_cuda_ops_half, 2026-11-27).
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/pad_math.h"

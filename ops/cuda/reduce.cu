@@ -7,9 +7,9 @@
 // integers in int64, as on the CPU; float16/bfloat16 as float32 (sums in
 // double, elementwise math and max/min compares in float, rounded once on
 // store; ops/cuda/opmath.h). The host never reads device memory: the
-// tie count of even_backward stays on the device. float32/float64/integers:
-// checked against the CPU kernels on an H100 (tests/test_cuda_ops,
-// 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// tie count of even_backward stays on the device. Checked against the CPU
+// kernels on an H100: float32/float64/integers (tests/test_cuda_ops,
+// 2026-11-26), float16/bfloat16 (tests/test_cuda_ops_half, 2026-11-27).
 #include <vector>
 
 #include "minidl/ops/cuda/launch.cuh"

@@ -8,9 +8,10 @@
 // the context, as PyTorch's CUDA_KERNEL_ASSERT); the op checks CPU indices on
 // the host. float16/bfloat16: index_select copies them (the CPU kernel does
 // not take them yet), index_add adds in float, rounded once per add
-// (ops/cuda/opmath.h). float32/float64/integers: checked against the CPU
-// kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are
-// compiled, not run on a GPU.
+// (ops/cuda/opmath.h). Checked on an H100: float32/float64/integers against
+// the CPU kernels (tests/test_cuda_ops, 2026-11-26); float16/bfloat16
+// index_select and its backward against the CPU's float32 results, rounded
+// (tests/test_cuda_ops_half, 2026-11-27).
 #include <array>
 
 #include "minidl/ops/cuda/launch.cuh"

@@ -5,9 +5,9 @@
 // an elementwise pass. Math in ops/cuda/softmax_math.h, shared with the CPU
 // tests. float16/bfloat16: max, column sums rounded as float32's and the
 // elementwise math in float, rounded once on store (ops/cuda/opmath.h), as
-// the CPU kernel through Float32Compute. float32/float64: checked against the
-// CPU kernels on an H100 (tests/test_cuda_ops, 2026-11-26); the 16-bit paths
-// are compiled, not run on a GPU.
+// the CPU kernel through Float32Compute. Checked against the CPU kernels on an
+// H100: float32/float64 (tests/test_cuda_ops, 2026-11-26), float16/bfloat16
+// (tests/test_cuda_ops_half, 2026-11-27).
 #include <limits>
 
 #include "minidl/ops/cuda/launch.cuh"

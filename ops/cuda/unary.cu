@@ -4,9 +4,13 @@
 // ops/cuda/elementwise_math.h, shared with the CPU tests; dtypes as the CPU
 // kernels (neg, abs, clamp, relu also on int64/uint8; the rest and every
 // backward floating only), plus float16/bfloat16 wherever float32 is taken,
-// computed in float and rounded once (ops/cuda/opmath.h). float32/float64/
-// integers: checked against the CPU kernels on an H100 (tests/test_cuda_ops,
-// 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// computed in float and rounded once (ops/cuda/opmath.h). Checked against the
+// CPU kernels on an H100: float32/float64/integers (tests/test_cuda_ops,
+// 2026-11-26); float16/bfloat16 for relu, leaky_relu, gelu, sigmoid, tanh,
+// neg, abs, clamp and their backward (tests/test_cuda_ops_half, 2026-11-27).
+// exp, log, sqrt, rsqrt, pow and tanh-gelu in 16 bits: compiled, not run on a GPU.
+// The contiguous 16-byte vector path (launch_contiguous_map, same per-element
+// function) is newer: compiled, not run on a GPU.
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/vectorized.cuh"

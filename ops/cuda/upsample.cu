@@ -6,8 +6,8 @@
 // atomics and sums in a fixed order (PyTorch's CUDA backward uses atomicAdd).
 // float16/bfloat16: taps, weights and sums in float, rounded once
 // (ops/cuda/opmath.h), as the CPU kernel through Float32Compute.
-// float32/float64: checked against the CPU kernels on an H100
-// (tests/test_cuda_ops, 2026-11-26); the 16-bit paths are compiled, not run on a GPU.
+// Checked against the CPU kernels on an H100: float32/float64 (tests/test_cuda_ops,
+// 2026-11-26), float16/bfloat16 (bilinear, nearest: tests/test_cuda_ops_half, 2026-11-27).
 #include <cstring>
 #include <vector>
 

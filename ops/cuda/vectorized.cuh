@@ -4,7 +4,9 @@
 // array instead of 4-8, when every vector-accessed pointer is 16-byte aligned.
 // The last n % N elements go a thread each in the same kernel. Element i's
 // result is the same function of its inputs as on the scalar path: bit-equal.
-// The norm passes ran on an H100 (tests/test_cuda_ops, 2026-11-27).
+// The norm passes ran on an H100 (aligned, unaligned views, tails:
+// tests/test_cuda_ops, test_cuda_ops_half, 2026-11-27); the contiguous maps
+// below (unary and binary ops) are newer: compiled, not run on a GPU.
 //
 // F provides  template <int N> __device__ void vec(int64_t i0) const;  (elements i0 .. i0+N-1)
 //             __device__ void scalar(int64_t i) const;
