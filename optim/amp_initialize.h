@@ -40,7 +40,7 @@
 // parameter that is not the model's.
 //
 // On CUDA, as on the CPU, the SGD/Adam and running-statistics kernels take
-// 16-bit tensors (computing in float): O0-O3 ran on an H100 in
+// 16-bit tensors too: O0-O3 ran on an H100 in
 // examples/amp_bn_demo --device cuda (ResNet-20 steps, 2026-11-27).
 // Checkpoints: Amp::state_dict() / load_state_dict() carry the loss scaler,
 // as Apex's amp.state_dict() / amp.load_state_dict() (save it next to the

@@ -1,5 +1,5 @@
-// See conv_graph.h. The default conv path on an H100 run (tests/test_cuda_blas_dnn, the training runs of
-// scripts/gpu-check.sh, 2026-11-27).
+// See conv_graph.h. Ran on an H100 as the default conv path (tests/test_cuda_blas_dnn and the
+// training runs of scripts/gpu-check.sh, 2026-11-27).
 #include "minidl/ops/cudnn/conv_graph.h"
 
 #include <cuda_runtime_api.h>
