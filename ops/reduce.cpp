@@ -131,6 +131,8 @@ Rows as_rows(const Tensor& x, const ReducePlan& p) {
     r.layout.seg_len = red.empty() ? 1 : red.back();
     if (!red.empty()) red.pop_back(), red_strides.pop_back();
     r.layout.seg_offset = all_offsets(red, red_strides);
+    r.layout.seg_shape = red;
+    r.layout.seg_strides = red_strides;
     r.layout.row_shape = kept;
     r.layout.row_strides = kept_strides;
     r.layout.rows = p.rows;

@@ -48,6 +48,10 @@ struct RowLayout {
   Shape row_strides;
   int64_t rows = 1;
   std::vector<int64_t> seg_offset;
+  // The reduced dims outside a segment, whose offsets seg_offset enumerates
+  // row-major (empty: one segment at 0). The CUDA kernels compute seg_offset[s]
+  // from them instead of reading a table uploaded per call.
+  Shape seg_shape, seg_strides;
   int64_t seg_len = 1;
   int64_t len = 1;  // n
   int64_t chunk_len = kReduceChunk;  // elements per partial result

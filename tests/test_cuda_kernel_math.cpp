@@ -183,14 +183,13 @@ TEST_CASE("binary and unary math equal the CPU kernels") {
 TEST_CASE("RowIndexer walks a permuted reduction's rows like nested loops") {
   // x [2, 3, 4] contiguous, reduce dims {0, 2}: rows along dim 1 (stride 4);
   // a row is 2 segments of 4 (dim 2, stride 1), 12 apart (dim 0).
-  const Shape kept{3}, kept_strides{4};
+  const Shape kept{3}, kept_strides{4}, seg{2}, seg_strides{12};
   const int64_t* ks[1] = {kept_strides.data()};
+  const int64_t* ss[1] = {seg_strides.data()};
   RowIndexer idx;
   REQUIRE(make_offset_calculator<1>(kept.data(), 1, ks, idx.rows));
+  REQUIRE(make_offset_calculator<1>(seg.data(), 1, ss, idx.segs));
   idx.seg_len = 4;
-  idx.nseg = 2;
-  idx.inline_offsets[0] = 0;
-  idx.inline_offsets[1] = 12;
   for (int64_t r = 0; r < 3; ++r) {
     std::vector<int64_t> got, want;
     const int64_t start = idx.row_start(r);
@@ -199,13 +198,20 @@ TEST_CASE("RowIndexer walks a permuted reduction's rows like nested loops") {
       for (int64_t k = 0; k < 4; ++k) want.push_back(a * 12 + r * 4 + k);
     CHECK(got == want);
   }
-  // More segments than fit inline come from the array.
-  std::vector<int64_t> offs(20);
-  for (int64_t s = 0; s < 20; ++s) offs[s] = 100 * s;
-  idx.nseg = 20;
+  // Many segments over two reduced dims (NCHW summed over {0, 2, 3} has N of
+  // them), computed rather than read from a table: segment s = (a, b) of
+  // shape (5, 4) at a * 1000 + b * 100, row-major as RowLayout's seg_offset.
+  const Shape seg2{5, 4}, seg2_strides{1000, 100};
+  const int64_t* ss2[1] = {seg2_strides.data()};
+  REQUIRE(make_offset_calculator<1>(seg2.data(), 2, ss2, idx.segs));
   idx.seg_len = 3;
-  idx.offsets = offs.data();
-  CHECK(idx.element(5, 3 * 17 + 2) == 5 + 1700 + 2);
+  for (int64_t a = 0; a < 5; ++a)
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t k = 0; k < 3; ++k) CHECK(idx.element(7, (a * 4 + b) * 3 + k) == 7 + a * 1000 + b * 100 + k);
+  // No reduced dims outside the segment: one segment at 0.
+  REQUIRE(make_offset_calculator<1>(seg2.data(), 0, ss2, idx.segs));
+  idx.seg_len = 50;
+  CHECK(idx.element(9, 49) == 58);
 }
 
 TEST_CASE("pick_extremum gives the first extreme in any combination order, NaN first") {

@@ -102,6 +102,10 @@ TEST_CASE("reductions and softmax; float32, float64") {
     compare("sum keepdim transposed", [](auto& v) { return sum(transpose(v[0], 0, 1), {1}, true); },
             {leaf({6, 4}, dt)});
     compare("sum empty", [](auto& v) { return sum(v[0], {0}); }, {leaf({0, 4}, dt)});
+    // Reduced dims apart from the segment's: 12 and 20 segments, their offsets computed on the device.
+    compare("sum NCHW over {0, 2, 3}", [](auto& v) { return sum(v[0], {0, 2, 3}); }, {leaf({12, 3, 4, 5}, dt)});
+    compare("var and amax over {0, 2}", [](auto& v) { return add(var(v[0], {0, 2}), amax(v[0], {0, 2})); },
+            {leaf({20, 3, 17}, dt)});
     compare("mean all", [](auto& v) { return mean(v[0]); }, {leaf({100, 33}, dt)});
     compare("var", [](auto& v) { return var(v[0], {1}); }, {leaf({6, 300}, dt)});
     compare("var all biased", [](auto& v) { return var(v[0], false); }, {leaf({5, 9}, dt)});

@@ -6,14 +6,15 @@
 // kernels (expand, var, index, even). float32 accumulates in double and
 // integers in int64, as on the CPU; float16/bfloat16 as float32 (sums in
 // double, elementwise math and max/min compares in float, rounded once on
-// store; ops/cuda/opmath.h). The host never reads device memory: the
-// tie count of even_backward stays on the device. Checked against the CPU
+// store; ops/cuda/opmath.h). The host never reads device memory (the
+// tie count of even_backward stays on the device) nor uploads anything (a
+// row's segment offsets are computed: reduce_math.h), so every reduction can
+// be captured into a CUDA graph. Checked against the CPU
 // kernels on an H100: float32/float64/integers (tests/test_cuda_ops,
-// 2026-11-26), float16/bfloat16 (tests/test_cuda_ops_half, 2026-11-27).
-#include <vector>
+// 2026-11-26), float16/bfloat16 (tests/test_cuda_ops_half, 2026-11-27); the
+// computed segment offsets are newer, compiled, not yet run on a GPU.
 
 #include "minidl/ops/cuda/launch.cuh"
-#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/reduce.h"
@@ -34,27 +35,13 @@ using cuda_math::to_opmath;
 template <class T>
 using acc_t = std::conditional_t<cuda_math::is_floating_v<T>, double, int64_t>;
 
-// The layout on the device. Segment offsets beyond the inline ones are
-// uploaded into `storage` (kept alive by the caller until its launches are
-// enqueued; cuda_kernels::upload_to_device keeps the host bytes until copied).
-struct DeviceRows {
+// The layout on the device (ops/cuda/reduce_math.h).
+RowIndexer device_rows(const RowLayout& L, const char* op) {
   RowIndexer idx;
-  Tensor storage;
-};
-
-DeviceRows device_rows(const RowLayout& L, const LaunchContext& ctx, Device device, const char* op) {
-  DeviceRows d;
-  d.idx.rows = cuda_kernels::offset_calculator<1>(L.row_shape, {&L.row_strides}, op);
-  d.idx.seg_len = L.seg_len < 1 ? 1 : L.seg_len;
-  d.idx.nseg = static_cast<int64_t>(L.seg_offset.size());
-  if (d.idx.nseg <= cuda_math::kInlineSegments) {
-    for (int64_t s = 0; s < d.idx.nseg; ++s) d.idx.inline_offsets[s] = L.seg_offset[s];
-  } else {
-    const auto bytes = static_cast<int64_t>(L.seg_offset.size() * sizeof(int64_t));
-    d.storage = cuda_kernels::upload_to_device(L.seg_offset.data(), bytes, ctx, op);
-    d.idx.offsets = static_cast<const int64_t*>(d.storage.raw_data());
-  }
-  return d;
+  idx.rows = cuda_kernels::offset_calculator<1>(L.row_shape, {&L.row_strides}, op);
+  idx.segs = cuda_kernels::offset_calculator<1>(L.seg_shape, {&L.seg_strides}, op);
+  idx.seg_len = L.seg_len < 1 ? 1 : L.seg_len;
+  return idx;
 }
 
 // Element j of row r, converted to Acc.
@@ -81,8 +68,8 @@ void sum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& out, d
   using Acc = acc_t<T>;
   using O = std::conditional_t<cuda_math::is_floating_v<T>, T, int64_t>;
   const LaunchContext ctx(base.device());
-  const DeviceRows rows = device_rows(L, ctx, base.device(), "sum");
-  cuda_kernels::launch_row_reduce(ctx, L.rows, L.len, Acc(0), RowLoader<T, Acc>{static_cast<const T*>(base.raw_data()), rows.idx},
+  const RowIndexer rows = device_rows(L, "sum");
+  cuda_kernels::launch_row_reduce(ctx, L.rows, L.len, Acc(0), RowLoader<T, Acc>{static_cast<const T*>(base.raw_data()), rows},
                                   cuda_kernels::SumOp<Acc>(), ScaledStore<O, Acc>{out.data_ptr<O>(), scale}, "sum");
 }
 
@@ -162,14 +149,14 @@ template <class T>
 void var_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& var, const Tensor& mean,
                     int64_t correction) {
   const LaunchContext ctx(base.device());
-  const DeviceRows rows = device_rows(L, ctx, base.device(), "var");
+  const RowIndexer rows = device_rows(L, "var");
   const T* x = static_cast<const T*>(base.raw_data());
   Tensor means = cuda_kernels::temp_buffer(L.rows * static_cast<int64_t>(sizeof(double)), base.device());
   auto* m = static_cast<double*>(means.raw_data());
-  cuda_kernels::launch_row_reduce(ctx, L.rows, L.len, 0.0, RowLoader<T, double>{x, rows.idx},
+  cuda_kernels::launch_row_reduce(ctx, L.rows, L.len, 0.0, RowLoader<T, double>{x, rows},
                                   cuda_kernels::SumOp<double>(), MeanStore{m, static_cast<double>(L.len)}, "var");
   cuda_kernels::launch_row_reduce(
-      ctx, L.rows, L.len, Deviations{}, DeviationLoader<T>{x, rows.idx, m}, AddDeviations(),
+      ctx, L.rows, L.len, Deviations{}, DeviationLoader<T>{x, rows, m}, AddDeviations(),
       VarStore<T>{var.data_ptr<T>(), mean.defined() ? mean.data_ptr<T>() : nullptr, L.len, correction}, "var");
 }
 
@@ -214,10 +201,10 @@ template <bool kIsMax, class T>
 void extremum_rows_typed(const Tensor& base, const RowLayout& L, const Tensor& values, const Tensor& indices,
                          const char* op) {
   const LaunchContext ctx(base.device());
-  const DeviceRows rows = device_rows(L, ctx, base.device(), op);
+  const RowIndexer rows = device_rows(L, op);
   cuda_kernels::launch_row_reduce(
       ctx, L.rows, L.len, ValueIndex<opmath_t<T>>{opmath_t<T>(), -1},
-      IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows.idx}, PickExtremum<kIsMax, opmath_t<T>>(),
+      IndexedLoader<T>{static_cast<const T*>(base.raw_data()), rows}, PickExtremum<kIsMax, opmath_t<T>>(),
       ExtremumStore<T>{values.defined() ? values.data_ptr<T>() : nullptr,
                        indices.defined() ? indices.data_ptr<int64_t>() : nullptr},
       op);

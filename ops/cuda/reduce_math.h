@@ -14,23 +14,20 @@
 namespace minidl::cuda_math {
 
 // RowLayout on the device: row r starts at rows.get(r) (the kept dims), and
-// its element j sits at start + seg_offset[j / seg_len] + j % seg_len.
-// Up to kInlineSegments offsets travel in the struct (kernel arguments);
-// more are read from a device array.
-inline constexpr int kInlineSegments = 8;
-
+// its element j sits at start + seg_offset[j / seg_len] + j % seg_len, where
+// seg_offset[s] = segs.get(s) walks RowLayout's seg_shape/seg_strides. No
+// table: an uploaded one cost a pageable copy and a host callback per call
+// and could not be captured into a CUDA graph (NCHW summed over {0, 2, 3}
+// has N segments).
 struct RowIndexer {
   OffsetCalculator<1> rows;
+  OffsetCalculator<1> segs;
   int64_t seg_len = 1;
-  int64_t nseg = 1;
-  int64_t inline_offsets[kInlineSegments] = {};
-  const int64_t* offsets = nullptr;  // device array of nseg offsets when nseg > kInlineSegments
 
   MINIDL_HOST_DEVICE int64_t row_start(int64_t r) const { return rows.get(r).v[0]; }
   MINIDL_HOST_DEVICE int64_t element(int64_t start, int64_t j) const {
     const int64_t s = j / seg_len;
-    const int64_t seg = nseg <= kInlineSegments ? inline_offsets[s] : offsets[s];
-    return start + seg + (j - s * seg_len);
+    return start + segs.get(s).v[0] + (j - s * seg_len);
   }
 };
 

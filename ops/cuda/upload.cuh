@@ -1,4 +1,4 @@
-// Host bytes (index maps, segment offsets) uploaded into a temporary device
+// Host bytes (pad's and upsample's index maps) uploaded into a temporary device
 // buffer on an op's stream, safely whatever the host vector's lifetime.
 // CUDA builds only.
 #pragma once
