@@ -1,10 +1,10 @@
 // The __host__ __device__ math of the CUDA kernels, run on the CPU in every
 // build: the CUDA kernels call the same functions, so this checks their
 // index math and formulas without a GPU. This file: strided offsets,
-// elementwise, reduction, softmax and normalization math, Philox; the layer
-// kernels' math (losses, pooling, pad, upsample, optimizers, SyncBN) is in
-// tests/test_cuda_layer_math.cpp. Against brute force, the CPU ops, two-pass
-// float64 and the Random123 known-answer vectors.
+// elementwise, reduction, softmax and normalization math; the layer
+// kernels' math (losses, pooling, pad, upsample, optimizers, SyncBN, Philox
+// dropout) is in tests/test_cuda_layer_math.cpp. Against brute force, the
+// CPU ops and two-pass float64.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,7 +16,6 @@
 #include "minidl/ops/cuda/elementwise_math.h"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/offset_calculator.h"
-#include "minidl/ops/cuda/philox.h"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/softmax_math.h"
 #include "tests/norm_reference.h"
@@ -563,43 +562,3 @@ TEST_CASE("softmax math: column layout and formulas") {
   const double y0 = softmax_output(x[0], 2.0, sum, true);
   CHECK(softmax_backward_input(1.0, y0, 1.0, true) == doctest::Approx(1.0 - std::exp(y0)));
 }
-
-TEST_CASE("Philox4x32-10 known answers (Random123 kat_vectors)") {
-  auto run = [](Philox4x32 ctr, uint32_t k0, uint32_t k1) { return philox4x32_10(ctr, k0, k1); };
-  const Philox4x32 zero = run({{0, 0, 0, 0}}, 0, 0);
-  CHECK(zero.v[0] == 0x6627e8d5u);
-  CHECK(zero.v[1] == 0xe169c58du);
-  CHECK(zero.v[2] == 0xbc57ac4cu);
-  CHECK(zero.v[3] == 0x9b00dbd8u);
-  const Philox4x32 ones = run({{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu);
-  CHECK(ones.v[0] == 0x408f276du);
-  CHECK(ones.v[1] == 0x41c83b0eu);
-  CHECK(ones.v[2] == 0xa20bc7c6u);
-  CHECK(ones.v[3] == 0x6d5451fdu);
-  const Philox4x32 pi = run({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u);
-  CHECK(pi.v[0] == 0xd16cfe09u);
-  CHECK(pi.v[1] == 0x94fdccebu);
-  CHECK(pi.v[2] == 0x5001e420u);
-  CHECK(pi.v[3] == 0x24126ea1u);
-  // The stream of seed 0 starts with the zero-counter block.
-  for (uint64_t i = 0; i < 4; ++i) CHECK(philox_u32(0, i) == zero.v[i]);
-}
-
-TEST_CASE("dropout mask: a function of (seed, index), keeping about 1 - p") {
-  const double p = 0.3;
-  int64_t kept = 0;
-  const int64_t n = 200000;
-  for (int64_t i = 0; i < n; ++i) {
-    const double m = dropout_mask_value(1234, static_cast<uint64_t>(i), p);
-    CHECK((m == 0.0 || m == 1.0 / (1.0 - p)));
-    kept += m != 0.0;
-    if (i < 1000) CHECK(m == dropout_mask_value(1234, static_cast<uint64_t>(i), p));
-  }
-  // Binomial(200000, 0.7): sd ~ 205; 6 sd either side.
-  CHECK(std::abs(static_cast<double>(kept) - 0.7 * n) < 1230);
-  int differ = 0;
-  for (uint64_t i = 0; i < 1000; ++i) differ += dropout_mask_value(1, i, p) != dropout_mask_value(2, i, p);
-  CHECK(differ > 100);  // another seed, another mask
-  CHECK(dropout_mask_value(9, 0, 0.0) == 1.0);
-}
-

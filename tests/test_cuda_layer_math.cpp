@@ -1,8 +1,8 @@
 // The __host__ __device__ math of the CUDA layer kernels (ops/cuda/loss_math.h,
 // pool_math.h, pad_math.h, upsample_math.h, optim_math.h, norm_math.h's SyncBN
-// merge), run on the CPU in every build against the CPU ops and kernels and
-// brute force. The core math (offsets, reductions, Welford, Philox) is in
-// tests/test_cuda_kernel_math.cpp.
+// merge, philox.h's dropout), run on the CPU in every build against the CPU
+// ops and kernels, brute force and the Random123 known-answer vectors. The
+// core math (offsets, reductions, Welford) is in tests/test_cuda_kernel_math.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +13,7 @@
 #include "minidl/ops/cuda/loss_math.h"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/optim_math.h"
+#include "minidl/ops/cuda/philox.h"
 #include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/cuda/upsample_math.h"
@@ -354,3 +355,43 @@ TEST_CASE("optimizer math equals the CPU SGD / Adam kernels; norm and clip facto
   CHECK(clip_coefficient(1.0, 3.0) == doctest::Approx(1.0 / (3.0 + 1e-6)));
   CHECK(std::isnan(clip_coefficient(1.0, std::numeric_limits<double>::quiet_NaN())));
 }
+
+TEST_CASE("Philox4x32-10 known answers (Random123 kat_vectors)") {
+  auto run = [](Philox4x32 ctr, uint32_t k0, uint32_t k1) { return philox4x32_10(ctr, k0, k1); };
+  const Philox4x32 zero = run({{0, 0, 0, 0}}, 0, 0);
+  CHECK(zero.v[0] == 0x6627e8d5u);
+  CHECK(zero.v[1] == 0xe169c58du);
+  CHECK(zero.v[2] == 0xbc57ac4cu);
+  CHECK(zero.v[3] == 0x9b00dbd8u);
+  const Philox4x32 ones = run({{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu);
+  CHECK(ones.v[0] == 0x408f276du);
+  CHECK(ones.v[1] == 0x41c83b0eu);
+  CHECK(ones.v[2] == 0xa20bc7c6u);
+  CHECK(ones.v[3] == 0x6d5451fdu);
+  const Philox4x32 pi = run({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u);
+  CHECK(pi.v[0] == 0xd16cfe09u);
+  CHECK(pi.v[1] == 0x94fdccebu);
+  CHECK(pi.v[2] == 0x5001e420u);
+  CHECK(pi.v[3] == 0x24126ea1u);
+  // The stream of seed 0 starts with the zero-counter block.
+  for (uint64_t i = 0; i < 4; ++i) CHECK(philox_u32(0, i) == zero.v[i]);
+}
+
+TEST_CASE("dropout mask: a function of (seed, index), keeping about 1 - p") {
+  const double p = 0.3;
+  int64_t kept = 0;
+  const int64_t n = 200000;
+  for (int64_t i = 0; i < n; ++i) {
+    const double m = dropout_mask_value(1234, static_cast<uint64_t>(i), p);
+    CHECK((m == 0.0 || m == 1.0 / (1.0 - p)));
+    kept += m != 0.0;
+    if (i < 1000) CHECK(m == dropout_mask_value(1234, static_cast<uint64_t>(i), p));
+  }
+  // Binomial(200000, 0.7): sd ~ 205; 6 sd either side.
+  CHECK(std::abs(static_cast<double>(kept) - 0.7 * n) < 1230);
+  int differ = 0;
+  for (uint64_t i = 0; i < 1000; ++i) differ += dropout_mask_value(1, i, p) != dropout_mask_value(2, i, p);
+  CHECK(differ > 100);  // another seed, another mask
+  CHECK(dropout_mask_value(9, 0, 0.0) == 1.0);
+}
+
