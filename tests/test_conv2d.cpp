@@ -330,6 +330,10 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(18, 9, 17, 9, 3, 2, 1), "stride 2, 9x9 -> 5x5, 18 images, odd channels"},
       {square(32, 8, 12, 10, 3, 2, 1, 1, 2), "stride 2, groups 2, 32 images"},
       {square(16, 300, 9, 6, 3, 2, 1), "stride 2, 16 images, two K blocks of channels (300 > 256)"},
+      // Outputs of more than 64 pixels take chunks of 16 images where there are 32 channels or more:
+      // (16 images a chunk on 1 thread here; 3 threads cut 32 images into 3 chunks of 11, the gathers)
+      {square(48, 32, 24, 32, 3, 2, 1), "stride 2, 32x32 -> 16x16, 48 images: chunks of 16 images"},
+      {square(32, 40, 16, 23, 3, 2, 1), "stride 2, 23x23 -> 12x12, 32 images, 40 channels"},
       // Grad weight in panels of 2 vectors where the output channels come
       // in multiples of 2 but not 3 vectors (AVX-512: 32 and 64 channels):
       {square(3, 10, 64, 6, 3, 1, 1), "64 output channels"},

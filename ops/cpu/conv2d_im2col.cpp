@@ -198,7 +198,15 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
-  const int64_t nb = chunk_images(g, kChunkCols);
+  // A vector's worth of images a chunk (up to 4x the usual columns) where the
+  // kernel is larger than 1x1 and there are 32 channels or more, so that the
+  // columns can go images innermost (below): 16x16 outputs took 4 images a
+  // chunk and went through the column gathers. Zen 4, 2 threads, 3x3 stride 2
+  // at 32x32, ms before / after: 64 -> 128 14.9 / 13.7, 32 -> 64 4.3 / 4.1;
+  // with 16 channels it lost (16 -> 32: 1.64 / 1.8-2.1).
+  const int64_t group_cols = conv2d_plan::kImageGroup * P;
+  const bool group_chunks = g.kernel_h * g.kernel_w > 1 && Cg >= 32 && group_cols <= 4 * kChunkCols;
+  const int64_t nb = chunk_images(g, group_chunks ? std::max(kChunkCols, group_cols) : kChunkCols);
   // Images innermost (see ColumnOrder): vectors of columns copied whole
   // from a transposed x, no gathers (Zen 5, 1 thread: 3x3 stride 2 on 8x8
   // maps 1.1x, stride 1 on 4x4 and 8x8 maps 1.07-1.25x, forward and grad
