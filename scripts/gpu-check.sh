@@ -135,36 +135,35 @@ bench() {
   local gpu
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   echo "== gpu-check bench $(date -u +%FT%TZ) on ${gpu:-no GPU}"
+  rm -f "$out"/bench-*.jsonl
   timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl.jsonl" 2>&1
   echo "bench_gpu: exit $?"
   timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
-  if [ -n "${BENCH_DEFAULT_ONLY:-}" ]; then  # a short rerun: the two default runs alone
-    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu" |
-      tee "$out/bench-report.md"
-    tar -C "$out" -czf "$out/bench-jsonl.tar.gz" bench-minidl.jsonl bench-torch.jsonl && rm -f "$out"/bench-*.jsonl
-    return
+  if [ -z "${BENCH_DEFAULT_ONLY:-}" ]; then  # BENCH_DEFAULT_ONLY: a short rerun, the two default runs alone
+    MINIDL_CUDNN_GRAPH=0 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-legacy-conv.jsonl" 2>&1
+    echo "bench_gpu (MINIDL_CUDNN_GRAPH=0): exit $?"
+    # The norm kernels before the fused/shifted-sum ones, same call, same card.
+    MINIDL_CUDA_NORM_KERNELS=legacy timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
+      > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
+    echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
+    # (Until 2026-11-27 PyTorch ran here with TORCH_CUDNN_V8_API_DISABLED=1 too:
+    # on cuDNN's legacy API its convs were 1.06-2.27x slower than minidl's on
+    # it, so the gap to its default was the graph API's engines; bench/RESULTS.md.)
   fi
-  MINIDL_CUDNN_GRAPH=0 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-legacy-conv.jsonl" 2>&1
-  echo "bench_gpu (MINIDL_CUDNN_GRAPH=0): exit $?"
-  # The norm kernels before the fused/shifted-sum ones, same call, same card.
-  MINIDL_CUDA_NORM_KERNELS=legacy timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
-    > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
-  echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
-  # (Until 2026-11-27 PyTorch ran here with TORCH_CUDNN_V8_API_DISABLED=1 too:
-  # on cuDNN's legacy API its convs were 1.06-2.27x slower than minidl's on
-  # it, so the gap to its default was the graph API's engines; bench/RESULTS.md.)
-  { python3 "$here/../bench/gpu_report.py" "$out/bench-minidl.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
-    echo
-    echo "minidl with MINIDL_CUDNN_GRAPH=0 (cuDNN's legacy API for convolutions) against PyTorch:"
-    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl-legacy-conv.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
-    echo
-    echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=legacy (Welford, two passes) against PyTorch:"
-    python3 "$here/../bench/gpu_report.py" "$out/bench-minidl-legacy-norms.jsonl" "$out/bench-torch.jsonl" --device "$gpu"
+  report() { python3 "$here/../bench/gpu_report.py" "$out/$1" "$out/bench-torch.jsonl" --device "$gpu"; }
+  { report bench-minidl.jsonl
+    if [ -f "$out/bench-minidl-legacy-conv.jsonl" ]; then
+      echo
+      echo "minidl with MINIDL_CUDNN_GRAPH=0 (cuDNN's legacy API for convolutions) against PyTorch:"
+      report bench-minidl-legacy-conv.jsonl
+      echo
+      echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=legacy (Welford, two passes) against PyTorch:"
+      report bench-minidl-legacy-norms.jsonl
+    fi
   } | tee "$out/bench-report.md"
   # The device tool brings back at most 8 files: the raw lines as one archive.
-  tar -C "$out" -czf "$out/bench-jsonl.tar.gz" bench-minidl.jsonl bench-torch.jsonl bench-minidl-legacy-conv.jsonl \
-    bench-minidl-legacy-norms.jsonl && rm -f "$out"/bench-*.jsonl
+  (cd "$out" && tar -czf bench-jsonl.tar.gz bench-*.jsonl) && rm -f "$out"/bench-*.jsonl
 }
 
 # There: ncu records only the steps between the profiler markers of
