@@ -388,6 +388,12 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
             for (int64_t tile = 0; tile * kMR < Kg; ++tile) flush(tile, p);
         continue;
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (images_inner && conv2d_pack::images_in_eights(plan.column_of.data(), images, P)) {
+          conv2d_pack::images_outer(parallel, Kg, images, P, plan.column_of.data(), out, cols,
+                                    bias ? bias + gi * Kg : nullptr, yg, g.out_channels * P);
+          continue;
+        }
       // m outer: a row of out stays in L1 while its images are written.
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
       for (int64_t m = 0; m < Kg; ++m)

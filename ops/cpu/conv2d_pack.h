@@ -161,6 +161,49 @@ void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, i
   }
 }
 
+// Whether the product's columns are images innermost in whole groups of 8:
+// column_of[(n + k) * P + q] == column_of[n * P + q] + k for n a multiple
+// of 8 and k < 8 (what images_outer needs).
+inline bool images_in_eights(const int64_t* column_of, int64_t images, int64_t P) {
+  if (images % 8 != 0) return false;
+  for (int64_t n = 0; n < images; n += 8)
+    for (int64_t k = 1; k < 8; ++k)
+      for (int64_t q = 0; q < P; ++q)
+        if (column_of[(n + k) * P + q] != column_of[n * P + q] + k) return false;
+  return true;
+}
+
+// The inverse of images_inner for the product: y[n * y_image + m * P + q] =
+// out[m * cols + column_of[n * P + q]] + bias[m] for `rows` rows m, where
+// images_in_eights holds. 8 x 8 blocks (8 pixels of 8 images) through
+// registers: the scalar gather by columns it replaces was 7% of a 3x3
+// stride-2 forward on 32x32 maps (Zen 4, 1 thread).
+inline void images_outer(bool parallel, int64_t rows, int64_t images, int64_t P, const int64_t* column_of,
+                         const float* out, int64_t cols, const float* bias, float* y, int64_t y_image) {
+  using transpose8::F8;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t m = 0; m < rows; ++m) {
+    const float bm = bias ? bias[m] : 0.0f;
+    const F8 bv = {bm, bm, bm, bm, bm, bm, bm, bm};
+    const float* om = out + m * cols;
+    for (int64_t n = 0; n < images; n += 8) {
+      const int64_t* col = column_of + n * P;
+      float* yn = y + n * y_image + m * P;
+      int64_t q = 0;
+      for (; q + 8 <= P; q += 8) {
+        F8 r[8];
+        for (int k = 0; k < 8; ++k) {
+          std::memcpy(&r[k], om + col[q + k], sizeof(F8));
+          r[k] += bv;
+        }
+        transpose8::store_columns(r, yn + q, y_image);
+      }
+      for (; q < P; ++q)
+        for (int64_t k = 0; k < 8; ++k) yn[k * y_image + q] = om[col[q] + k] + bm;
+    }
+  }
+}
+
 // Where a vector of L columns comes from: a run of xt's channel planes
 // (>= 0: its start), zeros (kZero: every column in the padding), or, where
 // the columns are not one pixel of consecutive images, x column by column
