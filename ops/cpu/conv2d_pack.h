@@ -163,21 +163,26 @@ void images_inner(bool parallel, int64_t images, int64_t channels, int64_t HW, i
 
 // Whether the product's columns are images innermost in whole groups of 8:
 // column_of[(n + k) * P + q] == column_of[n * P + q] + k for n a multiple
-// of 8 and k < 8 (what images_outer needs).
+// of 8 and k < 8, and column_of[n * P + q] a multiple of 8 (what
+// images_outer needs).
 inline bool images_in_eights(const int64_t* column_of, int64_t images, int64_t P) {
   if (images % 8 != 0) return false;
   for (int64_t n = 0; n < images; n += 8)
     for (int64_t k = 1; k < 8; ++k)
       for (int64_t q = 0; q < P; ++q)
         if (column_of[(n + k) * P + q] != column_of[n * P + q] + k) return false;
+  for (int64_t n = 0; n < images; n += 8)
+    for (int64_t q = 0; q < P; ++q)
+      if (column_of[n * P + q] % 8 != 0) return false;
   return true;
 }
 
 // The inverse of images_inner for the product: y[n * y_image + m * P + q] =
 // out[m * cols + column_of[n * P + q]] + bias[m] for `rows` rows m, where
-// images_in_eights holds. 8 x 8 blocks (8 pixels of 8 images) through
-// registers: the scalar gather by columns it replaces was 7% of a 3x3
-// stride-2 forward on 32x32 maps (Zen 4, 1 thread).
+// images_in_eights holds (out 32-byte aligned, cols a multiple of 8). 8 x 8
+// blocks (8 pixels of 8 images) through registers: the scalar gather by
+// columns it replaces was 7% of a 3x3 stride-2 forward on 32x32 maps (Zen 4,
+// 1 thread).
 inline void images_outer(bool parallel, int64_t rows, int64_t images, int64_t P, const int64_t* column_of,
                          const float* out, int64_t cols, const float* bias, float* y, int64_t y_image) {
   using transpose8::F8;
@@ -193,8 +198,11 @@ inline void images_outer(bool parallel, int64_t rows, int64_t images, int64_t P,
       for (; q + 8 <= P; q += 8) {
         F8 r[8];
         for (int k = 0; k < 8; ++k) {
-          std::memcpy(&r[k], om + col[q + k], sizeof(F8));
-          r[k] += bv;
+          // Aligned (images_in_eights): x86-64-v3 builds split unaligned
+          // 32-byte loads in two, which went through the stack here.
+          F8 v;
+          std::memcpy(&v, __builtin_assume_aligned(om + col[q + k], 32), sizeof(F8));
+          r[k] = v + bv;
         }
         transpose8::store_columns(r, yn + q, y_image);
       }
