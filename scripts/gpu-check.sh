@@ -147,6 +147,10 @@ bench() {
     MINIDL_CUDA_NORM_KERNELS=legacy timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
       > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
     echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
+    # LayerNorm's dx inside the column pass (opt-in until measured against the default).
+    MINIDL_CUDA_NORM_KERNELS=column-dx timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
+      > "$out/bench-minidl-column-dx-norms.jsonl" 2>&1
+    echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=column-dx): exit $?"
     # (Until 2026-11-27 PyTorch ran here with TORCH_CUDNN_V8_API_DISABLED=1 too:
     # on cuDNN's legacy API its convs were 1.06-2.27x slower than minidl's on
     # it, so the gap to its default was the graph API's engines; bench/RESULTS.md.)
@@ -160,6 +164,9 @@ bench() {
       echo
       echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=legacy (Welford, two passes) against PyTorch:"
       report bench-minidl-legacy-norms.jsonl
+      echo
+      echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=column-dx (LayerNorm's dx in the column pass) against PyTorch:"
+      report bench-minidl-column-dx-norms.jsonl
     fi
   } | tee "$out/bench-report.md"
   # The device tool brings back at most 8 files: the raw lines as one archive.
@@ -251,6 +258,8 @@ run() {
   # one-reduction backward sums and LayerNorm's tiled parameter gradients are
   # newer; the runs above test them): the op suite again on the old path.
   step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
+  # And with LayerNorm's dx written inside the column pass (opt-in, not yet the default).
+  step column_dx_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=column-dx "$bin/test_cuda_ops"
   # CUDA graphs (train_cifar10 --cuda-graph): the same short run eager and
   # graphed (deterministic cuDNN, same seed and data order), their final train
   # losses compared, and the graphed run must have replayed (else the

@@ -36,6 +36,20 @@ inline bool legacy_kernels() {
   return legacy;
 }
 
+// MINIDL_CUDA_NORM_KERNELS=column-dx (read once per process): LayerNorm's
+// backward (S == 1) writes dx inside the tiled column reduction of the
+// parameter gradients (ops/cuda/norm_core.cu's ChannelDyDxLoader) instead of
+// in a pass of its own. Off by default until a GPU run has measured it
+// against the default (scripts/gpu-check.sh benchmarks both): it reads dy and
+// x once less, but its stores between the loads may cost more.
+inline bool dx_in_column_pass() {
+  static const bool on = [] {
+    const char* v = std::getenv("MINIDL_CUDA_NORM_KERNELS");
+    return v != nullptr && std::strcmp(v, "column-dx") == 0;
+  }();
+  return on;
+}
+
 struct StatsStore {
   double *mean, *invstd, *var;  // var optional
   double eps;
