@@ -18,6 +18,8 @@
 // close to the step's time). train_step_fp16_*: the same step with the
 // forward under float16 autocast and a GradScaler (issue 16's "fp16 autocast
 // vs float32", next to PyTorch's torch.autocast + torch.amp.GradScaler).
+// train_step_deterministic_*: under train_cifar10 --deterministic's cuDNN
+// settings, PyTorch's twin under cudnn.deterministic = True, benchmark off.
 //
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
@@ -223,18 +225,27 @@ struct TrainStep {
 };
 
 // train_step_<model> (float32) or train_step_fp16_<model>: time, images/s and
-// peak memory; for float32 also the host's share of a step.
-void train_step(const Options& o, const std::string& name, int64_t batch, bool fp16 = false) {
+// peak memory; for float32 also the host's share of a step. deterministic:
+// train_step_deterministic_<model>, under train_cifar10 --deterministic's
+// settings (cuDNN's deterministic algorithms, no benchmark search), what that
+// flag costs next to the train_step_<model> line.
+void train_step(const Options& o, const std::string& name, int64_t batch, bool fp16 = false,
+                bool deterministic = false) {
+  backends::cudnn::set_deterministic(deterministic);
+  backends::cudnn::set_benchmark(!deterministic);
   TrainStep step(o, name, batch, /*capturable=*/false, fp16);
   step();
   cuda::reset_peak_memory_stats(o.device.index);
   const double ms = median_ms(o, 5, std::ref(step));
   const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
-  const std::string op = std::string(fp16 ? "train_step_fp16_" : "train_step_") + name;
+  const std::string op =
+      std::string(fp16 ? "train_step_fp16_" : deterministic ? "train_step_deterministic_" : "train_step_") + name;
   print(op, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
+  backends::cudnn::set_deterministic(false);
+  backends::cudnn::set_benchmark(true);
   // The host's share: one step enqueued on an idle device, not waited for. Near
   // the step time, the step is bound by launches, not by the GPU.
-  if (!fp16) print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
+  if (!fp16 && !deterministic) print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
 }
 
 // The same step (capturable SGD) eager and as a CUDA graph replay, on the
@@ -332,6 +343,8 @@ int program(int argc, char** argv) {
     train_step(o, "smallnet", 128);
     train_step(o, "resnet18", 128, /*fp16=*/true);  // autocast float16 + GradScaler against the float32 line
     train_step(o, "smallnet", 128, /*fp16=*/true);
+    train_step(o, "resnet18", 128, /*fp16=*/false, /*deterministic=*/true);
+    train_step(o, "smallnet", 128, /*fp16=*/false, /*deterministic=*/true);
   }
   return 0;
 }

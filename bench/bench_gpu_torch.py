@@ -130,7 +130,11 @@ def make_step(a, name, batch, fp16):
     return step
 
 
-def train_step(a, name, batch, fp16=False):
+def train_step(a, name, batch, fp16=False, deterministic=False):
+    # deterministic: bench_gpu's train_step_deterministic_* twin (cuDNN's
+    # deterministic algorithms, no benchmark search).
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = not deterministic
     step = make_step(a, name, batch, fp16)
     step()
     cuda = a.dev.type == "cuda"
@@ -138,8 +142,11 @@ def train_step(a, name, batch, fp16=False):
         torch.cuda.reset_peak_memory_stats(a.dev)
     ms = median_ms(a.dev, 5, step, a.rounds)
     peak = torch.cuda.max_memory_allocated(a.dev) / 2 ** 20 if cuda else 0.0
-    report(("train_step_fp16_" if fp16 else "train_step_") + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
-    if not fp16:
+    kind = "train_step_fp16_" if fp16 else "train_step_deterministic_" if deterministic else "train_step_"
+    report(kind + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
+    torch.backends.cudnn.deterministic = False
+    torch.backends.cudnn.benchmark = True
+    if not fp16 and not deterministic:
         report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
 
 
@@ -202,6 +209,8 @@ def main():
         train_step(a, "smallnet", 128)
         train_step(a, "resnet18", 128, fp16=True)
         train_step(a, "smallnet", 128, fp16=True)
+        train_step(a, "resnet18", 128, deterministic=True)
+        train_step(a, "smallnet", 128, deterministic=True)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,22 @@ def main():
         tf = f"{r['tflops']:.1f}" if r.get("tflops") else ""
         peak = f"{r['peak_mib']:.0f} / {t['peak_mib']:.0f}" if t and "peak_mib" in r and "peak_mib" in t else ""
         print(f"| {key[0]} | {key[1]} | {r['median_ms']:.3f} | {tms} | {speed} | {tf} | {peak} |")
+    # --deterministic's cost: each train_step_deterministic_<model> row against
+    # the train_step_<model> row of the same side and batch.
+    costs = []
+    for (op, shape), r in ours.items():
+        if not op.startswith("train_step_deterministic_"):
+            continue
+        base = ("train_step_" + op[len("train_step_deterministic_"):], shape)
+        cost = lambda rows: (f"{rows[(op, shape)]['median_ms'] / rows[base]['median_ms']:.2f}x the time"
+                             if (op, shape) in rows and base in rows else "-")
+        costs.append(f"| {base[0]} | {shape} | {cost(ours)} | {cost(theirs)} |")
+    if costs:
+        print("\nDeterministic cuDNN (train_cifar10 --deterministic; PyTorch: cudnn.deterministic, benchmark off), "
+              "against the same side's default step:\n")
+        print("| step | shape | minidl | PyTorch |")
+        print("|---|---|---:|---:|")
+        print("\n".join(costs))
     missing = [k for k in theirs if k not in ours]
     if missing:
         print(f"\nonly in PyTorch's run: {', '.join(f'{op} {shape}' for op, shape in missing)}")
