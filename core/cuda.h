@@ -37,6 +37,18 @@ void synchronize(int index = -1);
 void profiler_start();
 void profiler_stop();
 
+// torch.cuda.set_sync_debug_mode: what an operation that makes the host wait
+// for the device does (a blocking copy between host memory and a device:
+// item(), to(kCPU), to_vector(), copy_; non_blocking copies are not flagged,
+// as in PyTorch): "default" (0) nothing, "warn" (1)
+// prints "UserWarning: called a synchronizing CUDA operation (...)", "error"
+// (2) throws minidl::Error with that message. Unlike the calls above these
+// work in every build and cover the test device too (core/sync_debug.h);
+// an explicit synchronize() is not flagged.
+void set_sync_debug_mode(int debug_mode);
+void set_sync_debug_mode(const std::string& debug_mode);
+int get_sync_debug_mode();
+
 // ---- the caching allocator's statistics (torch.cuda's names), in bytes -----
 // Per device (-1: the current device). Before the first CUDA allocation, and
 // in a build or on a machine without CUDA, they are 0 and the calls below do

@@ -4,6 +4,7 @@
 #include "minidl/ops/copy.h"
 
 #include "minidl/core/autograd/function.h"
+#include "minidl/core/sync_debug.h"
 
 namespace minidl {
 
@@ -15,9 +16,21 @@ namespace {
 // not the CPU (a CUDA copy kernel handles host<->device and device<->device).
 Device copy_runner(Device a, Device b) { return a.is_cpu() ? b : a; }
 
+// A copy the host waits for (core/sync_debug.h): a blocking one between host
+// memory and a device. non_blocking copies are not flagged, as in PyTorch
+// (from pageable memory the CUDA one still waits: pin the host memory).
+void note_if_synchronizing(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  if (non_blocking || dst.device().is_cpu() == src.device().is_cpu()) return;
+  const bool to_host = dst.device().is_cpu();
+  warn_or_error_on_sync(to_host ? src.device() : dst.device(),
+                        to_host ? "a copy to host memory: item(), to(kCPU), to_vector() or copy_"
+                                : "a blocking copy from host memory: to(device) or copy_");
+}
+
 // Copy into a fresh contiguous tensor of `dtype` on `device`.
 Tensor copy_to(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(device));
+  note_if_synchronizing(out, x, non_blocking);
   copy_stub.kernel(copy_runner(x.device(), device))(out, x, non_blocking);
   return out;
 }
@@ -58,6 +71,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (s.impl()->storage == impl()->storage &&
       !(s.storage_offset() == storage_offset() && s.strides() == strides()))
     s = s.detach().clone();
+  note_if_synchronizing(*this, s, false);
   copy_stub.kernel(copy_runner(s.device(), device()))(*this, s, false);
   bump_version();
   return *this;
