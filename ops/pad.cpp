@@ -4,9 +4,8 @@
 // inputs several times; constant padding drops the padded outputs).
 #include "minidl/ops/pad.h"
 
-#include <algorithm>
-
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/cuda/pad_math.h"
 
 namespace minidl {
 
@@ -33,16 +32,16 @@ const char* pad_mode_name(PadMode mode) {
 
 namespace {
 
-// Where output index i (of in + left + right) reads from, or -1.
+// The CUDA kernels take the mode as pad_math.h's int.
+static_assert(static_cast<int>(PadMode::kConstant) == cuda_math::kPadConstant &&
+              static_cast<int>(PadMode::kReflect) == cuda_math::kPadReflect &&
+              static_cast<int>(PadMode::kReplicate) == cuda_math::kPadReplicate &&
+              static_cast<int>(PadMode::kCircular) == cuda_math::kPadCircular);
+
+// Where output index i (of in + left + right) reads from, or -1: one rule for
+// the CPU tables and the CUDA kernels.
 int64_t source_index(int64_t i, int64_t left, int64_t in, PadMode mode) {
-  int64_t s = i - left;
-  if (s >= 0 && s < in) return s;
-  switch (mode) {
-    case PadMode::kReflect: return s < 0 ? -s : 2 * (in - 1) - s;
-    case PadMode::kReplicate: return std::clamp<int64_t>(s, 0, in - 1);
-    case PadMode::kCircular: return ((s % in) + in) % in;
-    default: return -1;
-  }
+  return cuda_math::pad_source_index(i, left, in, static_cast<int>(mode));
 }
 
 // Checks x and pads (PyTorch's messages) and builds the geometry.
@@ -60,6 +59,7 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
                  "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
                  "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)");
   PadGeometry g;
+  g.mode = mode;
   g.value = value;
   for (int64_t d = 0; d < dim - m; ++d) g.outer *= shape[static_cast<size_t>(d)];
   for (int64_t k = 0; k < m; ++k) {
@@ -81,6 +81,7 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
                    shape_str(shape));
     g.in_sizes.push_back(in);
     g.out_sizes.push_back(out);
+    g.left.push_back(left);
     std::vector<int64_t> src(static_cast<size_t>(out));
     for (int64_t i = 0; i < out; ++i) src[static_cast<size_t>(i)] = source_index(i, left, in, mode);
     g.source.push_back(std::move(src));

@@ -29,12 +29,16 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string&
 // ---- kernel interface -----------------------------------------------------------
 
 // x viewed as (outer, in_sizes...) and y as (outer, out_sizes...): the padded
-// dimensions, outermost first. source[d][i]: the input index that output
-// index i of padded dimension d reads, or -1 where it is `value`.
+// dimensions, outermost first, each with its left pad (negative: cropped).
+// source[d][i]: the input index that output index i of padded dimension d
+// reads, or -1 where it is `value` (ops/cuda/pad_math.h's pad_source_index;
+// the CPU kernels read these tables, the CUDA kernels compute them from
+// left and mode).
 struct PadGeometry {
   int64_t outer = 1;
-  std::vector<int64_t> in_sizes, out_sizes;
+  std::vector<int64_t> in_sizes, out_sizes, left;
   std::vector<std::vector<int64_t>> source;
+  PadMode mode = PadMode::kConstant;
   double value = 0.0;
 };
 

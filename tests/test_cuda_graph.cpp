@@ -4,10 +4,13 @@
 // steps run eagerly, with the lr changing between steps (the replays read it
 // from device memory); and the misuse errors: replay before capture, capture
 // on the default stream, nested capture, a host read inside the capture,
-// lazy optimizer state or dropout inside the capture. The host logic of the private
+// lazy optimizer state or dropout inside the capture; single ops whose index
+// math used to be uploaded per call (multi-segment reductions, pad,
+// interpolate) captured and replayed. The host logic of the private
 // pools is tested on the CPU (tests/test_caching_allocator.cpp).
 //
-// Passed on an H100 (2026-11-27, scripts/gpu-check.sh run). Needs a CUDA device: without one it prints "skipped: no
+// Passed on an H100 (2026-11-27, scripts/gpu-check.sh run), before the pad and
+// interpolate case was added (compiled, not run on a GPU yet). Needs a CUDA device: without one it prints "skipped: no
 // CUDA device (<reason>)" and exits 77, which CTest reports as skipped.
 #include <memory>
 #include <string>
@@ -233,6 +236,64 @@ TEST_CASE("reductions over non-adjacent dims (many segments) are captured and re
   g.replay();
   CHECK(allclose(y.to(kCPU), sum(fresh, {0, 2, 3}), 1e-5, 1e-5));
   CHECK(allclose(m.to(kCPU), amax(fresh, {0, 2, 3}), 0, 0));
+}
+
+namespace {
+
+struct PadInterpolate {
+  Tensor reflect, constant, bilinear, grad;
+};
+
+// Reflect and constant pads and a bilinear interpolate of x, and the gradient
+// of a weighted sum of the three (a fresh leaf each call: no accumulation).
+PadInterpolate pad_interpolate_step(const Tensor& x_static, const std::vector<Tensor>& w) {
+  Tensor x = x_static.detach().requires_grad_(true);
+  PadInterpolate r;
+  r.reflect = pad(x, {2, 1, 1, 3}, "reflect");
+  r.constant = pad(x, {1, -2, 2, 0}, "constant", 0.5);
+  InterpolateOptions o;
+  o.size = {9, 4};
+  o.mode = "bilinear";
+  r.bilinear = interpolate(x, o);
+  ((r.reflect * w[0]).sum() + (r.constant * w[1]).sum() + (r.bilinear * w[2]).sum()).backward();
+  r.grad = x.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("pad (reflect, constant) and bilinear interpolate forward+backward are captured and replayed") {
+  // Their index maps used to be uploaded per call from host memory, which a
+  // capture refused; they are computed per thread now (ops/cuda/pad_math.h,
+  // upsample_math.h).
+  const Shape shape{2, 3, 5, 6};
+  Tensor x = randn(shape).to(kGpu);
+  // Weights of the outputs' shapes (the pads: H 5 + 1 + 3, W 6 + 2 + 1; H 5 + 2, W 6 + 1 - 2).
+  const std::vector<Tensor> w{randn({2, 3, 9, 9}).to(kGpu), randn({2, 3, 7, 5}).to(kGpu), randn({2, 3, 9, 4}).to(kGpu)};
+  {
+    cuda::CaptureStreamGuard side;
+    (void)pad_interpolate_step(x, w);  // warm-up on the capture stream
+  }
+  cuda::CUDAGraph g;
+  PadInterpolate captured;
+  {
+    cuda::GraphCapture capture(g);
+    captured = pad_interpolate_step(x, w);
+    capture.end();
+  }
+  for (int replay = 0; replay < 2; ++replay) {
+    CAPTURE(replay);
+    const Tensor fresh = randn(shape);
+    x.copy_(fresh);  // a static input changed between replays
+    g.replay();
+    const PadInterpolate eager = pad_interpolate_step(fresh.to(kGpu), w);
+    CHECK(allclose(captured.reflect.to(kCPU), eager.reflect.to(kCPU), 0, 0));
+    CHECK(allclose(captured.constant.to(kCPU), eager.constant.to(kCPU), 0, 0));
+    CHECK(allclose(captured.bilinear.to(kCPU), eager.bilinear.to(kCPU), 1e-6, 1e-6));
+    CHECK(allclose(captured.grad.to(kCPU), eager.grad.to(kCPU), 1e-5, 1e-6));
+    // The replay read the new input: the CPU pad of it.
+    CHECK(allclose(captured.reflect.to(kCPU), pad(fresh, {2, 1, 1, 3}, "reflect"), 0, 0));
+  }
 }
 
 TEST_CASE("capturable optimizers refuse to make their state inside a capture") {

@@ -2,9 +2,10 @@
 // build: the CUDA kernels call the same functions, so this checks their
 // index math and formulas without a GPU. This file: strided offsets,
 // elementwise, reduction, softmax and normalization math; the layer
-// kernels' math (losses, pooling, pad, upsample, optimizers, SyncBN, Philox
-// dropout) is in tests/test_cuda_layer_math.cpp. Against brute force, the
-// CPU ops and two-pass float64.
+// kernels' math (losses, pooling, optimizers, SyncBN, Philox dropout) is in
+// tests/test_cuda_layer_math.cpp, pad's and upsample's in
+// tests/test_cuda_pad_upsample_math.cpp. Against brute force, the CPU ops and
+// two-pass float64.
 #include <algorithm>
 #include <cmath>
 #include <functional>

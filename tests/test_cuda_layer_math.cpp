@@ -1,8 +1,9 @@
 // The __host__ __device__ math of the CUDA layer kernels (ops/cuda/loss_math.h,
-// pool_math.h, pad_math.h, upsample_math.h, optim_math.h, norm_math.h's SyncBN
-// merge, philox.h's dropout), run on the CPU in every build against the CPU
-// ops and kernels, brute force and the Random123 known-answer vectors. The
-// core math (offsets, reductions, Welford) is in tests/test_cuda_kernel_math.cpp.
+// pool_math.h, optim_math.h, norm_math.h's SyncBN merge, philox.h's dropout),
+// run on the CPU in every build against the CPU ops and kernels, brute force
+// and the Random123 known-answer vectors. The core math (offsets, reductions,
+// Welford) is in tests/test_cuda_kernel_math.cpp, pad's and upsample's in
+// tests/test_cuda_pad_upsample_math.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,13 +15,9 @@
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/optim_math.h"
 #include "minidl/ops/cuda/philox.h"
-#include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/cuda/pool_math.h"
-#include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/fused_optim.h"
-#include "minidl/ops/interpolate.h"
 #include "minidl/ops/loss.h"
-#include "minidl/ops/pad.h"
 #include "minidl/ops/pooling.h"
 #include "minidl/ops/reduce.h"
 #include "tests/norm_reference.h"
@@ -201,91 +198,6 @@ TEST_CASE("SyncBN's count-weighted rank merge equals the global two-pass statist
   CHECK(s.n == 900);
   CHECK(s.avg == doctest::Approx(all.mean).epsilon(1e-13));
   CHECK(s.var_n == doctest::Approx(all.m2).epsilon(1e-9));
-}
-
-TEST_CASE("pad maps: forward sources and the backward's reader gather match the CPU pad") {
-  // Reflect pad (left 2, right 1) on W = 5 and (top 1, bottom 3) on H = 4,
-  // and constant pad on W (left 1, right 0).
-  auto reflect = [](int64_t n, int64_t before, int64_t after) {
-    std::vector<int64_t> src;
-    for (int64_t i = 0; i < n + before + after; ++i) {
-      int64_t j = i - before;
-      if (j < 0) j = -j;
-      if (j >= n) j = 2 * (n - 1) - j;
-      src.push_back(j);
-    }
-    return src;
-  };
-  const Tensor x = randn({2, 4, 5}, kFloat64).requires_grad_(true);
-  const Tensor y = pad(x, {2, 1, 1, 3}, "reflect");
-  const Tensor g = randn(y.shape(), kFloat64);
-  mul(y, g).sum().backward();
-  PadMaps maps;
-  cuda_math::PadMapsLayout layout;
-  REQUIRE(make_pad_maps({4, 5}, {8, 8}, {reflect(4, 1, 3), reflect(5, 2, 1)}, maps, layout));
-  layout.bind(maps, layout.flat.data());
-  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
-                            dx = x.grad().to_vector<double>();
-  for (int64_t n = 0; n < 2; ++n) {
-    for (int64_t o = 0; o < 64; ++o) CHECK(xv[n * 20 + maps.source_offset(o)] == yv[n * 64 + o]);
-    for (int64_t e = 0; e < 20; ++e) {
-      double acc = 0;
-      maps.for_each_reader(e, [&](int64_t o) { acc += gv[n * 64 + o]; });
-      CHECK(acc == doctest::Approx(dx[n * 20 + e]).epsilon(1e-12));
-    }
-  }
-  // Constant padding: -1 sources give the value, and nobody reads past them.
-  REQUIRE(make_pad_maps({3}, {4}, {{-1, 0, 1, 2}}, maps, layout));
-  layout.bind(maps, layout.flat.data());
-  CHECK(maps.source_offset(0) == -1);
-  CHECK(maps.source_offset(3) == 2);
-  std::vector<int64_t> readers;
-  maps.for_each_reader(0, [&](int64_t o) { readers.push_back(o); });
-  CHECK(readers == std::vector<int64_t>{1});
-}
-
-TEST_CASE("upsample taps and reader lists reproduce the CPU interpolate and its gradient") {
-  struct Case {
-    const char* mode;
-    int code;
-    bool align;
-  };
-  for (const Case c : {Case{"bilinear", 2, false}, Case{"bilinear", 2, true}, Case{"nearest", 0, false},
-                       Case{"nearest-exact", 1, false}}) {
-    CAPTURE(c.mode);
-    const Tensor x = randn({1, 2, 3, 5}, kFloat64).requires_grad_(true);
-    InterpolateOptions opt;
-    opt.size = {7, 4};
-    opt.mode = c.mode;
-    if (c.code == 2) opt.align_corners = c.align;
-    const Tensor y = interpolate(x, opt);
-    const Tensor g = randn(y.shape(), kFloat64);
-    mul(y, g).sum().backward();
-    const UpsampleDim dh{3, 7, 0, c.code, c.align}, dw{5, 4, 0, c.code, c.align};
-    const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>(), gv = g.to_vector<double>(),
-                              dx = x.grad().to_vector<double>();
-    for (int64_t p = 0; p < 2; ++p) {
-      for (int64_t oh = 0; oh < 7; ++oh)
-        for (int64_t ow = 0; ow < 4; ++ow) {
-          const UpsampleTap<double> th = upsample_tap<double>(dh, oh), tw = upsample_tap<double>(dw, ow);
-          const double* xp = xv.data() + p * 15;
-          const double want = th.l0 * (tw.l0 * xp[th.i0 * 5 + tw.i0] + tw.l1 * xp[th.i0 * 5 + tw.i1]) +
-                              th.l1 * (tw.l0 * xp[th.i1 * 5 + tw.i0] + tw.l1 * xp[th.i1 * 5 + tw.i1]);
-          CHECK(want == doctest::Approx(yv[p * 28 + oh * 4 + ow]).epsilon(1e-12));
-        }
-      std::vector<int64_t> sh, sw;
-      std::vector<UpsampleReader<double>> rh, rw;
-      upsample_readers<double>(dh, sh, rh);
-      upsample_readers<double>(dw, sw, rw);
-      for (int64_t jh = 0; jh < 3; ++jh)
-        for (int64_t jw = 0; jw < 5; ++jw) {
-          double acc = 0;
-          for (int64_t a = sh[jh]; a < sh[jh + 1]; ++a)
-            for (int64_t b = sw[jw]; b < sw[jw + 1]; ++b) acc += rw[b].w * (rh[a].w * gv[p * 28 + rh[a].o * 4 + rw[b].o]);
-          CHECK(acc == doctest::Approx(dx[p * 15 + jh * 5 + jw]).epsilon(1e-12));
-        }
-    }
-  }
 }
 
 TEST_CASE("optimizer math equals the CPU SGD / Adam kernels; norm and clip factor") {

@@ -2,13 +2,16 @@
 // output element reading its source (or the value); backward a thread per
 // input element summing dy over every output that read it (the inverse maps
 // of ops/cuda/pad_math.h), so reflect/replicate/circular need no atomics and
-// sum in a fixed order. The small index maps are uploaded once per call
-// (a pageable copy on the current stream). float16/bfloat16: the backward sums
-// in float, rounded once (ops/cuda/opmath.h); the forward only moves values.
-// Checked against the CPU kernels on an H100: float32/float64 (tests/test_cuda_ops,
-// 2026-11-26), float16/bfloat16 (constant, reflect: tests/test_cuda_ops_half, 2026-11-27).
+// sum in a fixed order. Both compute their indices from the sizes, pads and
+// mode passed by value (PadMaps): nothing is uploaded, so they can be
+// captured in a CUDA graph. float16/bfloat16: the backward sums in float,
+// rounded once (ops/cuda/opmath.h); the forward only moves values.
+// Checked against the CPU kernels on an H100 with the earlier uploaded index
+// tables: float32/float64 (tests/test_cuda_ops, 2026-11-26), float16/bfloat16
+// (constant, reflect: tests/test_cuda_ops_half, 2026-11-27). The per-thread
+// index math is tested on the CPU (tests/test_cuda_pad_upsample_math.cpp);
+// the kernels since are compiled, not run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
-#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/pad_math.h"
 #include "minidl/ops/pad.h"
 
@@ -21,22 +24,11 @@ using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::PadMaps;
 
-
-// The maps on the device; `storage` keeps them alive until the launches are enqueued.
-struct DeviceMaps {
+PadMaps maps_of(const PadGeometry& g, const char* op) {
   PadMaps maps;
-  Tensor storage;
-};
-
-DeviceMaps upload_maps(const PadGeometry& g, const LaunchContext& ctx, Device device, const char* op) {
-  DeviceMaps d;
-  cuda_math::PadMapsLayout layout;
-  MINIDL_CHECK(cuda_math::make_pad_maps(g.in_sizes, g.out_sizes, g.source, d.maps, layout), op,
+  MINIDL_CHECK(cuda_math::make_pad_maps(g.in_sizes, g.out_sizes, g.left, static_cast<int>(g.mode), maps), op,
                ": CUDA kernels pad at most ", cuda_math::kMaxPadDims, " dims, got ", g.in_sizes.size());
-  const auto bytes = static_cast<int64_t>(layout.flat.size() * sizeof(int64_t));
-  d.storage = cuda_kernels::upload_to_device(layout.flat.data(), bytes, ctx, op);  // layout dies on return
-  layout.bind(d.maps, static_cast<const int64_t*>(d.storage.raw_data()));
-  return d;
+  return maps;
 }
 
 template <class T>
@@ -70,11 +62,11 @@ void pad_forward_cuda(const PadGeometry& g, const Tensor& x, const Tensor& y) {
   if (y.numel() == 0) return;
   MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "pad", [&] {
     const LaunchContext ctx(y.device());
-    const DeviceMaps d = upload_maps(g, ctx, y.device(), "pad");
+    const PadMaps maps = maps_of(g, "pad");
     const int64_t n = y.numel();
     cuda_kernels::launch_elementwise(
         ctx, n, linear(n, "pad"),
-        PadForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), d.maps, convert<scalar_t>(g.value)},
+        PadForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), maps, convert<scalar_t>(g.value)},
         "pad");
   });
 }
@@ -83,11 +75,11 @@ void pad_backward_cuda(const PadGeometry& g, const Tensor& dy, const Tensor& dx)
   if (dx.numel() == 0) return;
   MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(dy.dtype(), "pad_backward", [&] {
     const LaunchContext ctx(dx.device());
-    const DeviceMaps d = upload_maps(g, ctx, dx.device(), "pad_backward");
+    const PadMaps maps = maps_of(g, "pad_backward");
     const int64_t n = dx.numel();
     cuda_kernels::launch_elementwise(
         ctx, n, linear(n, "pad_backward"),
-        PadBackward<scalar_t>{dy.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), d.maps}, "pad_backward");
+        PadBackward<scalar_t>{dy.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), maps}, "pad_backward");
   });
 }
 

@@ -1,18 +1,19 @@
 // CUDA kernels of interpolate (ops/interpolate.h's kernel interface):
 // forward is a thread per output computing its taps (ops/cuda/upsample_math.h,
 // PyTorch's formulas, shared with the CPU tests); backward is a thread per
-// input element gathering from the outputs that read it through per-dim
-// reader lists built on the host and uploaded once per call, so it needs no
-// atomics and sums in a fixed order (PyTorch's CUDA backward uses atomicAdd).
+// input element gathering from the outputs that read it, found per dim by a
+// binary search over the same taps (for_each_upsample_reader), so it needs no
+// atomics, sums in a fixed order (PyTorch's CUDA backward uses atomicAdd) and
+// uploads nothing: both can be captured in a CUDA graph.
 // float16/bfloat16: taps, weights and sums in float, rounded once
 // (ops/cuda/opmath.h), as the CPU kernel through Float32Compute.
-// Checked against the CPU kernels on an H100: float32/float64 (tests/test_cuda_ops,
-// 2026-11-26), float16/bfloat16 (bilinear, nearest: tests/test_cuda_ops_half, 2026-11-27).
-#include <cstring>
-#include <vector>
-
+// Checked against the CPU kernels on an H100 with the earlier uploaded reader
+// lists: float32/float64 (tests/test_cuda_ops, 2026-11-26), float16/bfloat16
+// (bilinear, nearest: tests/test_cuda_ops_half, 2026-11-27). The searched
+// readers equal those lists bit for bit on the CPU
+// (tests/test_cuda_pad_upsample_math.cpp); the kernel since is compiled, not
+// run on a GPU.
 #include "minidl/ops/cuda/launch.cuh"
-#include "minidl/ops/cuda/upload.cuh"
 #include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/interpolate.h"
 
@@ -24,12 +25,11 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::Offsets;
 using cuda_math::UpsampleDim;
-using cuda_math::UpsampleReader;
+using cuda_math::UpsampleReaderSpan;
 using cuda_math::UpsampleTap;
 using cuda_math::opmath_t;
 using cuda_math::from_opmath;
 using cuda_math::to_opmath;
-
 
 struct Dims3 {
   UpsampleDim d[3];
@@ -80,19 +80,11 @@ struct UpsampleForward {
   }
 };
 
-// Reader lists of the three dims on the device (T: the compute type).
-template <class T>
-struct Readers3 {
-  const int64_t* start[3];
-  const UpsampleReader<T>* list[3];
-};
-
 template <class T>
 struct UpsampleBackward {
   const T* gy;
   T* gx;
   Dims3 g;
-  Readers3<opmath_t<T>> r;
   __device__ void operator()(const Offsets<1>& off) const {
     const int64_t e = off.v[0], p = e / g.in_plane;
     int64_t rest = e % g.in_plane;
@@ -101,14 +93,18 @@ struct UpsampleBackward {
     const int64_t jh = rest % g.d[1].in, jd = rest / g.d[1].in;
     const T* gyp = gy + p * g.out_plane;
     using C = opmath_t<T>;
+    // The W span is searched once, not once per (D, H) reader.
+    const UpsampleReaderSpan sw = cuda_math::upsample_reader_span<C>(g.d[2], jw);
     C acc = C(0);
-    for (int64_t a = r.start[0][jd]; a < r.start[0][jd + 1]; ++a)
-      for (int64_t b = r.start[1][jh]; b < r.start[1][jh + 1]; ++b) {
-        const C wdh = r.list[0][a].w * r.list[1][b].w;
-        const int64_t row = (r.list[0][a].o * g.d[1].out + r.list[1][b].o) * g.d[2].out;
-        for (int64_t c = r.start[2][jw]; c < r.start[2][jw + 1]; ++c)
-          acc += r.list[2][c].w * (wdh * to_opmath(gyp[row + r.list[2][c].o]));
-      }
+    cuda_math::for_each_upsample_reader<C>(g.d[0], jd, [&](int64_t od, C wd) {
+      cuda_math::for_each_upsample_reader<C>(g.d[1], jh, [&](int64_t oh, C wh) {
+        const C wdh = wd * wh;
+        const int64_t row = (od * g.d[1].out + oh) * g.d[2].out;
+        cuda_math::for_each_upsample_reader<C>(g.d[2], jw, sw, [&](int64_t ow, C ww) {
+          acc += ww * (wdh * to_opmath(gyp[row + ow]));
+        });
+      });
+    });
     gx[e] = from_opmath<T>(acc);
   }
 };
@@ -125,38 +121,11 @@ void upsample_forward_cuda(const Tensor& x, const Tensor& y, const UpsampleGeome
 
 template <class T>
 void upsample_backward_typed(const Tensor& grad_y, const Tensor& grad_x, const UpsampleGeometry& g) {
-  using C = opmath_t<T>;
   const int64_t n = g.planes * g.in_plane();
   if (n == 0) return;
   const LaunchContext ctx(grad_x.device());
-  const Dims3 dims = dims_of(g);
-  // Pack starts (int64) and readers of the three dims into one 8-byte aligned buffer.
-  std::vector<unsigned char> bytes;
-  size_t start_at[3], list_at[3];
-  auto append = [&](const void* data, size_t size) {
-    const size_t at = bytes.size();
-    bytes.resize(at + ((size + 7) & ~size_t(7)));
-    if (size > 0) std::memcpy(bytes.data() + at, data, size);
-    return at;
-  };
-  for (int i = 0; i < 3; ++i) {
-    std::vector<int64_t> start;
-    std::vector<UpsampleReader<C>> list;
-    cuda_math::upsample_readers<C>(dims.d[i], start, list);
-    start_at[i] = append(start.data(), start.size() * sizeof(int64_t));
-    list_at[i] = append(list.data(), list.size() * sizeof(UpsampleReader<C>));
-  }
-  // bytes dies on return, maybe before the copy has run: upload_to_device copies it.
-  Tensor storage =
-      cuda_kernels::upload_to_device(bytes.data(), static_cast<int64_t>(bytes.size()), ctx, "upsample_backward");
-  const auto* base = static_cast<const unsigned char*>(storage.raw_data());
-  Readers3<C> readers;
-  for (int i = 0; i < 3; ++i) {
-    readers.start[i] = reinterpret_cast<const int64_t*>(base + start_at[i]);
-    readers.list[i] = reinterpret_cast<const UpsampleReader<C>*>(base + list_at[i]);
-  }
   cuda_kernels::launch_elementwise(ctx, n, linear(n, "upsample_backward"),
-                                   UpsampleBackward<T>{grad_y.data_ptr<T>(), grad_x.data_ptr<T>(), dims, readers},
+                                   UpsampleBackward<T>{grad_y.data_ptr<T>(), grad_x.data_ptr<T>(), dims_of(g)},
                                    "upsample_backward");
 }
 

@@ -2,12 +2,13 @@
 // shared with the CPU tests: each output coordinate's source taps and linear
 // weights with PyTorch's formulas (as ops/cpu/interpolate.cpp: float for the
 // nearest modes, the tensor's type for linear), and their inverse per input
-// index for the atomic-free backward. Plain C++ with MINIDL_HOST_DEVICE.
+// index for the atomic-free backward, found per thread by binary search over
+// the same taps (no table uploaded, so the kernels can be captured in a CUDA
+// graph). Plain C++ with MINIDL_HOST_DEVICE.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "minidl/core/half.h"  // MINIDL_HOST_DEVICE
 
@@ -66,28 +67,61 @@ MINIDL_HOST_DEVICE inline UpsampleTap<T> upsample_tap(const UpsampleDim& d, int6
   return t;
 }
 
-// Who reads input index j along one dim: (output, weight) pairs, in
-// increasing output order, the l0 tap before the l1 tap (CSR over j).
+// The first output o in [0, out) with upsample_tap<T>(d, o).i0 >= j (out when
+// none). i0 is non-decreasing in o (a positive scale times a growing
+// coordinate, floored and clamped, or o and o / 2 in the special cases), so a
+// binary search over the taps the forward computes finds it, rounding included.
 template <class T>
-struct UpsampleReader {
-  int64_t o;
-  T w;
+MINIDL_HOST_DEVICE inline int64_t upsample_first_output(const UpsampleDim& d, int64_t j) {
+  int64_t lo = 0, hi = d.out;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (upsample_tap<T>(d, mid).i0 < j)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// The outputs that read input index j along one dim: those in
+// [below, first) through their l1 tap (i0 == j - 1, so i1 == j; linear only),
+// then those in [first, end) through l0 (i0 == j) and, where i1 is j too
+// (j == in - 1), through l1.
+struct UpsampleReaderSpan {
+  int64_t below = 0, first = 0, end = 0;
 };
 
 template <class T>
-void upsample_readers(const UpsampleDim& d, std::vector<int64_t>& start, std::vector<UpsampleReader<T>>& readers) {
-  std::vector<std::vector<UpsampleReader<T>>> per(static_cast<size_t>(d.in));
-  for (int64_t o = 0; o < d.out; ++o) {
+MINIDL_HOST_DEVICE inline UpsampleReaderSpan upsample_reader_span(const UpsampleDim& d, int64_t j) {
+  UpsampleReaderSpan r;
+  r.first = upsample_first_output<T>(d, j);
+  r.end = upsample_first_output<T>(d, j + 1);
+  r.below = d.mode == 2 && j > 0 ? upsample_first_output<T>(d, j - 1) : r.first;
+  return r;
+}
+
+// Calls f(o, w) for every output o reading input index j along one dim with
+// weight w, in increasing o, the l0 tap before the l1 tap of the same o; l1
+// taps of weight 0 are skipped (l0 ones are not): the order and the weights of
+// a list built by walking o and appending each tap to its input's list.
+template <class T, class F>
+MINIDL_HOST_DEVICE inline void for_each_upsample_reader(const UpsampleDim& d, int64_t j,
+                                                        const UpsampleReaderSpan& r, F&& f) {
+  for (int64_t o = r.below; o < r.first; ++o) {
     const UpsampleTap<T> t = upsample_tap<T>(d, o);
-    per[static_cast<size_t>(t.i0)].push_back({o, t.l0});
-    if (t.l1 != T(0)) per[static_cast<size_t>(t.i1)].push_back({o, t.l1});
+    if (t.l1 != T(0) && t.i1 == j) f(o, t.l1);
   }
-  start.assign(1, 0);
-  readers.clear();
-  for (const auto& list : per) {
-    readers.insert(readers.end(), list.begin(), list.end());
-    start.push_back(static_cast<int64_t>(readers.size()));
+  for (int64_t o = r.first; o < r.end; ++o) {
+    const UpsampleTap<T> t = upsample_tap<T>(d, o);
+    f(o, t.l0);
+    if (t.l1 != T(0) && t.i1 == j) f(o, t.l1);
   }
+}
+
+template <class T, class F>
+MINIDL_HOST_DEVICE inline void for_each_upsample_reader(const UpsampleDim& d, int64_t j, F&& f) {
+  for_each_upsample_reader<T>(d, j, upsample_reader_span<T>(d, j), f);
 }
 
 }  // namespace minidl::cuda_math
