@@ -119,7 +119,16 @@ struct DotOff {
 
 }  // namespace
 
+// Winograd F(4x4) off: every conv of cases() then takes the dot products
+// (with it, the 3x3 stride-1 ones with enough channels run Winograd in
+// float32: the last test case).
+struct NoWinograd4 {
+  NoWinograd4() { backends::cpu::set_conv_allow_winograd4(false); }
+  ~NoWinograd4() { backends::cpu::set_conv_allow_winograd4(true); }
+};
+
 TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float64, forward and backward") {
+  NoWinograd4 no_f4;
   if (!cpu::cpu_has_avx512_bf16())
     MESSAGE("this CPU has no AVX512-BF16: these cases run on the float32 path (Float32Compute), not the dot products");
   for (const Case& c : cases()) {
@@ -153,5 +162,38 @@ TEST_CASE("MINIDL_CPU_BF16_DOT=0: the same ops equal float32 computation rounded
     for (size_t i = 0; i < low.size(); ++i)
       CHECK(testing::max_abs_diff(low[i].grad().to(kFloat32), wide[i].grad().to(kBFloat16).to(kFloat32)) == 0.0);
     CHECK(cpu::bf16_gemm_counts().dot_product == before.dot_product);
+  }
+}
+
+TEST_CASE("bfloat16 3x3 stride-1 convs that float32 runs by Winograd F(4x4) run it in float32, rounded once") {
+  // F(4x4) cuts the products 4x, the dot products run at most 2x float32's
+  // rate: where conv2d_pick_algo takes F(4x4) on maps of more than one 4x4
+  // tile, a bfloat16 conv is float32 Winograd on the widened operands, its
+  // results rounded once (bit for bit what MINIDL_CPU_BF16_DOT=0 gives);
+  // a single-tile 4x4 map keeps the dot products.
+  struct Conv {
+    const char* name;
+    Shape x, w;
+    bool winograd;
+  };
+  for (const Conv& c : {Conv{"32 -> 32 at 12x12", {2, 32, 12, 12}, {32, 32, 3, 3}, true},
+                        Conv{"64 -> 64 at 4x4", {2, 64, 4, 4}, {64, 64, 3, 3}, false}}) {
+    INFO(c.name);
+    manual_seed(13);
+    const Tensor x = randn(c.x).to(kBFloat16).requires_grad_(), w = randn(c.w).to(kBFloat16).requires_grad_();
+    const Tensor xw = x.detach().to(kFloat32).requires_grad_(), ww = w.detach().to(kFloat32).requires_grad_();
+    const Conv2dParams p{.padding = {1, 1}};
+    const auto before = cpu::bf16_gemm_counts();
+    const Tensor y = conv2d(x, w, Tensor(), p), y_wide = conv2d(xw, ww, Tensor(), p);
+    const Tensor g = randn(y.shape()).to(kBFloat16);
+    y.backward(g);
+    y_wide.backward(g.to(kFloat32));
+    const bool dot = cpu::bf16_gemm_counts().dot_product > before.dot_product;
+    CHECK(dot == (cpu::cpu_has_avx512_bf16() && !c.winograd));
+    if (c.winograd || !cpu::cpu_has_avx512_bf16()) {
+      CHECK(testing::max_abs_diff(y.to(kFloat32), y_wide.to(kBFloat16).to(kFloat32)) == 0.0);
+      CHECK(testing::max_abs_diff(x.grad().to(kFloat32), xw.grad().to(kBFloat16).to(kFloat32)) == 0.0);
+      CHECK(testing::max_abs_diff(w.grad().to(kFloat32), ww.grad().to(kBFloat16).to(kFloat32)) == 0.0);
+    }
   }
 }
