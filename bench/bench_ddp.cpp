@@ -50,7 +50,7 @@ static int program(int argc, char** argv) {
         loss.backward();
         sgd.step();
       },
-      options.reps);
+      options.reps, /*warm_ms=*/0);  // the same number of steps (collectives) on every rank
   if (rank == 0) {
     std::printf(
         "{\"impl\":\"minidl\",\"op\":\"ddp_step_smallnet\",\"norm\":\"%s\",\"world\":%d,\"batch\":%lld,"

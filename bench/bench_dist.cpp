@@ -75,7 +75,7 @@ static int program(int argc, char** argv) {
                     [&] {
                       for (int i = 0; i < inner; ++i) dist::all_reduce(t);
                     },
-                    options.reps) /
+                    options.reps, /*warm_ms=*/0) /
                 inner;
     const double total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     context_switches(v1, iv1);

@@ -55,7 +55,7 @@ def worker(rank, world, port, reps, only_bytes, detail, inner_arg):
 
         u0, s0 = resource.getrusage(resource.RUSAGE_SELF), schedstats()
         start = time.perf_counter()
-        ms = median_ms(run, reps) / inner
+        ms = median_ms(run, reps, warm_ms=0) / inner
         total_ms = (time.perf_counter() - start) * 1e3
         u1, s1 = resource.getrusage(resource.RUSAGE_SELF), schedstats()
         calls = inner * (reps + 3)  # median_ms runs 3 warm-up calls of run

@@ -19,9 +19,11 @@ from torch import nn
 LAST_CPU_MS = [0.0]  # median CPU time of this thread over the last median_ms's runs (report's cpu_ms)
 
 
-def median_ms(f, reps):
-    # Warm-up as bench_util.h's median_ms: at least 3 calls and at least 50 ms.
-    warm_until = time.perf_counter() + 0.05
+def median_ms(f, reps, warm_ms=50):
+    # Warm-up as bench_util.h's median_ms: at least 3 calls and at least 50 ms;
+    # warm_ms=0: exactly 3, where f runs collectives (every rank must call it
+    # equally often, else one waits in a collective the other never joins).
+    warm_until = time.perf_counter() + warm_ms / 1e3
     calls = 0
     while calls < 3 or time.perf_counter() < warm_until:
         f()

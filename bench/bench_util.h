@@ -54,8 +54,12 @@ inline double& last_cpu_ms() {
 // calls can be several times slower (glibc raises its mmap threshold only
 // after freeing a few large blocks, so early outputs are fresh pages: a 1 MB
 // softmax read 0.24 ms instead of 0.05 over its first 12 calls).
-inline double median_ms(const std::function<void()>& f, int reps) {
-  const auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+// warm_ms = 0: exactly 3 warm-up calls, as a program whose f runs
+// collectives needs (every rank must call f equally often: with a time-based
+// warm-up the ranks' counts differed and bench_dist hung in an all_reduce
+// one rank never joined).
+inline double median_ms(const std::function<void()>& f, int reps, int warm_ms = 50) {
+  const auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(warm_ms);
   for (int i = 0; i < 3 || std::chrono::steady_clock::now() < warm_until; ++i) f();
   std::vector<double> ms, cpu;
   for (int i = 0; i < reps; ++i) {
