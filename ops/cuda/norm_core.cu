@@ -170,37 +170,6 @@ struct ChannelDyLoader {
   }
 };
 
-// ChannelDyLoader that also writes dx[i] from the same two loads, for the
-// column reduction (LayerNorm, S == 1): it calls each element once, so dx
-// needs no pass of its own (one read of dy and x less: 160 MiB instead of
-// 224 for LayerNorm (C, H, W) on (128, 64, 32, 32); its backward took 0.165
-// ms on an H100 with the separate pass, 2026-11-27). dx is the same function
-// of the same values as NormBackwardFunctor's.
-template <class T, class W>
-struct ChannelDyDxLoader {
-  ChannelDyLoader<T> sums;
-  T* dx;
-  const W* w;
-  const double *s1, *s2;  // the w-weighted group sums (batch statistics)
-  const double* count_ptr;
-  double count;
-  bool batch_stats;
-  using Row = int64_t;
-  __device__ Row row(int64_t c) const { return c; }
-  __device__ DySums operator()(Row c, int64_t j) const {
-    int64_t g = 0;
-    const NormShape& shape = sums.shape;
-    const int64_t i = shape.channel_offset(c, j, g);
-    const T dyi = sums.dy[i], xi = sums.x[i];
-    const double mean = sums.mean[g], invstd = sums.invstd[g];
-    dx[i] = cuda_math::norm_backward_value_stored<T>(dyi, xi, mean, invstd, w ? convert<double>(w[c]) : 1.0,
-                                                     batch_stats, batch_stats ? s1[g] : 0.0,
-                                                     batch_stats ? s2[g] : 0.0, count_ptr ? *count_ptr : count);
-    const double d = convert<double>(dyi);
-    return DySums{d, d * (convert<double>(xi) - mean) * invstd};
-  }
-};
-
 template <class W>
 struct ParamGradStore {
   W *dw, *db;  // each optional
@@ -259,6 +228,28 @@ struct NormBackwardFunctor {
   }
 };
 
+// ChannelDyLoader that also writes dx[i] from the same two loads, for the
+// column reduction (LayerNorm, S == 1): it calls each element once, so dx
+// needs no pass of its own (one read of dy and x less: 160 MiB instead of
+// 224 for LayerNorm (C, H, W) on (128, 64, 32, 32); its backward took 0.165
+// ms on an H100 with the separate pass, 2026-11-27). dx is
+// NormBackwardFunctor's value of the same element.
+template <class T, class W>
+struct ChannelDyDxLoader {
+  ChannelDyLoader<T> sums;
+  NormBackwardFunctor<T, W> dx;
+  using Row = int64_t;
+  __device__ Row row(int64_t c) const { return c; }
+  __device__ DySums operator()(Row c, int64_t j) const {
+    int64_t g = 0;
+    const int64_t i = sums.shape.channel_offset(c, j, g);
+    const T dyi = sums.dy[i], xi = sums.x[i];
+    dx.dx[i] = dx.value(i, dyi, xi, dx.count_ptr ? *dx.count_ptr : dx.count);
+    const double d = convert<double>(dyi), mean = sums.mean[g];
+    return DySums{d, d * (convert<double>(xi) - mean) * sums.invstd[g]};
+  }
+};
+
 template <class T, class W>
 void backward_typed(const NormBackwardArgs& args) {
   const NormShape shape = shape_of(args.geo);
@@ -296,6 +287,14 @@ void backward_typed(const NormBackwardArgs& args) {
                                       GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
                                       "normalization backward");
   }
+  // dx's function (the dx pass, or inside LayerNorm's column pass).
+  const bool given_count = given && args.given_count_tensor.defined();
+  const NormBackwardFunctor<T, W> f{want_dx ? args.grad_input.data_ptr<T>() : nullptr, dy, x, w, mean, invstd,
+                                    given ? args.given_sum_dy.data_ptr<double>() : s1,
+                                    given ? args.given_sum_dy_xmu.data_ptr<double>() : s2,
+                                    given_count ? args.given_count_tensor.data_ptr<double>() : nullptr,
+                                    given ? args.given_count : static_cast<double>(shape.group_size()),
+                                    args.batch_stats, shape};
   if (one_pass) {
     // Unweighted loads (w == nullptr); the store weights the sums per group.
     // BatchNorm1d on (N, C) (S == 1): value j of neighbouring channels are
@@ -320,16 +319,9 @@ void backward_typed(const NormBackwardArgs& args) {
     if (shape.S == 1 && !stats::legacy_kernels() &&
         cuda_kernels::column_reduce_applies(shape.channels(), shape.channel_size())) {
       if (want_dx && !fuse && stats::dx_in_column_pass()) {
-        const ChannelDyDxLoader<T, W> both{load, args.grad_input.data_ptr<T>(), w,
-                                           given ? args.given_sum_dy.data_ptr<double>() : s1,
-                                           given ? args.given_sum_dy_xmu.data_ptr<double>() : s2,
-                                           given && args.given_count_tensor.defined()
-                                               ? args.given_count_tensor.data_ptr<double>()
-                                               : nullptr,
-                                           given ? args.given_count : static_cast<double>(shape.group_size()),
-                                           args.batch_stats};
-        cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{}, both, AddDySums(),
-                                           ParamGradStore<W>{dw, db}, "normalization backward");
+        cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{},
+                                           ChannelDyDxLoader<T, W>{load, f}, AddDySums(), ParamGradStore<W>{dw, db},
+                                           "normalization backward");
         return;  // dx written
       }
       cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{}, load, AddDySums(),
@@ -345,14 +337,7 @@ void backward_typed(const NormBackwardArgs& args) {
     fused::launch_fused_backward<T, W>(ctx, shape, args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, s1, s2);
     return;
   }
-  const double* sum_dy = given ? args.given_sum_dy.data_ptr<double>() : s1;
-  const double* sum_dy_xmu = given ? args.given_sum_dy_xmu.data_ptr<double>() : s2;
-  const double* count_ptr = given && args.given_count_tensor.defined() ? args.given_count_tensor.data_ptr<double>()
-                                                                       : nullptr;
-  const double count = given ? args.given_count : static_cast<double>(shape.group_size());
   const int64_t n = args.geo.numel();
-  const NormBackwardFunctor<T, W> f{args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, sum_dy, sum_dy_xmu,
-                                    count_ptr, count, args.batch_stats, shape};
   if (!stats::legacy_kernels() &&
       cuda_kernels::launch_vectorized<T>(ctx, n, {f.dx, f.dy, f.x}, f, "normalization backward"))
     return;
