@@ -58,7 +58,7 @@ prepare() {
   # The tests that need a device; the CPU-only ones (*_math, registry,
   # caching allocator, strided index) ran here in make test and build-cuda.
   local tests=(test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor
-               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph test_cuda_dist_oracles)
+               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph test_cuda_dist_oracles test_cuda_sync_debug)
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 amp_bn_demo bench_gpu minidl-launch
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
