@@ -19,9 +19,10 @@ import re
 import sys
 
 # First match wins: cuDNN's BatchNorm kernels say "cudnn", convolution
-# kernels "gemm", norm kernels "reduce".
+# kernels "gemm", norm kernels "reduce"; minidl's norm statistics run through
+# the generic row reduction with the ShiftedSums of ops/cuda/norm_stats.cuh.
 KINDS = [
-    ("norm", r"norm|welford|Norm|bn_fw|bn_bw|batchnorm"),
+    ("norm", r"norm|welford|Norm|bn_fw|bn_bw|batchnorm|ShiftedSums"),
     ("conv", r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn|fft"),
     ("matmul", r"gemm|cublas|cutlass|sm90_xmma"),
     ("pooling", r"pool"),

@@ -136,21 +136,24 @@ bench() {
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   echo "== gpu-check bench $(date -u +%FT%TZ) on ${gpu:-no GPU}"
   rm -f "$out"/bench-*.jsonl
-  timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl.jsonl" 2>&1
+  # BENCH_SUITE (all, ops, norms, train): a shorter run of one suite on both sides.
+  local suite=(--suite "${BENCH_SUITE:-all}")
+  timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" "${suite[@]}" > "$out/bench-minidl.jsonl" 2>&1
   echo "bench_gpu: exit $?"
-  timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" > "$out/bench-torch.jsonl" 2>&1
+  timeout "$(bench_limit)" python3 "$here/../bench/bench_gpu_torch.py" "${suite[@]}" > "$out/bench-torch.jsonl" 2>&1
   echo "bench_gpu_torch.py: exit $?"
   if [ -z "${BENCH_DEFAULT_ONLY:-}" ]; then  # BENCH_DEFAULT_ONLY: a short rerun, the two default runs alone
-    MINIDL_CUDNN_GRAPH=0 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" > "$out/bench-minidl-legacy-conv.jsonl" 2>&1
+    MINIDL_CUDNN_GRAPH=0 timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" "${suite[@]}" \
+      > "$out/bench-minidl-legacy-conv.jsonl" 2>&1
     echo "bench_gpu (MINIDL_CUDNN_GRAPH=0): exit $?"
     # The norm kernels before the fused/shifted-sum ones, same call, same card.
     MINIDL_CUDA_NORM_KERNELS=legacy timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
       > "$out/bench-minidl-legacy-norms.jsonl" 2>&1
     echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=legacy): exit $?"
-    # LayerNorm's dx inside the column pass (opt-in until measured against the default).
-    MINIDL_CUDA_NORM_KERNELS=column-dx timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
-      > "$out/bench-minidl-column-dx-norms.jsonl" 2>&1
-    echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=column-dx): exit $?"
+    # LayerNorm's dx in a pass of its own (the default writes it inside the column pass since 2026-11-27).
+    MINIDL_CUDA_NORM_KERNELS=separate-dx timeout "$(bench_limit)" "$unpacked/bench/bench_gpu" --suite norms \
+      > "$out/bench-minidl-separate-dx-norms.jsonl" 2>&1
+    echo "bench_gpu --suite norms (MINIDL_CUDA_NORM_KERNELS=separate-dx): exit $?"
     # (Until 2026-11-27 PyTorch ran here with TORCH_CUDNN_V8_API_DISABLED=1 too:
     # on cuDNN's legacy API its convs were 1.06-2.27x slower than minidl's on
     # it, so the gap to its default was the graph API's engines; bench/RESULTS.md.)
@@ -165,8 +168,8 @@ bench() {
       echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=legacy (Welford, two passes) against PyTorch:"
       report bench-minidl-legacy-norms.jsonl
       echo
-      echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=column-dx (LayerNorm's dx in the column pass) against PyTorch:"
-      report bench-minidl-column-dx-norms.jsonl
+      echo "minidl's norms with MINIDL_CUDA_NORM_KERNELS=separate-dx (LayerNorm's dx in a pass of its own) against PyTorch:"
+      report bench-minidl-separate-dx-norms.jsonl
     fi
   } | tee "$out/bench-report.md"
   # The device tool brings back at most 8 files: the raw lines as one archive.
@@ -208,6 +211,32 @@ profile() {
     fi
   done
   tar -C "$tmp" -czf "$out/profile-raw.tar.gz" --exclude='*.ncu-rep' . && rm -rf "$tmp"
+}
+
+# There: per-kernel GPU time and DRAM bytes of the norm benchmarks (bench_gpu
+# --suite norms, once with the default kernels and once with
+# MINIDL_CUDA_NORM_KERNELS=separate-dx, and PyTorch's twin), one round each;
+# ncu's raw CSVs in norm-profile.tar.gz under $OUT, read here (where each
+# kernel falls short of the memory bandwidth).
+profile_norms() {
+  setup_there || return 1
+  local ncu tmp
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [ -n "$ncu" ] || { echo "gpu-check profile-norms: ncu (Nsight Compute) not found" >&2; return 1; }
+  tmp=$(mktemp -d)
+  local metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size
+  metrics+=,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
+  local args=(--metrics "$metrics" --cache-control none --clock-control none --csv --page raw)
+  timeout 120 "$ncu" "${args[@]}" "$unpacked/bench/bench_gpu" --suite norms --rounds 1 > "$tmp/minidl.csv" 2> "$tmp/minidl.log"
+  echo "ncu bench_gpu --suite norms: exit $?"
+  MINIDL_CUDA_NORM_KERNELS=separate-dx timeout 120 "$ncu" "${args[@]}" "$unpacked/bench/bench_gpu" --suite norms \
+    --rounds 1 > "$tmp/minidl-separate-dx.csv" 2> "$tmp/minidl-separate-dx.log"
+  echo "ncu bench_gpu --suite norms (separate-dx): exit $?"
+  timeout 150 "$ncu" "${args[@]}" python3 "$here/../bench/bench_gpu_torch.py" --suite norms --rounds 1 > "$tmp/pytorch.csv" \
+    2> "$tmp/pytorch.log"
+  echo "ncu bench_gpu_torch.py --suite norms: exit $?"
+  wc -l "$tmp"/*.csv
+  tar -C "$tmp" -czf "$out/norm-profile.tar.gz" . && rm -rf "$tmp"
 }
 
 run() {
@@ -258,8 +287,8 @@ run() {
   # one-reduction backward sums and LayerNorm's tiled parameter gradients are
   # newer; the runs above test them): the op suite again on the old path.
   step legacy_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=legacy "$bin/test_cuda_ops"
-  # And with LayerNorm's dx written inside the column pass (opt-in, not yet the default).
-  step column_dx_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=column-dx "$bin/test_cuda_ops"
+  # And with LayerNorm's dx in a pass of its own (the default writes it inside the column pass).
+  step separate_dx_norms_test_cuda_ops 90 env MINIDL_CUDA_NORM_KERNELS=separate-dx "$bin/test_cuda_ops"
   # CUDA graphs (train_cifar10 --cuda-graph): the same short run eager and
   # graphed (deterministic cuDNN, same seed and data order), their final train
   # losses compared, and the graphed run must have replayed (else the
@@ -376,5 +405,6 @@ case ${1:-} in
   run) run ;;
   bench) bench ;;
   profile) profile ;;
-  *) echo "usage: $0 prepare|all|run|bench|profile (see the comment at the top)" >&2; exit 2 ;;
+  profile-norms) profile_norms ;;
+  *) echo "usage: $0 prepare|all|run|bench|profile|profile-norms (see the comment at the top)" >&2; exit 2 ;;
 esac

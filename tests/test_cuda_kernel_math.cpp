@@ -387,8 +387,11 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
   // BatchNorm (N=3, C=4, HW=5), GroupNorm (N=2, 6 channels in 3 groups, HW=2), LayerNorm (4 rows of 6).
   // Each twice: 64-bit divisions, then the precomputed dividers (the kernels' path).
   std::vector<NormShape> shapes;
+  // And the geometries with shortcuts (A == 1, S == 1, P == 1, K == 1, alone and together).
   for (const NormShape s : {NormShape{3, 4, 1, 5, 4}, NormShape{1, 6, 2, 2, 3}, NormShape{1, 4, 6, 1, 1},
-                            NormShape{2, 6, 3, 7, 2}, NormShape{5, 3, 1, 33, 3}}) {
+                            NormShape{2, 6, 3, 7, 2}, NormShape{5, 3, 1, 33, 3}, NormShape{1, 6, 2, 1, 3},
+                            NormShape{1, 4, 3, 5, 1}, NormShape{3, 4, 5, 1, 1}, NormShape{2, 4, 1, 1, 4},
+                            NormShape{1, 6, 1, 4, 6}, NormShape{1, 1, 7, 1, 1}}) {
     shapes.push_back(s);
     shapes.push_back(s.with_dividers());
     CHECK(shapes.back().fast);
@@ -402,6 +405,8 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
         const int64_t off = s.group_offset(g, j);
         REQUIRE(off < numel);
         CHECK(s.group_of(off) == g);
+        CHECK(s.channel_in_group(g, j) == s.channel_of(off));
+        CHECK(s.channel_of(off) == NormShape{s.A, s.G, s.K, s.S, s.P}.channel_of(off));  // the 64-bit formulas
         ++seen[off];
       }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
@@ -413,6 +418,7 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
         REQUIRE(off < numel);
         CHECK(s.channel_of(off) == c);
         CHECK(s.group_of(off) == g);
+        CHECK(s.group_of(off) == NormShape{s.A, s.G, s.K, s.S, s.P}.group_of(off));
         ++seen[off];
       }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));

@@ -168,8 +168,8 @@ TEST_CASE("normalization with running statistics; float32, float64") {
       compare("layer_norm parameter gradients", ln, {leaf(s, dt), leaf({C}, dt), leaf({C}, dt)});
     }
     // Groups too large for the fused kernel: group sums, then the column
-    // pass (with MINIDL_CUDA_NORM_KERNELS=column-dx it writes dx too, which
-    // scripts/gpu-check.sh runs), then dx; (2, 4100) as (C, H, W)-like rows.
+    // pass, which writes dx too (with MINIDL_CUDA_NORM_KERNELS=separate-dx,
+    // which scripts/gpu-check.sh runs, a dx pass); (2, 4100) as (C, H, W)-like rows.
     compare("layer_norm two-pass affine", ln, {leaf({5, 4100}, dt), leaf({4100}, dt), leaf({4100}, dt)});
     compare("layer_norm two-pass affine 2-D shape",
             [](auto& v) { return layer_norm(v[0], {2, 4100}, v[1], v[2]); },

@@ -140,7 +140,7 @@ struct GroupDyLoader {
   __device__ Row row(int64_t g) const { return Row{g, mean[g]}; }
   __device__ DySums operator()(const Row& row, int64_t j) const {
     const int64_t i = shape.group_offset(row.g, j);
-    const double wd = convert<double>(dy[i]) * (w ? convert<double>(w[shape.channel_of(i)]) : 1.0);
+    const double wd = convert<double>(dy[i]) * (w ? convert<double>(w[shape.channel_in_group(row.g, j)]) : 1.0);
     return DySums{wd, wd * (convert<double>(x[i]) - row.mean)};
   }
 };
@@ -311,11 +311,10 @@ void backward_typed(const NormBackwardArgs& args) {
     const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
     // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
     // the tiled column reduction (ops/cuda/column_reduce.cuh, 32 channels x
-    // 16 row slices a block), with MINIDL_CUDA_NORM_KERNELS=column-dx writing
-    // dx on the way where it is wanted and the group sums are known
-    // (ChannelDyDxLoader; not yet measured on a GPU); the legacy kernels' thread per
-    // channel also reads coalesced, but walks all rows alone. Otherwise a
-    // block per channel.
+    // 16 row slices a block), writing dx on the way where it is wanted and
+    // the group sums are known (ChannelDyDxLoader; stats::dx_in_column_pass
+    // says what it saved); the legacy kernels' thread per channel also reads
+    // coalesced, but walks all rows alone. Otherwise a block per channel.
     if (shape.S == 1 && !stats::legacy_kernels() &&
         cuda_kernels::column_reduce_applies(shape.channels(), shape.channel_size())) {
       if (want_dx && !fuse && stats::dx_in_column_pass()) {
