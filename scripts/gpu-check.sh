@@ -2,9 +2,13 @@
 # scripts/gpu-check.sh: the GPU tests and benchmarks on a lent H100/H200.
 #
 # Ran on an H100 on 2026-11-26 and 2026-11-27 (the results are in
-# bench/RESULTS.md; on 2026-11-27 all 33 steps of `run` passed). A call costs
-# ~30 s to start. `scripts/gpu-check.sh all` is the one-call form: the tests,
-# the benchmarks, then the profile, ~4.5 min on an H100.
+# bench/RESULTS.md; the last full `all`, 2026-11-27 18:39, passed 35 of 35
+# steps in 240 s). A call costs ~50 s to start. `scripts/gpu-check.sh all` is
+# the one-call form: the tests, the benchmarks, then the profile. For a short
+# rerun of what a change touched: GPU_CHECK_ONLY (a regex of step names),
+# BENCH_SUITE=norms and PROFILE_START_BEFORE_S=0, as in RESULTS.md's calls 3-5.
+#   scripts/gpu-check.sh profile-norms   # there: ncu's time and DRAM bytes of
+#       every kernel of the norm benchmarks (norm-profile.tar.gz under $OUT).
 #
 #   scripts/gpu-check.sh prepare   # here (the CPU machine): builds the CUDA
 #       configuration (sm_90) and packs the GPU test binaries, stripped, into

@@ -156,6 +156,18 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     // (the limit), and 4097 (falls back to the two-pass kernels).
     compare("group_norm fused 3200", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf({2, 4, 40, 40}, dt), leaf({4}, dt), leaf({4}, dt)});
+    // Planes of a multiple of 256 values: the fused backward also sums each
+    // channel's part of its group for the parameter gradients
+    // (fused_param_sums_apply): GroupNorm with 2 channels a group on 16x16
+    // and 32x32 planes, affine InstanceNorm on 16x16 (3 samples: the sums
+    // over the samples in order).
+    compare("group_norm fused parameter sums 16x16", [](auto& v) { return group_norm(v[0], 4, v[1], v[2]); },
+            {leaf({3, 8, 16, 16}, dt), leaf({8}, dt), leaf({8}, dt)});
+    compare("group_norm fused parameter sums 32x32", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf({2, 4, 32, 32}, dt), leaf({4}, dt), leaf({4}, dt)});
+    compare("instance_norm affine fused parameter sums", [](auto& v) {
+      return instance_norm(v[0], Tensor(), Tensor(), v[1], v[2]);
+    }, {leaf({3, 5, 16, 16}, dt), leaf({5}, dt), leaf({5}, dt)});
     compare("layer_norm fused 4096", [](auto& v) { return layer_norm(v[0], {4096}, v[1], v[2]); },
             {leaf({3, 4096}, dt), leaf({4096}, dt), leaf({4096}, dt)});
     compare("layer_norm two-pass 4097", [](auto& v) { return layer_norm(v[0], {4097}); }, {leaf({2, 4097}, dt)});

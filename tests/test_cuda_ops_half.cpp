@@ -112,6 +112,9 @@ TEST_CASE("float16/bfloat16 normalization: float32 or 16-bit weight/bias, runnin
             {leaf16({130, 45}, dt), leaf({45}), leaf({45})});
     compare("group_norm float32 parameters", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
             {leaf16({2, 4, 3, 3}, dt), leaf({4}), leaf({4})});
+    // 16x16 planes: the fused backward's per-channel parameter sums.
+    compare("group_norm fused parameter sums", [](auto& v) { return group_norm(v[0], 2, v[1], v[2]); },
+            {leaf16({3, 4, 16, 16}, dt), leaf({4}), leaf({4})});
     // Weight and bias of two dtypes: refused before any kernel (norm::check_param_dtypes),
     // as on the CPU; the kernels take one parameter type.
     CHECK_THROWS_WITH_AS(layer_norm(on_target(randn({4, 8}, dt)), {8}, on_target(ones({8}, dt)), on_target(zeros({8}))),

@@ -119,13 +119,8 @@ void forward_cuda(const NormForwardArgs& args) {
 
 // ---- backward -------------------------------------------------------------------
 
-struct DySums {  // sum w dy, sum w dy (x - mean)
-  double dy = 0, dy_xmu = 0;
-};
-
-struct AddDySums {
-  __device__ DySums operator()(const DySums& a, const DySums& b) const { return DySums{a.dy + b.dy, a.dy_xmu + b.dy_xmu}; }
-};
+using DySums = fused::DyPair;  // sum w dy, sum w dy (x - mean); per channel unweighted, times invstd
+using AddDySums = fused::AddDyPair;
 
 template <class T, class W>
 struct GroupDyLoader {
@@ -177,6 +172,16 @@ struct ParamGradStore {
     if (dw) dw[c] = convert<W>(s.dy_xmu);
     if (db) db[c] = convert<W>(s.dy);
   }
+};
+
+// The fused backward's per-(group, channel) sums (fused::fused_param_sums_apply),
+// summed per channel over its G / P groups g = c / K + q P in order of q.
+struct ChannelPartialLoader {
+  const DySums* partial;  // G x K
+  int64_t K, P;
+  using Row = int64_t;
+  __device__ Row row(int64_t c) const { return c; }
+  __device__ DySums operator()(Row c, int64_t q) const { return partial[(q * P + c / K) * K + c % K]; }
 };
 
 // Groups that are channels (BatchNorm): from one reduction's unweighted sums,
@@ -274,6 +279,9 @@ void backward_typed(const NormBackwardArgs& args) {
   // kernels (MINIDL_CUDA_NORM_KERNELS=legacy keeps the H100-checked two passes);
   // with fuse the fused kernel makes the group sums and the channel pass the rest.
   const bool one_pass = (dw || db) && !fuse && !stats::legacy_kernels() && cuda_math::groups_are_channels(shape);
+  // GroupNorm/InstanceNorm on planes of a multiple of 256 values: the fused
+  // kernel sums each channel's part of its group on the way (norm_fused.cuh).
+  const bool fused_params = (dw || db) && fuse && fused::fused_param_sums_apply(shape);
   // Local per-group sums, into the caller's outputs where given, else temporaries.
   Tensor tmp;
   double *s1 = nullptr, *s2 = nullptr;
@@ -307,7 +315,7 @@ void backward_typed(const NormBackwardArgs& args) {
     else
       cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
                                       "normalization backward");
-  } else if (dw || db) {
+  } else if ((dw || db) && !fused_params) {
     const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
     // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
     // the tiled column reduction (ops/cuda/column_reduce.cuh, 32 channels x
@@ -333,7 +341,19 @@ void backward_typed(const NormBackwardArgs& args) {
   }
   if (!want_dx) return;
   if (fuse) {
-    fused::launch_fused_backward<T, W>(ctx, shape, args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, s1, s2);
+    Tensor partial_buffer;
+    DySums* partial = nullptr;
+    if (fused_params) {
+      partial_buffer = cuda_kernels::temp_buffer(shape.G * shape.K * static_cast<int64_t>(sizeof(DySums)), device);
+      partial = static_cast<DySums*>(partial_buffer.raw_data());
+    }
+    fused::launch_fused_backward<T, W>(ctx, shape, args.grad_input.data_ptr<T>(), dy, x, w, mean, invstd, s1, s2,
+                                       partial);
+    if (fused_params)
+      cuda_kernels::launch_row_reduce(ctx, shape.channels(), shape.G / shape.P, DySums{},
+                                      ChannelPartialLoader{partial, shape.K, shape.P}, AddDySums(),
+                                      ParamGradStore<W>{dw, db}, "normalization backward",
+                                      cuda_kernels::RowAccess::kInterleaved);
     return;
   }
   const int64_t n = args.geo.numel();
