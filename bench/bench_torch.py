@@ -322,7 +322,7 @@ def bench_train(args):
         if args.model == "smallnet":
             profile_smallnet_ops(batch, args.reps)
         elif args.model == "resnet18":
-            profile_resnet18_convs(batch, args.reps)
+            profile_resnet18_convs(batch, args.reps, amp)
 
 
 def bench_volume(args):
@@ -516,12 +516,23 @@ def time_op(name, leaves, f, reps):
     print(f"# op {name:<34} fwd+bwd {statistics.median(times):8.1f} ms", flush=True)
 
 
-def profile_resnet18_convs(n, reps):
+def profile_resnet18_convs(n, reps, amp=False):
+    """Twin of bench_train.cpp's profile_resnet18_convs: each kind of ResNet-18 conv once a stage."""
+    def conv(cin, cout, hw, k, stride):
+        x = torch.randn(n, cin, hw, hw, requires_grad=True)
+        w = (torch.randn(cout, cin, k, k) * 0.05).requires_grad_()
+
+        def f(a, b):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                return F.conv2d(a, b, None, stride, k // 2)
+        time_op(f"conv{k}x{k}{' s2 ' if stride > 1 else ' '}{cin}->{cout} @{hw}", [x, w], f, reps)
+
     c, hw = 64, 32
     while c <= 512:
-        x = torch.randn(n, c, hw, hw, requires_grad=True)
-        w = (torch.randn(c, c, 3, 3) * 0.05).requires_grad_()
-        time_op(f"conv3x3 {c}->{c} @{hw}", [x, w], lambda a, b: F.conv2d(a, b, None, 1, 1), reps)
+        if c > 64:
+            conv(c // 2, c, hw * 2, 3, 2)
+            conv(c // 2, c, hw * 2, 1, 2)
+        conv(c, c, hw, 3, 1)
         c, hw = c * 2, hw // 2
 
 

@@ -116,16 +116,26 @@ void profile_smallnet_ops(int64_t n, int reps, const examples::MixedPrecision& a
   }
 }
 
-// ResNet-18's 3x3 convs, one per stage (each stage has 4 of them, 3 for
-// stages 2-4 plus their strided first conv), at batch n.
+// ResNet-18's convs, one of each kind per stage at batch n: the 3x3 stride-1
+// conv (4 a stage, 3 in stages 2-4), and in stages 2-4 the strided 3x3 that
+// opens the stage and the 1x1 stride-2 shortcut ("@hw" is the input map).
 void profile_resnet18_convs(int64_t n, int reps, const examples::MixedPrecision& amp) {
-  for (int64_t c = 64, hw = 32; c <= 512; c *= 2, hw /= 2) {
-    const Tensor x = randn({n, c, hw, hw}).requires_grad_();
-    const Tensor w = (randn({c, c, 3, 3}) * 0.05).requires_grad_();
+  auto conv = [&](int64_t cin, int64_t cout, int64_t hw, int64_t k, int64_t stride) {
+    const Tensor x = randn({n, cin, hw, hw}).requires_grad_();
+    const Tensor w = (randn({cout, cin, k, k}) * 0.05).requires_grad_();
     Conv2dParams params;
-    params.padding = {1, 1};
-    time_op("conv3x3 " + std::to_string(c) + "->" + std::to_string(c) + " @" + std::to_string(hw), {x, w},
-            [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps, amp);
+    params.stride = {stride, stride};
+    params.padding = {k / 2, k / 2};
+    time_op("conv" + std::to_string(k) + "x" + std::to_string(k) + (stride > 1 ? " s2 " : " ") +
+                std::to_string(cin) + "->" + std::to_string(cout) + " @" + std::to_string(hw),
+            {x, w}, [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), params); }, reps, amp);
+  };
+  for (int64_t c = 64, hw = 32; c <= 512; c *= 2, hw /= 2) {
+    if (c > 64) {
+      conv(c / 2, c, hw * 2, 3, 2);
+      conv(c / 2, c, hw * 2, 1, 2);
+    }
+    conv(c, c, hw, 3, 1);
   }
 }
 

@@ -39,10 +39,10 @@ inline bool legacy_kernels() {
 // LayerNorm's backward (S == 1) writes dx inside the tiled column reduction
 // of the parameter gradients (ops/cuda/norm_core.cu's ChannelDyDxLoader)
 // rather than in a pass of its own: one read of dy and x less. On an H100
-// (2026-11-27, two runs) LayerNorm (C, H, W) on (128, 64, 32, 32) forward +
-// backward took 0.220 and 0.207 ms this way against 0.226 and 0.215 with the
-// separate pass. MINIDL_CUDA_NORM_KERNELS=separate-dx (read once per process)
-// keeps the separate pass.
+// (2026-11-27, three runs) LayerNorm (C, H, W) on (128, 64, 32, 32) forward +
+// backward took 0.220, 0.207 and 0.207 ms this way against 0.226, 0.215 and
+// 0.214 with the separate pass. MINIDL_CUDA_NORM_KERNELS=separate-dx (read
+// once per process) keeps the separate pass.
 inline bool dx_in_column_pass() {
   static const bool on = [] {
     const char* v = std::getenv("MINIDL_CUDA_NORM_KERNELS");
