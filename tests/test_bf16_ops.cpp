@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minidl/ops/cpu/bf16_gemm.h"
+#include "minidl/ops/cpu/conv2d_bf16_taps.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -69,6 +70,15 @@ std::vector<Case> cases() {
        conv(Conv2dParams{.padding = {2, 2}}, false)},
       {"conv2d groups 2, 128 -> 120 channels (flipped weights transposed, grad weight rounded, on the threads)",
        {{1, 128, 5, 4}, {120, 64, 3, 3}}, conv(Conv2dParams{.padding = {1, 1}, .groups = 2}, false)},
+      // Maps of at most 16 pixels with padding: a GEMM per kernel tap
+      // (ops/cpu/conv2d_bf16_taps.h; the 5x5 case above too).
+      {"conv2d 4x4 maps, 3x3 pad 1, bias (a GEMM per tap)", {{3, 16, 4, 4}, {8, 16, 3, 3}, {8}},
+       conv(Conv2dParams{.padding = {1, 1}}, true)},
+      {"conv2d 4x4 maps, 64 channels (per-tap gathers and scatters on the threads)", {{2, 64, 4, 4}, {64, 64, 3, 3}},
+       conv(Conv2dParams{.padding = {1, 1}}, false)},
+      {"conv2d 2x3 maps, padding (1, 0)", {{2, 5, 2, 3}, {4, 5, 3, 3}, {4}}, conv(Conv2dParams{.padding = {1, 0}}, true)},
+      {"conv2d 1x1 map, 5x5 pad 3 (taps that read only padding)", {{2, 3, 1, 1}, {4, 3, 5, 5}},
+       conv(Conv2dParams{.padding = {3, 3}}, false)},
   };
 }
 
@@ -196,4 +206,19 @@ TEST_CASE("bfloat16 3x3 stride-1 convs that float32 runs by Winograd F(4x4) run 
       CHECK(testing::max_abs_diff(w.grad().to(kFloat32), ww.grad().to(kBFloat16).to(kFloat32)) == 0.0);
     }
   }
+}
+
+TEST_CASE("bfloat16 convs on small padded maps take a GEMM per kernel tap") {
+  auto geometry = [](int64_t c, int64_t hw, int64_t k, int64_t stride, int64_t pad) {
+    Conv2dGeometry g;
+    g.batch = 64, g.in_channels = c, g.out_channels = c, g.in_h = g.in_w = hw, g.kernel_h = g.kernel_w = k;
+    g.stride_h = g.stride_w = stride, g.pad_h = g.pad_w = pad;
+    conv2d_set_output_size(g);
+    return g;
+  };
+  CHECK(cpu::conv2d_bf16_taps_applies(geometry(512, 4, 3, 1, 1)));    // ResNet-18's last stage
+  CHECK_FALSE(cpu::conv2d_bf16_taps_applies(geometry(256, 8, 3, 1, 1)));  // 64 pixels: im2col
+  CHECK_FALSE(cpu::conv2d_bf16_taps_applies(geometry(512, 8, 3, 2, 1)));  // strided
+  CHECK_FALSE(cpu::conv2d_bf16_taps_applies(geometry(512, 4, 3, 1, 0)));  // no padding to skip
+  CHECK_FALSE(cpu::conv2d_bf16_taps_applies(geometry(512, 4, 1, 1, 0)));  // 1x1
 }

@@ -26,6 +26,7 @@
 
 #include "minidl/ops/cpu/bf16_gemm.h"
 #include "minidl/ops/cpu/bf16_kernels.h"
+#include "minidl/ops/cpu/conv2d_bf16_taps.h"
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/convert_half.h"
@@ -369,13 +370,21 @@ const BFloat16* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<BFloat16>
 
 void conv2d_forward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y) {
+  if (conv2d_bf16_taps_applies(g)) return conv2d_forward_bf16_taps(g, ptr(x), ptr(w), ptr(bias), y.data_ptr<BFloat16>());
   forward(g, ptr(x), ptr(w), ptr(bias), y.data_ptr<BFloat16>());
 }
 
 void conv2d_backward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
                           const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
-  if (dx.defined()) backward_input(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
-  if (dw.defined()) backward_weight(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
+  const bool taps = conv2d_bf16_taps_applies(g);
+  if (dx.defined()) {
+    if (taps) conv2d_backward_input_bf16_taps(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
+    else backward_input(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
+  }
+  if (dw.defined()) {
+    if (taps) conv2d_backward_weight_bf16_taps(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
+    else backward_weight(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
+  }
   if (dbias.defined()) {
     const int64_t P = g.out_h * g.out_w;
     const BFloat16* pdy = ptr(dy);
