@@ -1,5 +1,6 @@
 // conv2d on bfloat16 operands through bf16_gemm (ops/cpu/bf16_kernels.h):
-// im2col, then one GEMM per chunk of images and group. With CK = C/groups *
+// im2col, then one GEMM per chunk of images and group (maps of at most 16
+// output pixels with padding: a GEMM per kernel tap, ops/cpu/conv2d_bf16_taps.h). With CK = C/groups *
 // kH * kW, P = out_h * out_w, J = images * P (a chunk's output pixels), W_g
 // the group's weights as a Kg x CK matrix (their memory order) and cols the
 // CK x J im2col matrix of the chunk:
