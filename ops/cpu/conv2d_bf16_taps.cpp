@@ -125,46 +125,48 @@ bool conv2d_bf16_taps_applies(const Conv2dGeometry& g) {
          g.batch > 0 && g.out_h > 0 && g.out_w > 0;
 }
 
-void conv2d_forward_bf16_taps(const Conv2dGeometry& g, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
-                              BFloat16* y) {
+namespace {
+
+// The forward (dst = y = sum_t W_t X_t + bias, X_t the input values tap t
+// reads, scattered to the output pixels that read them) and, transposed, the
+// grad input (dst = dx = sum_t W_t^T dY_t, dY_t the gradient at the tap's
+// output pixels, scattered to the input pixels they read): float32 sums,
+// each element of dst rounded once.
+void correlate_taps(const Conv2dGeometry& g, bool transposed, const BFloat16* src, const BFloat16* w,
+                    const BFloat16* bias, BFloat16* dst) {
   const int64_t N = g.batch, C = g.in_channels, K = g.out_channels, P = g.out_h * g.out_w, HW = g.in_h * g.in_w;
+  const int64_t src_rows = transposed ? K : C, src_plane = transposed ? P : HW;
+  const int64_t dst_rows = transposed ? C : K, dst_plane = transposed ? HW : P;
   const BFloat16* wt = weights_by_tap(g, w);
-  float* acc = zeroed(Slot::kSums, K * N * P);  // [k][n][p]
+  float* acc = zeroed(Slot::kSums, dst_rows * N * dst_plane);  // [row][n][pixel]
   for (const Tap& t : taps_of(g)) {
     const int64_t ld = N * t.count();
     if (ld == 0) continue;
-    BFloat16* cols = thread_buffer<BFloat16>(Slot::kOperandB, C * ld);
-    float* prod = thread_buffer<float>(Slot::kProduct, K * ld);
-    gather(g, t.q, x, C, HW, cols);
-    bf16_gemm(false, false, K, ld, C, wt + t.index * K * C, C, cols, ld, float_out(prod, ld));
-    scatter_add(g, t.p, prod, K, P, acc);
+    BFloat16* operand = thread_buffer<BFloat16>(Slot::kOperandB, src_rows * ld);
+    float* prod = thread_buffer<float>(Slot::kProduct, dst_rows * ld);
+    gather(g, transposed ? t.p : t.q, src, src_rows, src_plane, operand);
+    // op(A) = W_t (K x C) or W_t^T, stored as W_t either way.
+    bf16_gemm(transposed, false, dst_rows, ld, src_rows, wt + t.index * K * C, C, operand, ld, float_out(prod, ld));
+    scatter_add(g, transposed ? t.q : t.p, prod, dst_rows, dst_plane, acc);
   }
-#pragma omp parallel for schedule(static) num_threads(threads_for(K))
-  for (int64_t k = 0; k < K; ++k) {
-    const float b = bias ? static_cast<float>(bias[k]) : 0.0f;
+#pragma omp parallel for schedule(static) num_threads(threads_for(dst_rows))
+  for (int64_t r = 0; r < dst_rows; ++r) {
+    const float b = bias ? static_cast<float>(bias[r]) : 0.0f;
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t p = 0; p < P; ++p) y[(n * K + k) * P + p] = BFloat16(acc[(k * N + n) * P + p] + b);
+      for (int64_t q = 0; q < dst_plane; ++q)
+        dst[(n * dst_rows + r) * dst_plane + q] = BFloat16(acc[(r * N + n) * dst_plane + q] + b);
   }
 }
 
+}  // namespace
+
+void conv2d_forward_bf16_taps(const Conv2dGeometry& g, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
+                              BFloat16* y) {
+  correlate_taps(g, /*transposed=*/false, x, w, bias, y);
+}
+
 void conv2d_backward_input_bf16_taps(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* w, BFloat16* dx) {
-  const int64_t N = g.batch, C = g.in_channels, K = g.out_channels, P = g.out_h * g.out_w, HW = g.in_h * g.in_w;
-  const BFloat16* wt = weights_by_tap(g, w);
-  float* acc = zeroed(Slot::kSums, C * N * HW);  // [c][n][q]
-  for (const Tap& t : taps_of(g)) {
-    const int64_t ld = N * t.count();
-    if (ld == 0) continue;
-    BFloat16* dyt = thread_buffer<BFloat16>(Slot::kOperandA, K * ld);
-    float* prod = thread_buffer<float>(Slot::kProduct, C * ld);
-    gather(g, t.p, dy, K, P, dyt);
-    // op(A) = W_t^T (C x K), stored as W_t (K x C).
-    bf16_gemm(true, false, C, ld, K, wt + t.index * K * C, C, dyt, ld, float_out(prod, ld));
-    scatter_add(g, t.q, prod, C, HW, acc);
-  }
-#pragma omp parallel for schedule(static) num_threads(threads_for(C))
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t q = 0; q < HW; ++q) dx[(n * C + c) * HW + q] = BFloat16(acc[(c * N + n) * HW + q]);
+  correlate_taps(g, /*transposed=*/true, dy, w, nullptr, dx);
 }
 
 void conv2d_backward_weight_bf16_taps(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* x, BFloat16* dw) {
