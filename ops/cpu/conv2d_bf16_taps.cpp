@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "minidl/ops/cpu/bf16_gemm.h"
@@ -60,7 +61,22 @@ int threads_for(int64_t rows) { return rows >= 64 ? omp_get_max_threads() : 1; }
 const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 uint16_t* bits(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
 
-// dst (rows x (N v)): dst[r][n v + i] = src[(n rows + r) plane + pixel[i]].
+// An NCHW tensor's planes in (channel, image) order: rows x N planes, so
+// that each tap's gather below reads one channel's planes in a row (in NCHW
+// order a channel's planes of consecutive images lie C planes apart: at 32
+// bytes a 4x4 plane the gathers then took 12.9% of a 512 -> 512 4x4 conv's
+// forward + backward instead of 7.9%, 64.0 against 62.0 ms, Zen 4, 1 thread).
+const BFloat16* by_channel(const Conv2dGeometry& g, const BFloat16* src, int64_t rows, int64_t plane, Slot slot) {
+  BFloat16* dst = thread_buffer<BFloat16>(slot, rows * g.batch * plane);
+#pragma omp parallel for schedule(static) num_threads(threads_for(rows))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < g.batch; ++n)
+      std::memcpy(dst + (r * g.batch + n) * plane, src + (n * rows + r) * plane,
+                  static_cast<size_t>(plane) * sizeof(BFloat16));
+  return dst;
+}
+
+// dst (rows x (N v)): dst[r][n v + i] = src[(r N + n) plane + pixel[i]], src by_channel's.
 void gather(const Conv2dGeometry& g, const std::vector<int32_t>& pixel, const BFloat16* src, int64_t rows,
             int64_t plane, BFloat16* dst) {
   const int64_t v = static_cast<int64_t>(pixel.size()), ld = g.batch * v;
@@ -68,7 +84,7 @@ void gather(const Conv2dGeometry& g, const std::vector<int32_t>& pixel, const BF
 #pragma omp parallel for schedule(static) num_threads(threads_for(rows))
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t n = 0; n < g.batch; ++n) {
-      const uint16_t* s = bits(src) + (n * rows + r) * plane;
+      const uint16_t* s = bits(src) + (r * g.batch + n) * plane;
       uint16_t* d = bits(dst) + r * ld + n * v;
       for (int64_t i = 0; i < v; ++i) d[i] = s[idx[i]];
     }
@@ -138,13 +154,14 @@ void correlate_taps(const Conv2dGeometry& g, bool transposed, const BFloat16* sr
   const int64_t src_rows = transposed ? K : C, src_plane = transposed ? P : HW;
   const int64_t dst_rows = transposed ? C : K, dst_plane = transposed ? HW : P;
   const BFloat16* wt = weights_by_tap(g, w);
+  const BFloat16* src_by_channel = by_channel(g, src, src_rows, src_plane, Slot::kTransform);
   float* acc = zeroed(Slot::kSums, dst_rows * N * dst_plane);  // [row][n][pixel]
   for (const Tap& t : taps_of(g)) {
     const int64_t ld = N * t.count();
     if (ld == 0) continue;
     BFloat16* operand = thread_buffer<BFloat16>(Slot::kOperandB, src_rows * ld);
     float* prod = thread_buffer<float>(Slot::kProduct, dst_rows * ld);
-    gather(g, transposed ? t.p : t.q, src, src_rows, src_plane, operand);
+    gather(g, transposed ? t.p : t.q, src_by_channel, src_rows, src_plane, operand);
     // op(A) = W_t (K x C) or W_t^T, stored as W_t either way.
     bf16_gemm(transposed, false, dst_rows, ld, src_rows, wt + t.index * K * C, C, operand, ld, float_out(prod, ld));
     scatter_add(g, transposed ? t.q : t.p, prod, dst_rows, dst_plane, acc);
@@ -172,14 +189,16 @@ void conv2d_backward_input_bf16_taps(const Conv2dGeometry& g, const BFloat16* dy
 void conv2d_backward_weight_bf16_taps(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* x, BFloat16* dw) {
   const int64_t N = g.batch, C = g.in_channels, K = g.out_channels, P = g.out_h * g.out_w, HW = g.in_h * g.in_w;
   const int64_t T = g.kernel_h * g.kernel_w;
+  const BFloat16* dy_by_channel = by_channel(g, dy, K, P, Slot::kRows);
+  const BFloat16* x_by_channel = by_channel(g, x, C, HW, Slot::kTransform);
   for (const Tap& t : taps_of(g)) {
     const int64_t ld = N * t.count();
     float* prod = zeroed(Slot::kProduct, K * C);  // stays 0 for a tap that reads only padding
     if (ld > 0) {
       BFloat16* dyt = thread_buffer<BFloat16>(Slot::kOperandA, K * ld);
       BFloat16* cols = thread_buffer<BFloat16>(Slot::kOperandB, C * ld);
-      gather(g, t.p, dy, K, P, dyt);
-      gather(g, t.q, x, C, HW, cols);
+      gather(g, t.p, dy_by_channel, K, P, dyt);
+      gather(g, t.q, x_by_channel, C, HW, cols);
       // dW_t (K x C) = dY_t (K x N v) X_t^T; op(B) = X_t^T, stored as X_t (C x N v).
       bf16_gemm(false, true, K, C, ld, dyt, ld, cols, ld, float_out(prod, C));
     }
