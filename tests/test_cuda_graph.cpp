@@ -9,8 +9,8 @@
 // interpolate) captured and replayed. The host logic of the private
 // pools is tested on the CPU (tests/test_caching_allocator.cpp).
 //
-// Passed on an H100 (2026-11-27, scripts/gpu-check.sh run), before the pad and
-// interpolate case was added (compiled, not run on a GPU yet). Needs a CUDA device: without one it prints "skipped: no
+// Passed on an H100 (2026-11-27, scripts/gpu-check.sh run; with the pad and
+// interpolate case in the third run, 18:39). Needs a CUDA device: without one it prints "skipped: no
 // CUDA device (<reason>)" and exits 77, which CTest reports as skipped.
 #include <memory>
 #include <string>

@@ -5,7 +5,7 @@
 // wait nowhere, so CUDA-only code paths (cuDNN, cuBLAS, the norm and
 // optimizer kernels) are held to issue 14's promise too.
 //
-// Compiled, not yet run on a GPU when written (2026-11-27). Needs a CUDA
+// Passed on an H100 (2026-11-27 18:39, scripts/gpu-check.sh all). Needs a CUDA
 // device: without one it prints "skipped: no CUDA device (<reason>)" and exits 77.
 #include "minidl/core/cuda.h"
 #include "minidl/core/sync_debug.h"

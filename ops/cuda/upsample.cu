@@ -11,8 +11,8 @@
 // lists: float32/float64 (tests/test_cuda_ops, 2026-11-26), float16/bfloat16
 // (bilinear, nearest: tests/test_cuda_ops_half, 2026-11-27). The searched
 // readers equal those lists bit for bit on the CPU
-// (tests/test_cuda_pad_upsample_math.cpp); the kernel since is compiled, not
-// run on a GPU.
+// (tests/test_cuda_pad_upsample_math.cpp); the kernel since passed both
+// suites and a CUDA-graph capture in the third H100 run (2026-11-27 18:39).
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/upsample_math.h"
 #include "minidl/ops/interpolate.h"

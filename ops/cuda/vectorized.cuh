@@ -7,7 +7,8 @@
 // The norm passes ran on an H100 (aligned, unaligned views, tails:
 // tests/test_cuda_ops, test_cuda_ops_half, 2026-11-27); the contiguous maps
 // below (unary and binary ops) in both suites' run C (bench/RESULTS.md), but
-// test_cuda_ops' vector-tail and unaligned-view cases are newer, not run on a GPU.
+// test_cuda_ops' vector-tail and unaligned-view cases passed in the third H100 run
+// (2026-11-27 18:39).
 //
 // F provides  template <int N> __device__ void vec(int64_t i0) const;  (elements i0 .. i0+N-1)
 //             __device__ void scalar(int64_t i) const;
