@@ -180,6 +180,14 @@ bench() {
   (cd "$out" && tar -czf bench-jsonl.tar.gz bench-*.jsonl) && rm -f "$out"/bench-*.jsonl
 }
 
+# There: the path of Nsight Compute's ncu, or a message naming the caller ($1) and status 1.
+find_ncu() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [ -n "$ncu" ] || { echo "gpu-check $1: ncu (Nsight Compute) not found" >&2; return 1; }
+  echo "$ncu"
+}
+
 # There: ncu records only the steps between the profiler markers of
 # bench_gpu --suite profile and its PyTorch twin (after their warm-up and
 # cuDNN's algorithm search); each kernel is replayed alone for its duration,
@@ -187,8 +195,7 @@ bench() {
 profile() {
   setup_there || return 1
   local ncu gpu tmp report=$out/profile-report.md
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-  [ -n "$ncu" ] || { echo "gpu-check profile: ncu (Nsight Compute) not found" >&2; return 1; }
+  ncu=$(find_ncu profile) || return 1
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   tmp=$(mktemp -d)
   local ncu_args=(--profile-from-start off --metrics gpu__time_duration.sum --cache-control none --clock-control none
@@ -225,8 +232,7 @@ profile() {
 profile_norms() {
   setup_there || return 1
   local ncu tmp
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-  [ -n "$ncu" ] || { echo "gpu-check profile-norms: ncu (Nsight Compute) not found" >&2; return 1; }
+  ncu=$(find_ncu profile-norms) || return 1
   tmp=$(mktemp -d)
   local metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size
   metrics+=,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active

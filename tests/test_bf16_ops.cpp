@@ -129,16 +129,11 @@ struct DotOff {
 
 }  // namespace
 
-// Winograd F(4x4) off: every conv of cases() then takes the dot products
-// (with it, the 3x3 stride-1 ones with enough channels run Winograd in
-// float32: the last test case).
-struct NoWinograd4 {
-  NoWinograd4() { backends::cpu::set_conv_allow_winograd4(false); }
-  ~NoWinograd4() { backends::cpu::set_conv_allow_winograd4(true); }
-};
-
 TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float64, forward and backward") {
-  NoWinograd4 no_f4;
+  // Winograd F(4x4) off: every conv of cases() then takes the dot products
+  // (with it, the 3x3 stride-1 ones with enough channels run Winograd in
+  // float32: the test case below).
+  const testing::NoWinograd4 no_f4;
   if (!cpu::cpu_has_avx512_bf16())
     MESSAGE("this CPU has no AVX512-BF16: these cases run on the float32 path (Float32Compute), not the dot products");
   for (const Case& c : cases()) {

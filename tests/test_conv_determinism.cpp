@@ -74,7 +74,7 @@ TEST_CASE("bfloat16 conv2d weight gradient (the dot-product path) is bit-identic
   const int saved = omp_get_max_threads();
   omp_set_num_threads(3);
   // F(4x4) would take this conv into float32 Winograd (ops/cpu/conv2d.cpp).
-  backends::cpu::set_conv_allow_winograd4(false);
+  const testing::NoWinograd4 no_f4;
   manual_seed(4);
   const Tensor x = randn({48, 32, 16, 16}).to(kBFloat16);  // 12 chunks of 4 images
   Tensor w = (randn({32, 32, 3, 3}) * 0.1).to(kBFloat16).requires_grad_();
@@ -94,6 +94,5 @@ TEST_CASE("bfloat16 conv2d weight gradient (the dot-product path) is bit-identic
     CHECK(cpu::bf16_gemm_counts().dot_product > dot_before);
   else
     MESSAGE("this CPU has no AVX512-BF16: the float32 path ran");
-  backends::cpu::set_conv_allow_winograd4(true);
   omp_set_num_threads(saved);
 }

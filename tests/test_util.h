@@ -78,6 +78,16 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// Winograd F(4x4) off for a scope (backends::cpu::set_conv_allow_winograd4),
+// restored however the scope ends: bfloat16 3x3 stride-1 convs then keep the
+// dot products instead of float32 Winograd (ops/cpu/conv2d.cpp).
+struct NoWinograd4 {
+  NoWinograd4() { backends::cpu::set_conv_allow_winograd4(false); }
+  ~NoWinograd4() { backends::cpu::set_conv_allow_winograd4(true); }
+  NoWinograd4(const NoWinograd4&) = delete;
+  NoWinograd4& operator=(const NoWinograd4&) = delete;
+};
+
 }  // namespace minidl::testing
 
 // Checks that `expr` throws minidl::Error whose message contains `substr`.
