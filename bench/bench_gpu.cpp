@@ -20,6 +20,9 @@
 // vs float32", next to PyTorch's torch.autocast + torch.amp.GradScaler).
 // train_step_deterministic_*: under train_cifar10 --deterministic's cuDNN
 // settings, PyTorch's twin under cudnn.deterministic = True, benchmark off.
+// train_step_cl_*, batch_norm2d_train_cl: channels-last images and
+// activations (core/memory_format.h; PyTorch's twin: model and input
+// .to(memory_format=torch.channels_last)).
 //
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
@@ -112,8 +115,10 @@ void print(const std::string& op, const std::string& shape, double ms, double fl
   std::fflush(stdout);
 }
 
-Tensor leaf(const Shape& s, const Options& o, double scale = 1.0) {
-  return (randn(s) * scale).to(o.device).requires_grad_();
+Tensor leaf(const Shape& s, const Options& o, double scale = 1.0, bool channels_last = false) {
+  Tensor t = (randn(s) * scale).to(o.device);
+  if (channels_last) t = t.contiguous(MemoryFormat::ChannelsLast);
+  return t.requires_grad_();
 }
 
 // Forward, or forward + backward with a fixed upstream gradient; leaves' grads
@@ -125,7 +130,8 @@ void time_op(const Options& o, const std::string& op, const std::string& shape, 
     NoGradGuard no_grad;
     print(op + "_fwd", shape, median_ms(o, iters, [&] { f(leaves); }), fwd_flops);
   }
-  const Tensor grad = ones_like(f(leaves).detach());
+  const Tensor out = f(leaves).detach();
+  const Tensor grad = ones_like(out).contiguous(out.suggest_memory_format());  // as the op's own gradient would come
   print(op + "_fwd_bwd", shape,
         median_ms(o, iters,
                   [&] {
@@ -151,8 +157,10 @@ void conv_suite(const Options& o) {
     const double flops = 2.0 * n * c.cout * out * out * c.cin * 9;
     const std::string shape = std::to_string(n) + "x" + std::to_string(c.cin) + "x" + std::to_string(c.hw) + "x" +
                               std::to_string(c.hw) + "->" + std::to_string(c.cout) + "/s" + std::to_string(c.stride);
-    time_op(o, "conv3x3", shape, flops, {leaf({n, c.cin, c.hw, c.hw}, o), leaf({c.cout, c.cin, 3, 3}, o, 0.05)},
-            [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), p); });
+    for (bool cl : {false, true})  // conv3x3_cl: NHWC input (the weight converted per call, as in training)
+      time_op(o, cl ? "conv3x3_cl" : "conv3x3", shape, flops,
+              {leaf({n, c.cin, c.hw, c.hw}, o, 1.0, cl), leaf({c.cout, c.cin, 3, 3}, o, 0.05)},
+              [p](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), p); });
   }
 }
 
@@ -161,6 +169,8 @@ void norm_suite(const Options& o) {
   const std::string shape = dims(s);
   const Tensor rm = zeros({64}).to(o.device), rv = ones({64}).to(o.device);
   time_op(o, "batch_norm2d_train", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
+          [&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], true); });
+  time_op(o, "batch_norm2d_train_cl", shape, 0, {leaf(s, o, 1.0, true), leaf({64}, o), leaf({64}, o)},
           [&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], true); });
   time_op(o, "group_norm32", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
           [](const std::vector<Tensor>& v) { return group_norm(v[0], 32, v[1], v[2]); });
@@ -192,7 +202,8 @@ struct TrainStep {
   std::unique_ptr<amp::GradScaler> scaler;  // fp16 only
   Tensor x, y;
 
-  TrainStep(const Options& o, const std::string& name, int64_t batch, bool capturable, bool fp16 = false) {
+  TrainStep(const Options& o, const std::string& name, int64_t batch, bool capturable, bool fp16 = false,
+            bool channels_last = false) {
     manual_seed(0);
     model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
     model->to(o.device);
@@ -203,6 +214,8 @@ struct TrainStep {
     so.capturable = capturable;
     sgd = std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{model->parameters()}, so);
     x = randn({batch, 3, 32, 32}).to(o.device);
+    // Channels-last images keep every activation NHWC (core/memory_format.h).
+    if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
     y = randint(0, 10, {batch}).to(o.device);
     if (fp16) scaler = std::make_unique<amp::GradScaler>("cuda");
   }
@@ -230,22 +243,22 @@ struct TrainStep {
 // settings (cuDNN's deterministic algorithms, no benchmark search), what that
 // flag costs next to the train_step_<model> line.
 void train_step(const Options& o, const std::string& name, int64_t batch, bool fp16 = false,
-                bool deterministic = false) {
+                bool deterministic = false, bool channels_last = false) {
   backends::cudnn::set_deterministic(deterministic);
   backends::cudnn::set_benchmark(!deterministic);
-  TrainStep step(o, name, batch, /*capturable=*/false, fp16);
+  TrainStep step(o, name, batch, /*capturable=*/false, fp16, channels_last);
   step();
   cuda::reset_peak_memory_stats(o.device.index);
   const double ms = median_ms(o, 5, std::ref(step));
   const double peak = static_cast<double>(cuda::max_memory_allocated(o.device.index)) / (1024.0 * 1024.0);
-  const std::string op =
-      std::string(fp16 ? "train_step_fp16_" : deterministic ? "train_step_deterministic_" : "train_step_") + name;
+  const std::string op = std::string(fp16 ? "train_step_fp16_" : deterministic ? "train_step_deterministic_" : "train_step_") +
+                         (channels_last ? "cl_" : "") + name;
   print(op, "batch " + std::to_string(batch), ms, 0, peak, 1000.0 * batch / ms);
   backends::cudnn::set_deterministic(false);
   backends::cudnn::set_benchmark(true);
   // The host's share: one step enqueued on an idle device, not waited for. Near
   // the step time, the step is bound by launches, not by the GPU.
-  if (!fp16 && !deterministic) print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
+  if (!fp16 && !deterministic && !channels_last) print("train_step_host_" + name, "batch " + std::to_string(batch), enqueue_ms(o, std::ref(step)), 0);
 }
 
 // The same step (capturable SGD) eager and as a CUDA graph replay, on the
@@ -345,6 +358,10 @@ int program(int argc, char** argv) {
     train_step(o, "smallnet", 128, /*fp16=*/true);
     train_step(o, "resnet18", 128, /*fp16=*/false, /*deterministic=*/true);
     train_step(o, "smallnet", 128, /*fp16=*/false, /*deterministic=*/true);
+    train_step(o, "resnet18", 128, /*fp16=*/false, /*deterministic=*/false, /*channels_last=*/true);
+    train_step(o, "resnet18", 512, /*fp16=*/false, /*deterministic=*/false, /*channels_last=*/true);
+    train_step(o, "smallnet", 128, /*fp16=*/false, /*deterministic=*/false, /*channels_last=*/true);
+    train_step(o, "resnet18", 128, /*fp16=*/true, /*deterministic=*/false, /*channels_last=*/true);
   }
   return 0;
 }

@@ -55,8 +55,11 @@ def report(op, shape, ms, flops, peak_mib=0.0, images_per_s=0.0):
     print(json.dumps(r), flush=True)
 
 
-def leaf(shape, dev, scale=1.0):
-    return (torch.randn(shape) * scale).to(dev).requires_grad_()
+def leaf(shape, dev, scale=1.0, channels_last=False):
+    t = (torch.randn(shape) * scale).to(dev)
+    if channels_last:
+        t = t.contiguous(memory_format=torch.channels_last)
+    return t.requires_grad_()
 
 
 def time_op(a, op, shape, fwd_flops, leaves, f, iters=20):
@@ -78,8 +81,10 @@ def conv_suite(a):
         n, out = 128, hw // stride
         flops = 2.0 * n * cout * out * out * cin * 9
         shape = f"{n}x{cin}x{hw}x{hw}->{cout}/s{stride}"
-        time_op(a, "conv3x3", shape, flops, [leaf((n, cin, hw, hw), a.dev), leaf((cout, cin, 3, 3), a.dev, 0.05)],
-                lambda v, s=stride: F.conv2d(v[0], v[1], None, s, 1))
+        for cl in (False, True):  # conv3x3_cl: channels-last input, the weight as is (bench_gpu.cpp's twin)
+            time_op(a, "conv3x3_cl" if cl else "conv3x3", shape, flops,
+                    [leaf((n, cin, hw, hw), a.dev, 1.0, cl), leaf((cout, cin, 3, 3), a.dev, 0.05)],
+                    lambda v, s=stride: F.conv2d(v[0], v[1], None, s, 1))
 
 
 def norm_suite(a):
@@ -87,6 +92,8 @@ def norm_suite(a):
     shape = "x".join(map(str, s))
     rm, rv = torch.zeros(64, device=a.dev), torch.ones(64, device=a.dev)
     time_op(a, "batch_norm2d_train", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
+            lambda v: F.batch_norm(v[0], rm, rv, v[1], v[2], True))
+    time_op(a, "batch_norm2d_train_cl", shape, 0, [leaf(s, a.dev, 1.0, True), leaf((64,), a.dev), leaf((64,), a.dev)],
             lambda v: F.batch_norm(v[0], rm, rv, v[1], v[2], True))
     time_op(a, "group_norm32", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
             lambda v: F.group_norm(v[0], 32, v[1], v[2]))
@@ -105,13 +112,17 @@ def matmul_suite(a):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def make_step(a, name, batch, fp16):
+def make_step(a, name, batch, fp16, channels_last=False):
     """bench_gpu's TrainStep: SGD lr 0.1 momentum 0.9 wd 5e-4 on a fixed random batch;
-    fp16: the forward under torch.autocast float16 and a GradScaler."""
+    fp16: the forward under torch.autocast float16 and a GradScaler; channels_last:
+    model and input in torch.channels_last (PyTorch's recipe for it)."""
     torch.manual_seed(0)
     model = (ResNet18Cifar() if name == "resnet18" else small_net()).to(a.dev).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(batch, 3, 32, 32).to(a.dev)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     y = torch.randint(0, 10, (batch,)).to(a.dev)
     scaler = torch.amp.GradScaler(a.dev.type) if fp16 else None
 
@@ -130,12 +141,12 @@ def make_step(a, name, batch, fp16):
     return step
 
 
-def train_step(a, name, batch, fp16=False, deterministic=False):
+def train_step(a, name, batch, fp16=False, deterministic=False, channels_last=False):
     # deterministic: bench_gpu's train_step_deterministic_* twin (cuDNN's
     # deterministic algorithms, no benchmark search).
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = not deterministic
-    step = make_step(a, name, batch, fp16)
+    step = make_step(a, name, batch, fp16, channels_last)
     step()
     cuda = a.dev.type == "cuda"
     if cuda:
@@ -143,10 +154,11 @@ def train_step(a, name, batch, fp16=False, deterministic=False):
     ms = median_ms(a.dev, 5, step, a.rounds)
     peak = torch.cuda.max_memory_allocated(a.dev) / 2 ** 20 if cuda else 0.0
     kind = "train_step_fp16_" if fp16 else "train_step_deterministic_" if deterministic else "train_step_"
+    kind += "cl_" if channels_last else ""
     report(kind + name, f"batch {batch}", ms, 0, peak, 1e3 * batch / ms)
     torch.backends.cudnn.deterministic = False
     torch.backends.cudnn.benchmark = True
-    if not fp16 and not deterministic:
+    if not fp16 and not deterministic and not channels_last:
         report("train_step_host_" + name, f"batch {batch}", enqueue_ms(a.dev, step, a.rounds), 0)
 
 
@@ -211,6 +223,10 @@ def main():
         train_step(a, "smallnet", 128, fp16=True)
         train_step(a, "resnet18", 128, deterministic=True)
         train_step(a, "smallnet", 128, deterministic=True)
+        train_step(a, "resnet18", 128, channels_last=True)
+        train_step(a, "resnet18", 512, channels_last=True)
+        train_step(a, "smallnet", 128, channels_last=True)
+        train_step(a, "resnet18", 128, fp16=True, channels_last=True)
 
 
 if __name__ == "__main__":

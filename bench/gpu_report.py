@@ -56,6 +56,22 @@ def main():
         print("| step | shape | minidl | PyTorch |")
         print("|---|---|---:|---:|")
         print("\n".join(costs))
+    # Channels-last: minidl's channels-last step against both of PyTorch's
+    # (its default NCHW one, what a user runs without asking, and its own
+    # channels-last one).
+    cl_rows = []
+    for (op, shape), r in ours.items():
+        if "_cl_" not in op or not op.startswith("train_step"):
+            continue
+        nchw = (op.replace("_cl_", "_"), shape)
+        ratio = lambda key: (f"{theirs[key]['median_ms'] / r['median_ms']:.2f}x" if key in theirs else "-")
+        cl_rows.append(f"| {op} | {shape} | {r['median_ms']:.3f} | {ratio(nchw)} | {ratio((op, shape))} |")
+    if cl_rows:
+        print("\nChannels-last steps (core/memory_format.h), speedup against PyTorch's NCHW step and its "
+              "channels-last one:\n")
+        print("| step | shape | minidl ms | vs PyTorch NCHW | vs PyTorch channels-last |")
+        print("|---|---|---:|---:|---:|")
+        print("\n".join(cl_rows))
     missing = [k for k in theirs if k not in ours]
     if missing:
         print(f"\nonly in PyTorch's run: {', '.join(f'{op} {shape}' for op, shape in missing)}")

@@ -45,10 +45,16 @@ void check_shape(const Shape& shape, const char* op, DType dtype = kUInt8) {
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
+  return empty_strided(shape, contiguous_strides(shape), options);
+}
+
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
   check_shape(shape, "empty", options.dtype_);
+  MINIDL_CHECK(strides.size() == shape.size(), "empty_strided: expected ", shape.size(), " strides for size ",
+               shape_str(shape), ", got ", strides.size());
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = strides;
   impl->dtype = options.dtype_;
   const auto nbytes = static_cast<size_t>(*checked_nbytes(shape, element_size(options.dtype_)));
   MINIDL_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: only CPU tensors can be pinned, got ",
@@ -57,8 +63,24 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   impl->storage = pinned ? std::make_shared<Storage>(nbytes, options.device_, pinned)
                          : std::make_shared<Storage>(nbytes, options.device_);
   Tensor t(std::move(impl));
+  // The storage holds numel elements: anything but a dense layout would read past it or alias.
+  MINIDL_CHECK(dense_dim_order(t).has_value(), "empty_strided: strides ", shape_str(strides), " for size ",
+               shape_str(shape), " are not a dense layout (minidl allocates only permutations of a contiguous one)");
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
+}
+
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat fmt) {
+  MINIDL_CHECK(fmt != MemoryFormat::Preserve, "empty: memory format option preserve_format is only valid for ",
+               "empty_like");
+  if (fmt == MemoryFormat::Contiguous) return empty(shape, options);
+  return empty_strided(shape, channels_last_strides(shape), options);
+}
+
+Tensor empty_like(const Tensor& t, MemoryFormat fmt) {
+  if (fmt != MemoryFormat::Preserve) return empty(t.shape(), t.options(), fmt);
+  if (dense_dim_order(t).has_value()) return empty_strided(t.shape(), t.strides(), t.options());
+  return empty(t.shape(), t.options(), t.suggest_memory_format());
 }
 
 Tensor zeros(const Shape& shape, TensorOptions options) {

@@ -24,6 +24,16 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat fmt) const {
+  MINIDL_CHECK(fmt != MemoryFormat::Preserve, "is_contiguous: memory format ", memory_format_name(fmt),
+               " is not supported");
+  return strides_match(shape(), strides(), fmt);
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  return has_channels_last_strides(shape(), strides()) ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
 template <class T>
 T Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");

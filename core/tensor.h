@@ -14,6 +14,7 @@
 
 #include "minidl/core/device.h"
 #include "minidl/core/dtype.h"
+#include "minidl/core/memory_format.h"
 #include "minidl/core/shape.h"
 #include "minidl/core/tensor_impl.h"
 
@@ -64,6 +65,11 @@ class Tensor {
   TensorOptions options() const { return TensorOptions(dtype()).device(device()); }  // dtype + device
   bool is_cuda() const { return device().is_cuda(); }
   bool is_contiguous() const;
+  // Laid out as `fmt` (core/memory_format.h; Contiguous or ChannelsLast).
+  bool is_contiguous(MemoryFormat fmt) const;
+  // ChannelsLast for a 4-D tensor whose strides order it NHWC (PyTorch's rule:
+  // core/memory_format.h has_channels_last_strides), else Contiguous.
+  MemoryFormat suggest_memory_format() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
 
   // Raw access to the first element of this view. data_ptr<T>() checks that T
@@ -117,6 +123,7 @@ class Tensor {
   bool is_pinned() const;
   Tensor clone() const;
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat fmt) const;  // this tensor if laid out so, else a differentiable copy
   Tensor reshape(const Shape& shape) const;
   Tensor view(const Shape& shape) const;  // requires compatible strides
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
@@ -198,6 +205,13 @@ Tensor randn(const Shape& shape, TensorOptions options = {});  // N(0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
 Tensor randperm(int64_t n, TensorOptions options = kInt64);
 Tensor empty_like(const Tensor& t);
+// PyTorch's empty_strided for dense strides (a permutation of a contiguous
+// layout: channels-last and the like); refuses gaps and overlaps.
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options = {});
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat fmt);
+// fmt = Preserve keeps t's strides when t is dense (PyTorch's default for
+// empty_like; minidl's one-argument empty_like stays contiguous).
+Tensor empty_like(const Tensor& t, MemoryFormat fmt);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);

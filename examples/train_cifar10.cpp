@@ -24,7 +24,8 @@
 // whose state is checkpointed and whose scale is logged (CUDA only).
 // --cuda-graph: one step captured into a CUDA graph and replayed for every
 // full batch (examples/common/cuda_graph_step.h; on an H100 it ended with the
-// eager run's loss, 2026-11-27).
+// eager run's loss, 2026-11-27). --channels-last: NHWC activations
+// (core/memory_format.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -87,7 +88,7 @@ struct Args {
   uint64_t seed = 0;
   std::string checkpoint_dir, resume, log_dir = "runs/train_cifar10", save_final;
   double expect_train_acc = -1.0, expect_test_acc = -1.0;
-  bool no_augment = false, cuda_graph = false;
+  bool no_augment = false, cuda_graph = false, channels_last = false;
 };
 
 // --cuda-graph: capturable (the lr, and Adam's steps, in device memory).
@@ -139,7 +140,7 @@ struct Totals {
 
 // Loss and accuracy over a loader, under no_grad, in the model's current mode.
 Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, Device device,
-                const examples::MixedPrecision& amp) {
+                const examples::MixedPrecision& amp, MemoryFormat fmt) {
   NoGradGuard no_grad;
   Totals t;
   for (data::Batch& b : loader) {
@@ -147,7 +148,7 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
     b.targets = b.targets.to(device, /*non_blocking=*/true);
     const Tensor logits = [&] {
       auto region = amp.autocast();
-      return model.forward(b.data);
+      return model.forward(b.data.contiguous(fmt));
     }().to(kFloat32);
     const double n = static_cast<double>(b.targets.numel());
     t.loss_sum += cross_entropy(logits, b.targets).item<float>() * n;
@@ -163,12 +164,12 @@ Totals evaluate(nn::Module& model, data::DataLoader& loader, bool distributed, D
 // DDP the loader must give every rank the same number of batches (SyncBN
 // communicates in train mode).
 double evaluate_train_mode(nn::Module& model, data::DataLoader& loader, bool distributed, Device device,
-                           const examples::MixedPrecision& amp) {
+                           const examples::MixedPrecision& amp, MemoryFormat fmt) {
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (auto& [name, buf] : model.named_buffers()) saved.emplace_back(buf, buf.clone());
   model.train();
-  const double acc = evaluate(model, loader, distributed, device, amp).acc();
+  const double acc = evaluate(model, loader, distributed, device, amp, fmt).acc();
   for (auto& [buf, copy] : saved) buf.copy_(copy);
   return acc;
 }
@@ -331,7 +332,8 @@ int run(Args a) {
             << a.weight_decay << ", schedule " << a.schedule << " (warmup " << a.warmup_epochs << " epochs)\n"
             << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
             << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n"
-            << "device: " << device.str() << device_note << backend_note << "\n";
+            << "device: " << device.str() << device_note << backend_note
+            << (a.channels_last ? ", channels-last activations" : "") << "\n";
   if (distributed)
     out << "ddp:   " << ddp_run.world << " processes, backend " << backend.name << backend.note << ", batch " << a.batch_size << " per process = "
         << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
@@ -355,7 +357,11 @@ int run(Args a) {
   const int64_t end_epoch = a.stop_after > 0 ? std::min(a.stop_after, a.epochs) : a.epochs;
   examples::RunningMetrics metrics(a.log_every);  // reset each epoch; a graph adds into its device sums
   // One step on device tensors, eager or captured (sched and count outside).
-  auto train_step = [&](const Tensor& x, const Tensor& y) {
+  // --channels-last: the images go NHWC on the device (inside the step, so a
+  // CUDA graph captures the conversion); every activation follows.
+  const MemoryFormat images_format = a.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  auto train_step = [&](const Tensor& x_in, const Tensor& y) {
+    const Tensor x = x_in.contiguous(images_format);
     const Tensor logits = [&] {  // the forward under autocast, the loss outside it
       auto region = amp.autocast();
       return ddp ? ddp->forward(x) : model->forward(x);
@@ -412,10 +418,11 @@ int run(Args a) {
 
     if ((epoch + 1) % a.eval_every == 0 || epoch + 1 == end_epoch) {
       model->eval();
-      Totals r = evaluate(*model, test_loader, distributed, device, amp);
+      Totals r = evaluate(*model, test_loader, distributed, device, amp, images_format);
       m.test_loss = r.loss();
       m.test_acc = r.acc();
-      m.test_acc_train_mode = evaluate_train_mode(*model, test_loader_train_mode, distributed, device, amp);
+      m.test_acc_train_mode =
+          evaluate_train_mode(*model, test_loader_train_mode, distributed, device, amp, images_format);
       model->train();
     }
     history.push_back(m);
@@ -535,6 +542,9 @@ int main(int argc, char** argv) {
   app.add_option("--amp", a.amp, "mixed precision: off, bf16 (autocast to bfloat16) or fp16 (float16 + GradScaler, "
                  "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
+  app.add_flag("--channels-last", a.channels_last,
+               "images and activations in NHWC (the channels-last memory format: cuDNN computes convolutions "
+               "in it without transposing); off by default until measured on a GPU");
   app.add_flag("--cuda-graph", a.cuda_graph, "replay one captured CUDA graph per full batch after 3 warm-up "
                "steps (partial batches run eagerly); CUDA only, not with --amp fp16 or distributed");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")

@@ -12,8 +12,9 @@
 //   eval:     dx = invstd g   (the statistics are constants)
 //   dweight = sum dy xhat,  dbias = sum dy
 // Saves the input, the weight and the float64 per-channel mean and invstd it
-// used (ops/norm_core.h: A = N, G = C, K = 1, S = prod(*)). Gradients are fresh
-// tensors; the engine accumulates them.
+// used (ops/norm_core.h: A = N, G = C, K = 1, S = prod(*); a channels-last
+// input: A = N*H*W, G = C, K = S = 1, and a channels-last result). Gradients
+// are fresh tensors; the engine accumulates them.
 #include "minidl/ops/batch_norm.h"
 
 #include "minidl/core/autograd/function.h"
@@ -57,10 +58,19 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     MINIDL_CHECK(n != 1, "Expected more than 1 value per channel when training, got input size ",
                  shape_str(input.shape()));
 
-  const norm::NormGeometry geo{N, C, 1, spatial, C};
   norm::GroupStats stats;
   if (!training) stats = norm::stats_from_running(running_mean, running_var, eps);
-  Tensor y = BatchNorm::apply(input, weight, bias, geo, eps, training, &stats);
+  Tensor y;
+  if (input.suggest_memory_format() == MemoryFormat::ChannelsLast) {
+    // NHWC: N*H*W rows of C values, a group per channel that is a column
+    // (A = N*H*W, K = S = 1), read through the NHWC view of the same memory
+    // (contiguous: no copy); the result and dx come back channels-last.
+    const norm::NormGeometry geo{N * spatial, C, 1, 1, C};
+    y = BatchNorm::apply(input.permute({0, 2, 3, 1}), weight, bias, geo, eps, training, &stats).permute({0, 3, 1, 2});
+  } else {
+    const norm::NormGeometry geo{N, C, 1, spatial, C};
+    y = BatchNorm::apply(input, weight, bias, geo, eps, training, &stats);
+  }
 
   if (training && running_mean.defined() && input.numel() > 0)  // on the statistics' device
     norm::update_running_stats(running_mean, running_var, stats.mean, stats.var, 1, n, momentum);

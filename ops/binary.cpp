@@ -71,8 +71,9 @@ void check_scalar_operand(const Tensor& x, double value, const char* op) {
 // out = op(a, s) (or op(s, a)) in a new tensor of a's dtype and device.
 Tensor binary_scalar_forward(BinaryOp op, const Tensor& a, double s, bool scalar_first, const char* name) {
   check_scalar_operand(a, s, name);
-  Tensor out = empty(a.shape(), a.options());
-  binary_scalar_stub(a.device())(op, out, a, s, scalar_first);
+  Tensor out = empty(a.shape(), a.options(), a.suggest_memory_format());  // channels-last stays so
+  const std::vector<Tensor> v = in_memory_order(out, {a});
+  binary_scalar_stub(a.device())(op, v[0], v[1], s, scalar_first);
   return out;
 }
 
@@ -92,8 +93,9 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   check_operands(name, a, b);
   check_scalar_fits(a.dtype(), alpha, name);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, a.options());
-  binary_stub(a.device())(op, alpha, out, broadcast_view(a, shape), broadcast_view(b, shape));
+  Tensor out = empty(shape, a.options(), result_format(shape, {a, b}));  // channels-last stays so
+  const std::vector<Tensor> v = in_memory_order(out, {broadcast_view(a, shape), broadcast_view(b, shape)});
+  binary_stub(a.device())(op, alpha, v[0], v[1], v[2]);
   return out;
 }
 

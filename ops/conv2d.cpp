@@ -5,7 +5,8 @@
 //   dw[k][c][kh][kw] = sum_{n, i, j} dy[n][k][i][j] * xpad[n][g(k)*Cg + c][i*sh + kh*dh][j*sw + kw*dw]
 //   dbias[k] = sum_{n, i, j} dy[n][k][i][j]
 // Forward saves x (when w needs a grad) and w (when x needs one), plus the
-// geometry. Gradients overwrite (new tensors); the engine accumulates.
+// geometry. A channels-last input (or weight) makes a channels-last conv:
+// x, w, y, dy, dx in NHWC (g.channels_last), dw returned in the weight's layout. Gradients overwrite (new tensors); the engine accumulates.
 // The CPU kernels: ops/cpu/conv2d.cpp registers them; ops/cpu/conv2d_kernels.cpp
 // has the rule that picks a path, ops/cpu/conv2d_shifted.cpp the implicit GEMM
 // over shifted planes (for big maps), ops/cpu/conv2d_im2col.cpp the GEMM over a
@@ -33,7 +34,8 @@ namespace {
 
 std::vector<int64_t> to_list(const Conv2dGeometry& g) {
   return {g.batch,    g.in_channels, g.in_h,     g.in_w,     g.out_channels, g.out_h,      g.out_w,      g.kernel_h,
-          g.kernel_w, g.stride_h,    g.stride_w, g.pad_h,    g.pad_w,        g.dilation_h, g.dilation_w, g.groups};
+          g.kernel_w, g.stride_h,    g.stride_w, g.pad_h,    g.pad_w,        g.dilation_h, g.dilation_w, g.groups,
+          g.channels_last};
 }
 
 Conv2dGeometry from_list(const std::vector<int64_t>& v) {
@@ -42,6 +44,7 @@ Conv2dGeometry from_list(const std::vector<int64_t>& v) {
   g.out_channels = v[4], g.out_h = v[5], g.out_w = v[6], g.kernel_h = v[7], g.kernel_w = v[8];
   g.stride_h = v[9], g.stride_w = v[10], g.pad_h = v[11], g.pad_w = v[12];
   g.dilation_h = v[13], g.dilation_w = v[14], g.groups = v[15];
+  g.channels_last = v[16] != 0;
   return g;
 }
 
@@ -50,18 +53,24 @@ Shape nchw(bool batched, int64_t n, int64_t c, int64_t h, int64_t w) {
   return batched ? Shape{n, c, h, w} : Shape{c, h, w};
 }
 
+MemoryFormat format_of(const Conv2dGeometry& g) {
+  return g.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
 struct Conv2d : autograd::Function<Conv2d> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
                         const Conv2dGeometry& g) {
-    const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+    // g.channels_last: w is converted here (and saved so), dw back to w_in's layout.
+    const MemoryFormat fmt = format_of(g);
+    const Tensor x = x_in.contiguous(fmt), w = w_in.contiguous(fmt);
     const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
-    Tensor y = empty(nchw(x.dim() == 4, g.batch, g.out_channels, g.out_h, g.out_w),
-                     x.options());
+    Tensor y = empty(nchw(x.dim() == 4, g.batch, g.out_channels, g.out_h, g.out_w), x.options(), fmt);
     conv2d_forward_stub(x.device())(g, x, w, bias, y);
     ctx->save_for_backward({ctx->needs_input_grad(1) ? x : Tensor(), ctx->needs_input_grad(0) ? w : Tensor()});
     ctx->saved_data["geometry"] = to_list(g);
     ctx->saved_data["batched"] = x.dim() == 4;
     ctx->saved_data["dtype"] = static_cast<int64_t>(x.dtype());
+    ctx->saved_data["weight_format"] = static_cast<int64_t>(w_in.suggest_memory_format());
     return y;
   }
 
@@ -69,14 +78,17 @@ struct Conv2d : autograd::Function<Conv2d> {
     const variable_list saved = ctx->get_saved_variables();
     const Conv2dGeometry g = from_list(ctx->saved_data["geometry"].to_int_list());
     const bool batched = ctx->saved_data["batched"].to_bool();
-    const Tensor dy = grads[0].contiguous();
+    const MemoryFormat fmt = format_of(g);
+    const Tensor dy = grads[0].contiguous(fmt);
     const TensorOptions opts = dy.options();
     const int64_t Cg = g.in_channels / g.groups;
-    Tensor dx = ctx->needs_input_grad(0) ? empty(nchw(batched, g.batch, g.in_channels, g.in_h, g.in_w), opts)
-                                         : Tensor();
-    Tensor dw = ctx->needs_input_grad(1) ? empty({g.out_channels, Cg, g.kernel_h, g.kernel_w}, opts) : Tensor();
+    Tensor dx = ctx->needs_input_grad(0)
+                    ? empty(nchw(batched, g.batch, g.in_channels, g.in_h, g.in_w), opts, fmt)
+                    : Tensor();
+    Tensor dw = ctx->needs_input_grad(1) ? empty({g.out_channels, Cg, g.kernel_h, g.kernel_w}, opts, fmt) : Tensor();
     Tensor dbias = ctx->needs_input_grad(2) ? empty({g.out_channels}, opts) : Tensor();
     conv2d_backward_stub(dy.device())(g, saved[0], saved[1], dy, dx, dw, dbias);
+    if (dw.defined()) dw = dw.contiguous(static_cast<MemoryFormat>(ctx->saved_data["weight_format"].to_int()));
     return {dx, dw, dbias, Tensor()};
   }
 };
@@ -150,6 +162,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   conv2d_set_output_size(g);
   MINIDL_CHECK(g.out_h > 0 && g.out_w > 0, "Given input size per channel: (", g.in_h, " x ", g.in_w,
                "). Calculated output size per channel: (", g.out_h, " x ", g.out_w, "). Output size is too small");
+  // As PyTorch's cuDNN convs: channels-last when the input or the weight is.
+  g.channels_last = batched && (x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                                weight.suggest_memory_format() == MemoryFormat::ChannelsLast);
   return Conv2d::apply(x, weight, bias, g);
 }
 

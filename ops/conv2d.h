@@ -33,12 +33,17 @@ struct Conv2dGeometry {
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
+  // x, w, y (dy, dx, dw) laid out NHWC (core/memory_format.h), set by the op
+  // for a channels-last 4-D input or weight; the CUDA kernels compute in it, the CPU
+  // ones through NCHW copies.
+  bool channels_last = false;
 };
 
 // out_h/out_w from the other fields (PyTorch's formula).
 void conv2d_set_output_size(Conv2dGeometry& g);
 
-// x, w, bias (or undefined), y: contiguous NCHW / (K, C/groups, kH, kW) / (K).
+// x, w, bias (or undefined), y: contiguous NCHW / (K, C/groups, kH, kW) / (K),
+// or with g.channels_last x, w, y (and dy, dx, dw) channels-last.
 using Conv2dForwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tensor& w, const Tensor& bias,
                              const Tensor& y);
 // dx, dw, dbias: the grads wanted (undefined when not).

@@ -27,26 +27,33 @@ void note_if_synchronizing(const Tensor& dst, const Tensor& src, bool non_blocki
                                 : "a blocking copy from host memory: to(device) or copy_");
 }
 
-// Copy into a fresh contiguous tensor of `dtype` on `device`.
-Tensor copy_to(const Tensor& x, DType dtype, Device device, bool non_blocking = false) {
-  Tensor out = empty(x.shape(), TensorOptions(dtype).device(device));
+// Copy into a fresh tensor of `dtype` on `device`: contiguous, or laid out
+// as x where `keep_format` and x is channels-last (to(dtype) on x's device,
+// autocast's casts: a channels-last network stays so).
+Tensor copy_to(const Tensor& x, DType dtype, Device device, bool non_blocking, bool keep_format) {
+  const MemoryFormat fmt =
+      keep_format && device == x.device() ? x.suggest_memory_format() : MemoryFormat::Contiguous;
+  Tensor out = empty(x.shape(), TensorOptions(dtype).device(device), fmt);
   note_if_synchronizing(out, x, non_blocking);
-  copy_stub.kernel(copy_runner(x.device(), device))(out, x, non_blocking);
+  const std::vector<Tensor> v = in_memory_order(out, {x});
+  copy_stub.kernel(copy_runner(x.device(), device))(v[0], v[1], non_blocking);
   return out;
 }
 
 struct ToCopy : autograd::Function<ToCopy> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, DType dtype, Device device, bool non_blocking) {
+  // keep_format: false for clone() (contiguous()'s copy), true for to().
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, DType dtype, Device device, bool non_blocking,
+                        bool keep_format) {
     ctx->saved_data["dtype"] = static_cast<int64_t>(x.dtype());
     ctx->saved_data["device_type"] = static_cast<int64_t>(x.device().type);
     ctx->saved_data["device_index"] = static_cast<int64_t>(x.device().index);
-    return copy_to(x, dtype, device, non_blocking);
+    return copy_to(x, dtype, device, non_blocking, keep_format);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto dtype = static_cast<DType>(ctx->saved_data["dtype"].to_int());
     const Device device(static_cast<DeviceType>(ctx->saved_data["device_type"].to_int()),
                         static_cast<int>(ctx->saved_data["device_index"].to_int()));
-    return {copy_to(grads[0], dtype, device), Tensor(), Tensor(), Tensor()};
+    return {copy_to(grads[0], dtype, device, false, true), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -77,18 +84,28 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor Tensor::clone() const { return ToCopy::apply(*this, dtype(), device(), false); }
+Tensor Tensor::clone() const { return ToCopy::apply(*this, dtype(), device(), false, false); }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
+// NHWC through differentiable views: the copy is the NHWC view's contiguous().
+Tensor Tensor::contiguous(MemoryFormat fmt) const {
+  MINIDL_CHECK(fmt != MemoryFormat::Preserve, "contiguous: memory format ", memory_format_name(fmt),
+               " is not supported");
+  if (fmt == MemoryFormat::Contiguous) return contiguous();
+  channels_last_strides(shape());  // refuses a rank other than 4
+  if (is_contiguous(fmt)) return *this;
+  return permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+}
+
 Tensor Tensor::to(DType dtype) const {
-  return dtype == this->dtype() ? *this : ToCopy::apply(*this, dtype, device(), false);
+  return dtype == this->dtype() ? *this : ToCopy::apply(*this, dtype, device(), false, true);
 }
 
 // non_blocking reaches the copy kernel: the CUDA one leaves a copy from/to
 // pinned host memory running (the CPU and test-device ones are synchronous).
 Tensor Tensor::to(Device device, bool non_blocking) const {
-  return device == this->device() ? *this : ToCopy::apply(*this, dtype(), device, non_blocking);
+  return device == this->device() ? *this : ToCopy::apply(*this, dtype(), device, non_blocking, true);
 }
 
 Tensor Tensor::pin_memory() const {

@@ -60,8 +60,9 @@ template <class Self, UnaryOp kOp, Keep kKeep>
 struct Unary : autograd::Function<Self> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const UnaryParams& p) {
     MINIDL_CHECK(x.defined(), unary_op_name(kOp), ": expected a defined tensor, got an undefined one");
-    Tensor y = empty(x.shape(), x.options());
-    unary_stub(x.device())(kOp, p, y, x);
+    Tensor y = empty(x.shape(), x.options(), x.suggest_memory_format());  // channels-last stays so
+    const std::vector<Tensor> v = in_memory_order(y, {x});
+    unary_stub(x.device())(kOp, p, v[0], v[1]);
     if constexpr (kKeep == Keep::Input) ctx->save_for_backward({x});
     if constexpr (kKeep == Keep::Output) ctx->save_for_backward({y});
     ctx->saved_data["scalar"] = p.scalar;
@@ -77,8 +78,9 @@ struct Unary : autograd::Function<Self> {
     p.scalar = ctx->saved_data["scalar"].to_double();
     p.lo = ctx->saved_data["lo"].to_double();
     p.hi = ctx->saved_data["hi"].to_double();
-    Tensor dx = empty(g.shape(), g.options());
-    unary_backward_stub(g.device())(kOp, p, dx, g, saved);
+    Tensor dx = empty(g.shape(), g.options(), result_format(g.shape(), {g, saved}));
+    const std::vector<Tensor> v = in_memory_order(dx, {g, saved});
+    unary_backward_stub(g.device())(kOp, p, v[0], v[1], v[2]);
     return {dx, Tensor()};
   }
 };

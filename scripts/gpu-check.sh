@@ -62,7 +62,8 @@ prepare() {
   # The tests that need a device; the CPU-only ones (*_math, registry,
   # caching allocator, strided index) ran here in make test and build-cuda.
   local tests=(test_cuda_ops test_cuda_ops_half test_cuda_runtime test_cuda_blas_dnn test_cuda_multi_tensor
-               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph test_cuda_dist_oracles test_cuda_sync_debug)
+               test_cuda_nccl test_cuda_grad_scaler test_cuda_graph test_cuda_dist_oracles test_cuda_sync_debug
+               test_cuda_channels_last)
   cmake --build "$build" -j "${JOBS:-2}" --target "${tests[@]}" train_cifar10 amp_bn_demo bench_gpu minidl-launch
   rm -rf "${root:?}/$carry" && mkdir -p "$root/$carry/lib"
   local staging
@@ -317,7 +318,18 @@ replays = [int(n) for n in re.findall(r"^cuda graph: (\d+) replays", open(sys.ar
 print("final train loss eager %.6f graph %.6f, %s graph replays" % (loss[0], loss[1], replays[-1] if replays else "no"))
 sys.exit(0 if replays and replays[-1] > 0 and abs(loss[0] - loss[1]) <= 1e-3 * max(1.0, abs(loss[0])) else 1)' \
       "$logs/train_cifar10_eager_b32.log" "$logs/train_cifar10_cuda_graph.log"
-    for t in train_cifar10_eager_b32 train_cifar10_cuda_graph cuda_graph_loss_matches_eager; do
+    # Channels-last (NHWC activations, cuDNN's NHWC convolutions): the same
+    # run; other algorithms, so the loss only has to stay within 2% of eager's.
+    step train_cifar10_channels_last 90 "$unpacked/examples/train_cifar10" "${graph_run[@]}" --channels-last \
+      --log-dir "$(mktemp -d)"
+    step channels_last_loss_near_eager 10 python3 -c '
+import re, sys
+loss = [float(re.findall(r"^epoch \d+/\d+: train loss ([0-9.]+)", open(f).read(), re.M)[-1]) for f in sys.argv[1:]]
+print("final train loss eager %.6f channels-last %.6f" % (loss[0], loss[1]))
+sys.exit(0 if abs(loss[0] - loss[1]) <= 0.02 * max(1.0, abs(loss[0])) else 1)' \
+      "$logs/train_cifar10_eager_b32.log" "$logs/train_cifar10_channels_last.log"
+    for t in train_cifar10_eager_b32 train_cifar10_cuda_graph cuda_graph_loss_matches_eager \
+             train_cifar10_channels_last channels_last_loss_near_eager; do
       tail -n 2 "$logs/$t.log" 2>/dev/null | sed "s/^/   $t: /" | tee -a "$summary"
     done
   fi

@@ -68,8 +68,17 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   if (!variable_->grad) {
     // Steal the buffer when nobody else can see it; otherwise copy, since the
     // same gradient tensor may feed several leaves and .grad is updated in place.
+    // Laid out as the leaf (PyTorch's layout contract: a channels-last leaf
+    // gets a channels-last .grad, every other one a contiguous .grad).
     const bool unaliased = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1;
-    variable_->grad = (unaliased && g.is_contiguous()) ? g.impl_ptr() : g.clone().impl_ptr();
+    const MemoryFormat fmt = var.suggest_memory_format();
+    if (unaliased && g.is_contiguous(fmt) && (fmt != MemoryFormat::Contiguous || g.is_contiguous())) {
+      variable_->grad = g.impl_ptr();
+    } else {
+      Tensor copy = empty(g.shape(), g.options(), fmt);
+      copy.copy_(g);
+      variable_->grad = copy.impl_ptr();
+    }
   } else {
     Tensor(variable_->grad).add_(g);
   }

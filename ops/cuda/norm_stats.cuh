@@ -3,7 +3,9 @@
 //    its square (ops/cuda/norm_math.h ShiftedSums), shift = the group's first
 //    value; the row reduction (ops/cuda/row_reduce.cuh: a block per group, or
 //    chunks across blocks for BatchNorm's few long groups, merged in a fixed
-//    order) only adds; one thread turns the sums into mean and M2 at the end.
+//    order; the tiled column reduction of ops/cuda/column_reduce.cuh when
+//    groups are columns, channels-last BatchNorm) only adds; one thread turns
+//    the sums into mean and M2 at the end.
 //  - "legacy" (env MINIDL_CUDA_NORM_KERNELS=legacy): per-element Welford in
 //    double, a double division per element.
 // Both deterministic, no atomics. Both checked against the CPU kernels on an
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
 
@@ -115,17 +118,40 @@ struct ShiftedFinish {
   }
 };
 
+// ShiftedFinish for the column reduction, whose second pass hands over the
+// column index instead of the loader's row: the shift is read again.
+template <class T>
+struct ShiftedColumnFinish {
+  ShiftedLoader<T> load;
+  ShiftedFinish finish;
+  __device__ void operator()(int64_t g, const typename ShiftedLoader<T>::Row& r, const ShiftedSums& s) const {
+    finish(g, r, s);
+  }
+  __device__ void operator()(int64_t g, int64_t, const ShiftedSums& s) const { finish(g, load.row(g), s); }
+};
+
 template <class T>
 void launch_group_stats(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, const T* x,
                         const StatsStore& out) {
+  const ShiftedFinish finish{out, static_cast<double>(shape.group_size())};
+  // Groups that are columns (K == S == 1: channels-last BatchNorm's N*H*W
+  // rows of C values): value j of neighbouring groups are neighbours, so the
+  // tiled column reduction reads coalesced where a block per group would
+  // read one value per 4*C bytes.
+  if (!legacy_kernels() && shape.K == 1 && shape.S == 1 && shape.A > 1 &&
+      cuda_kernels::column_reduce_applies(shape.G, shape.group_size())) {
+    const ShiftedLoader<T> load{x, shape};
+    cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), ShiftedSums{}, load, ShiftedAdd(),
+                                       ShiftedColumnFinish<T>{load, finish}, "normalization");
+    return;
+  }
   if (legacy_kernels()) {
     cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, WelfordLoader<T>{x, shape},
                                     WelfordMerge(), WelfordFinish{out}, "normalization");
     return;
   }
   cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), ShiftedSums{}, ShiftedLoader<T>{x, shape},
-                                  ShiftedAdd(), ShiftedFinish{out, static_cast<double>(shape.group_size())},
-                                  "normalization");
+                                  ShiftedAdd(), finish, "normalization");
 }
 
 }  // namespace minidl::norm::stats

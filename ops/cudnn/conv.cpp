@@ -9,7 +9,9 @@
 //                    dy: summed as float32, which cuDNN supports)
 // Every output overwrites (the op allocates it; the engine accumulates).
 // Stride, padding, dilation and groups (depthwise = groups == C_in) are the
-// convolution descriptor's; NCHW / NCDHW contiguous float32, float64,
+// convolution descriptor's; NCHW / NCDHW contiguous, or x, w, y and their
+// gradients all NHWC (ConvShape::channels_last, from a channels-last conv2d:
+// cuDNN's tensor-core kernels compute in it, no transposes), float32, float64,
 // float16, bfloat16 (16-bit with float32 compute; the CPU kernels refuse
 // those, so only float32/float64 are compared with the CPU).
 // cuDNN's graph API first (ops/cudnn/conv_graph.h; MINIDL_CUDNN_GRAPH=0
@@ -67,7 +69,7 @@ TensorDescriptor bias_descriptor(const ConvShape& s, DType dtype, const char* op
 // dbias = sum of dy over every dim but the channel (beta = 0).
 void bias_grad(cudnnHandle_t h, const ConvShape& s, const Tensor& dy, const Tensor& dbias, const char* op) {
   const Scale sc(dy.dtype());
-  const TensorDescriptor yd(dy.dtype(), s.y_sizes(), s.nd(), op);
+  const TensorDescriptor yd(dy.dtype(), s.y_sizes(), s.y_strides(), s.nd(), op);
   const TensorDescriptor bd = bias_descriptor(s, dy.dtype(), op);
   MINIDL_CUDNN_CHECK(
       cudnnConvolutionBackwardBias(h, sc.one(), yd.get(), dy.raw_data(), sc.zero(), bd.get(), dbias.raw_data()));
@@ -94,7 +96,7 @@ void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor&
   }
   if (bias.defined()) {
     const TensorDescriptor bd = bias_descriptor(s, dt, op);
-    const TensorDescriptor yd(dt, s.y_sizes(), s.nd(), op);
+    const TensorDescriptor yd(dt, s.y_sizes(), s.y_strides(), s.nd(), op);
     MINIDL_CUDNN_CHECK(cudnnAddTensor(h, sc.one(), bd.get(), bias.raw_data(), sc.one(), yd.get(), y.raw_data()));
   }
 }

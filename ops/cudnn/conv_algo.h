@@ -34,8 +34,9 @@ struct ConvDescriptors {
   FilterDescriptor w;
   ConvolutionDescriptor conv;
   ConvDescriptors(const ConvShape& s, DType dt, const char* op)
-      : shape(s), dtype(dt), x(dt, s.x_sizes(), s.nd(), op), y(dt, s.y_sizes(), s.nd(), op),
-        w(dt, s.w_sizes(), s.nd(), op), conv(s, dt, op) {}
+      : shape(s), dtype(dt), x(dt, s.x_sizes(), s.x_strides(), s.nd(), op),
+        y(dt, s.y_sizes(), s.y_strides(), s.nd(), op), w(dt, s.w_sizes(), s.nd(), s.channels_last, op),
+        conv(s, dt, op) {}
 };
 
 struct AlgoChoice {

@@ -101,9 +101,9 @@ constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HA
 // Attribute types and counts as cudnn-frontend's TensorBuilder_v8 and
 // ConvDescBuilder_v8 (include/cudnn_frontend_Tensor.h, _ConvDesc.h): INT64
 // dims/strides/uid/alignment, DATA_TYPE; not virtual (the default).
-BackendDescriptor tensor(int64_t uid, const std::array<int64_t, 5>& sizes, int nd, DType dtype) {
+BackendDescriptor tensor(int64_t uid, const std::array<int64_t, 5>& sizes, const std::array<int64_t, 5>& strides,
+                         int nd, DType dtype) {
   BackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const std::array<int64_t, 5> strides = contiguous_strides(sizes, nd);
   const cudnnDataType_t type = data_type(dtype, "conv (cuDNN graph)");
   const int64_t alignment = 16;
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type);
@@ -226,9 +226,9 @@ std::shared_ptr<const GraphParts> build_graph(cudnnHandle_t h, const ConvShape& 
   const int nd = s.nd();
   const OpNames names = op_names(key.direction);
   auto parts = std::make_shared<GraphParts>();
-  parts->push_back(tensor(kUidX, s.x_sizes(), nd, key.dtype));
-  parts->push_back(tensor(kUidW, s.w_sizes(), nd, key.dtype));
-  parts->push_back(tensor(kUidY, s.y_sizes(), nd, key.dtype));
+  parts->push_back(tensor(kUidX, s.x_sizes(), s.x_strides(), nd, key.dtype));
+  parts->push_back(tensor(kUidW, s.w_sizes(), s.w_strides(), nd, key.dtype));
+  parts->push_back(tensor(kUidY, s.y_sizes(), s.y_strides(), nd, key.dtype));
   parts->push_back(convolution(s, key.dtype));
   // Groups have no attribute: cuDNN reads them from x's C over w's C/groups.
   BackendDescriptor op(names.type);

@@ -60,12 +60,15 @@ class Descriptor {
   Handle d_ = nullptr;
 };
 
-// A contiguous N-d tensor (nd = 4 or 5; NCHW / NCDHW).
+// An N-d tensor (nd = 4 or 5; sizes NCHW / NCDHW), contiguous or with the
+// given strides (channels last: ops/cudnn/conv_key.h layout_strides).
 class TensorDescriptor
     : public Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> {
  public:
-  TensorDescriptor(DType dtype, const std::array<int64_t, 5>& sizes, int nd, const char* op) {
-    const std::array<int64_t, 5> strides = contiguous_strides(sizes, nd);
+  TensorDescriptor(DType dtype, const std::array<int64_t, 5>& sizes, int nd, const char* op)
+      : TensorDescriptor(dtype, sizes, contiguous_strides(sizes, nd), nd, op) {}
+  TensorDescriptor(DType dtype, const std::array<int64_t, 5>& sizes, const std::array<int64_t, 5>& strides, int nd,
+                   const char* op) {
     int dims[5], st[5];
     for (int i = 0; i < nd; ++i) {
       dims[i] = cudnn_int(sizes[static_cast<size_t>(i)], op);
@@ -75,14 +78,16 @@ class TensorDescriptor
   }
 };
 
-// Weights (K, C/groups, kernel...), NCHW order.
+// Weights (K, C/groups, kernel...): sizes in NCHW order, laid out NCHW or
+// channels last (NHWC: cuDNN's format for both 4-D and 5-D filters).
 class FilterDescriptor
     : public Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> {
  public:
-  FilterDescriptor(DType dtype, const std::array<int64_t, 5>& sizes, int nd, const char* op) {
+  FilterDescriptor(DType dtype, const std::array<int64_t, 5>& sizes, int nd, bool channels_last, const char* op) {
     int dims[5];
     for (int i = 0; i < nd; ++i) dims[i] = cudnn_int(sizes[static_cast<size_t>(i)], op);
-    MINIDL_CUDNN_CHECK(cudnnSetFilterNdDescriptor(get(), data_type(dtype, op), CUDNN_TENSOR_NCHW, nd, dims));
+    const cudnnTensorFormat_t format = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    MINIDL_CUDNN_CHECK(cudnnSetFilterNdDescriptor(get(), data_type(dtype, op), format, nd, dims));
   }
 };
 

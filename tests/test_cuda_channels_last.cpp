@@ -1,0 +1,77 @@
+// Channels-last on a CUDA device against NCHW on the CPU: cuDNN's NHWC
+// convolutions (NHWC tensor and filter descriptors, the graph API's strides),
+// channels-last BatchNorm (groups that are columns: the tiled column
+// reduction of the statistics and of the backward sums) and the elementwise
+// ops' memory-order views, through tests/channels_last_cases.h's ResNet piece
+// and a BatchNorm at a size with many column chunks.
+//
+// Compiled, not yet run on a GPU (written 2026-11-27 without one). Needs a
+// CUDA device: without one it prints "skipped: no CUDA device (<reason>)" and
+// exits 77.
+#include "minidl/core/backend_settings.h"
+#include "minidl/minidl.h"
+#include "tests/channels_last_cases.h"
+#include "tests/cuda_test.h"
+#include "tests/test_util.h"
+
+using namespace minidl;
+using minidl::testing::allclose;
+
+MINIDL_CUDA_TEST_REQUIRES_DEVICE();
+
+namespace {
+const Device kGpu(DeviceType::CUDA, 0);
+constexpr MemoryFormat kCL = MemoryFormat::ChannelsLast;
+}  // namespace
+
+TEST_CASE("a ResNet piece channels-last on the GPU: the CPU's NCHW loss, gradients and running statistics") {
+  backends::BackendSettingsGuard exact({.cudnn_allow_tf32 = false});
+  minidl::testing::check_channels_last_piece(kGpu, kFloat32, 1e-4, 1e-5);
+}
+
+TEST_CASE("channels-last BatchNorm on the GPU with many column chunks (N*H*W = 8192 rows of 64 channels)") {
+  manual_seed(21);
+  const Tensor x = randn({32, 64, 16, 16}) * 3.0 + 2.0, dy = randn({32, 64, 16, 16});
+  const Tensor w = rand({64}) + 0.5, b = randn({64});
+  auto run = [&](Device d, MemoryFormat fmt) {
+    Tensor xi = x.to(d).contiguous(fmt).detach().requires_grad_(true);
+    Tensor wi = w.to(d).requires_grad_(true), bi = b.to(d).requires_grad_(true);
+    Tensor rm = zeros({64}, d), rv = ones({64}, d);
+    const Tensor y = batch_norm(xi, rm, rv, wi, bi, true, 0.1, 1e-5);
+    CHECK(y.is_contiguous(fmt));
+    (y * dy.to(d)).sum().backward();
+    CHECK(xi.grad().is_contiguous(fmt));
+    return std::vector<Tensor>{y.to(kCPU), xi.grad().to(kCPU), wi.grad().to(kCPU), bi.grad().to(kCPU), rm.to(kCPU),
+                               rv.to(kCPU)};
+  };
+  const std::vector<Tensor> ref = run(kCPU, MemoryFormat::Contiguous), got = run(kGpu, kCL);
+  const char* names[] = {"y", "dx", "dweight", "dbias", "running_mean", "running_var"};
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO(names[i], ": max |diff| ", minidl::testing::max_abs_diff(got[i], ref[i]));
+    CHECK(allclose(got[i], ref[i], 1e-4, 1e-4));
+  }
+}
+
+TEST_CASE("cuDNN convolutions channels-last: forward, grad input and grad weight against the CPU, 16-bit too") {
+  backends::BackendSettingsGuard exact({.cudnn_allow_tf32 = false});
+  manual_seed(23);
+  const Tensor x = randn({4, 16, 12, 12}), w = randn({32, 16, 3, 3}) * 0.1, bias = randn({32});
+  const Conv2dParams params{.stride = {2, 2}, .padding = {1, 1}};
+  Tensor xr = x.clone().requires_grad_(true), wr = w.clone().requires_grad_(true);
+  const Tensor ref = conv2d(xr, wr, bias, params);
+  ref.sum().backward();
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == kFloat32 ? 1e-4 : 3e-2;
+    Tensor xg = x.to(kGpu).to(dt).contiguous(kCL).detach().requires_grad_(true);
+    Tensor wg = w.to(kGpu).to(dt).detach().requires_grad_(true);
+    const Tensor y = conv2d(xg, wg, bias.to(kGpu).to(dt), params);
+    CHECK(y.is_contiguous(kCL));
+    CHECK(allclose(y.to(kFloat32).to(kCPU), ref, tol, tol));
+    y.sum().backward();
+    CHECK(xg.grad().is_contiguous(kCL));
+    CHECK(wg.grad().is_contiguous());
+    CHECK(allclose(xg.grad().to(kFloat32).to(kCPU), xr.grad(), tol, tol));
+    CHECK(allclose(wg.grad().to(kFloat32).to(kCPU), wr.grad(), tol, tol * 10));
+  }
+}
