@@ -25,6 +25,37 @@ namespace minidl {
 DispatchStub<Conv2dForwardFn> conv2d_forward_stub("conv2d");
 DispatchStub<Conv2dBackwardFn> conv2d_backward_stub("conv2d_backward");
 
+namespace {
+
+Tensor nchw_copy(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
+Tensor nchw_like(const Tensor& t) { return t.defined() ? empty(t.shape(), t.options()) : t; }
+void write_back(const Tensor& dst, const Tensor& src) {
+  if (dst.defined()) Tensor(dst).copy_(src);
+}
+Conv2dGeometry as_nchw(Conv2dGeometry g) {
+  g.channels_last = false;
+  return g;
+}
+
+}  // namespace
+
+void conv2d_forward_nchw_copies(Conv2dForwardFn* nchw, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                                const Tensor& bias, const Tensor& y) {
+  if (!g.channels_last) return nchw(g, x, w, bias, y);
+  const Tensor yc = nchw_like(y);
+  nchw(as_nchw(g), nchw_copy(x), nchw_copy(w), bias, yc);
+  write_back(y, yc);
+}
+
+void conv2d_backward_nchw_copies(Conv2dBackwardFn* nchw, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                                 const Tensor& dy, const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  if (!g.channels_last) return nchw(g, x, w, dy, dx, dw, dbias);
+  const Tensor dxc = nchw_like(dx), dwc = nchw_like(dw);
+  nchw(as_nchw(g), nchw_copy(x), nchw_copy(w), nchw_copy(dy), dxc, dwc, dbias);
+  write_back(dx, dxc);
+  write_back(dw, dwc);
+}
+
 void conv2d_set_output_size(Conv2dGeometry& g) {
   g.out_h = (g.in_h + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
   g.out_w = (g.in_w + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;

@@ -52,6 +52,25 @@ using Conv2dBackwardFn = void(const Conv2dGeometry&, const Tensor& x, const Tens
 
 extern DispatchStub<Conv2dForwardFn> conv2d_forward_stub;
 extern DispatchStub<Conv2dBackwardFn> conv2d_backward_stub;
+
+// For kernels that compute NCHW only (the CPU's, cuDNN's float64): a
+// channels-last call (g.channels_last) runs `nchw` on contiguous copies and
+// writes the results back into the NHWC outputs; any other call goes straight
+// through.
+void conv2d_forward_nchw_copies(Conv2dForwardFn* nchw, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                                const Tensor& bias, const Tensor& y);
+void conv2d_backward_nchw_copies(Conv2dBackwardFn* nchw, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                                 const Tensor& dy, const Tensor& dx, const Tensor& dw, const Tensor& dbias);
+template <Conv2dForwardFn* kNchw>
+void conv2d_forward_through_nchw(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                 const Tensor& y) {
+  conv2d_forward_nchw_copies(kNchw, g, x, w, bias, y);
+}
+template <Conv2dBackwardFn* kNchw>
+void conv2d_backward_through_nchw(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                                  const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  conv2d_backward_nchw_copies(kNchw, g, x, w, dy, dx, dw, dbias);
+}
 void register_conv2d_cpu_kernels();
 
 }  // namespace minidl

@@ -65,42 +65,13 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run(g, x, w, dy, dx, dw, dbias);
 }
 
-// These kernels compute NCHW: a channels-last call runs on contiguous copies
-// and writes its results back in NHWC (correct, not fast: channels-last is
-// for the CUDA kernels).
-Conv2dGeometry as_nchw(const Conv2dGeometry& g) {
-  Conv2dGeometry c = g;
-  c.channels_last = false;
-  return c;
-}
-Tensor nchw_copy(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
-Tensor nchw_like(const Tensor& t) { return t.defined() ? empty(t.shape(), t.options()) : t; }
-void write_back(const Tensor& dst, const Tensor& src) {
-  if (dst.defined()) Tensor(dst).copy_(src);
-}
-
-void conv2d_forward_layout(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                           const Tensor& y) {
-  if (!g.channels_last) return conv2d_forward_any(g, x, w, bias, y);
-  const Tensor yc = nchw_like(y);
-  conv2d_forward_any(as_nchw(g), nchw_copy(x), nchw_copy(w), bias, yc);
-  write_back(y, yc);
-}
-
-void conv2d_backward_layout(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
-                            const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
-  if (!g.channels_last) return conv2d_backward_any(g, x, w, dy, dx, dw, dbias);
-  const Tensor dxc = nchw_like(dx), dwc = nchw_like(dw);
-  conv2d_backward_any(as_nchw(g), nchw_copy(x), nchw_copy(w), nchw_copy(dy), dxc, dwc, dbias);
-  write_back(dx, dxc);
-  write_back(dw, dwc);
-}
-
 }  // namespace
 
 void register_conv2d_cpu_kernels() {
-  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_layout);
-  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_layout);
+  // These kernels compute NCHW; a channels-last call goes through NCHW copies
+  // (correct, not fast: channels-last is for the CUDA kernels).
+  conv2d_forward_stub.set(DeviceType::CPU, conv2d_forward_through_nchw<conv2d_forward_any>);
+  conv2d_backward_stub.set(DeviceType::CPU, conv2d_backward_through_nchw<conv2d_backward_any>);
 }
 
 }  // namespace minidl

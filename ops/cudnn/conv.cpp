@@ -150,13 +150,27 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
   }
 }
 
-void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+void conv2d_forward_nchw(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y) {
   forward(conv_shape(g), x, w, bias, y, "conv2d");
 }
-void conv2d_backward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+void conv2d_backward_nchw(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
                           const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
   backward(conv_shape(g), x, w, dy, dx, dw, dbias, "conv2d_backward");
+}
+// cuDNN has no NHWC float64 convolutions (PyTorch keeps float64 NCHW for
+// that reason): a channels-last float64 call goes through NCHW copies.
+void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const Tensor& y) {
+  if (g.channels_last && x.dtype() == DType::Float64)
+    return conv2d_forward_nchw_copies(conv2d_forward_nchw, g, x, w, bias, y);
+  conv2d_forward_nchw(g, x, w, bias, y);
+}
+void conv2d_backward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                          const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  if (g.channels_last && dy.dtype() == DType::Float64)
+    return conv2d_backward_nchw_copies(conv2d_backward_nchw, g, x, w, dy, dx, dw, dbias);
+  conv2d_backward_nchw(g, x, w, dy, dx, dw, dbias);
 }
 void conv3d_forward_cuda(const Conv3dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y) {
