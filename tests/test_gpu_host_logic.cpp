@@ -232,6 +232,16 @@ TEST_CASE("cuDNN conv shape from 2-D and 3-D geometries") {
   CHECK(s.w_sizes() == std::array<int64_t, 5>{4, 3, 3, 2, 0});  // C_in / groups
   CHECK(s.y_sizes() == std::array<int64_t, 5>{2, 4, g.out_h, g.out_w, 0});
   CHECK(cudnn_conv::contiguous_strides(s.x_sizes(), 4) == std::array<int64_t, 5>{378, 63, 7, 1, 0});
+  CHECK(s.x_strides() == std::array<int64_t, 5>{378, 63, 7, 1, 0});
+  // Channels-last: the strides the descriptors get are the ones a channels-last tensor has (core/memory_format.h).
+  g.channels_last = true;
+  const cudnn_conv::ConvShape cl = cudnn_conv::conv_shape(g);
+  CHECK(cl.x_strides() == std::array<int64_t, 5>{378, 1, 42, 6, 0});
+  CHECK(cl.w_strides() == std::array<int64_t, 5>{18, 1, 6, 3, 0});
+  const std::array<int64_t, 5> y = cl.y_sizes(), ys = cl.y_strides();
+  CHECK(Shape(ys.begin(), ys.begin() + 4) == channels_last_strides(Shape(y.begin(), y.begin() + 4)));
+  CHECK(cudnn_conv::layout_strides({2, 6, 5, 9, 7}, 5, true) == std::array<int64_t, 5>{1890, 1, 378, 42, 6});
+  g.channels_last = false;
   Conv3dGeometry g3;
   g3.hw = g;
   g3.in_d = 5, g3.kernel_d = 2, g3.stride_d = 3, g3.pad_d = 1, g3.dilation_d = 2;
@@ -279,6 +289,7 @@ TEST_CASE("cuDNN algorithm cache key: equal keys hash equally, every field separ
   variants.push_back(with([](Conv2dGeometry& h) { h.stride_h = 2; }));
   variants.push_back(with([](Conv2dGeometry& h) { h.pad_w = 0; }));
   variants.push_back(with([](Conv2dGeometry& h) { h.dilation_h = 2; }));
+  variants.push_back(with([](Conv2dGeometry& h) { h.channels_last = true; }));
   Conv3dGeometry g3;
   g3.hw = g, g3.in_d = 1;
   conv3d_set_output_size(g3);
