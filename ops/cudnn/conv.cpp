@@ -7,6 +7,8 @@
 //   backward filter  dw = cudnnConvolutionBackwardFilter(x, dy), beta = 0
 //   bias grad        dbias = cudnnConvolutionBackwardBias(dy), beta = 0 (16-bit
 //                    dy: summed as float32, which cuDNN supports)
+// (channels-last: the bias added and its gradient summed by minidl's own
+// broadcast add and column reduction, which take any strides.)
 // Every output overwrites (the op allocates it; the engine accumulates).
 // Stride, padding, dilation and groups (depthwise = groups == C_in) are the
 // convolution descriptor's; NCHW / NCDHW contiguous, or x, w, y and their
@@ -69,7 +71,7 @@ TensorDescriptor bias_descriptor(const ConvShape& s, DType dtype, const char* op
 // dbias = sum of dy over every dim but the channel (beta = 0).
 void bias_grad(cudnnHandle_t h, const ConvShape& s, const Tensor& dy, const Tensor& dbias, const char* op) {
   const Scale sc(dy.dtype());
-  const TensorDescriptor yd(dy.dtype(), s.y_sizes(), s.y_strides(), s.nd(), op);
+  const TensorDescriptor yd(dy.dtype(), s.y_sizes(), s.nd(), op);
   const TensorDescriptor bd = bias_descriptor(s, dy.dtype(), op);
   MINIDL_CUDNN_CHECK(
       cudnnConvolutionBackwardBias(h, sc.one(), yd.get(), dy.raw_data(), sc.zero(), bd.get(), dbias.raw_data()));
@@ -94,9 +96,11 @@ void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor&
                                                c.workspace_ptr(), c.choice.workspace, sc.zero(), d.y.get(),
                                                y.raw_data()));
   }
-  if (bias.defined()) {
+  if (bias.defined() && s.channels_last) {
+    Tensor(y).add_(bias.view({1, s.out_channels, 1, 1}));  // minidl's broadcast add, any strides
+  } else if (bias.defined()) {
     const TensorDescriptor bd = bias_descriptor(s, dt, op);
-    const TensorDescriptor yd(dt, s.y_sizes(), s.y_strides(), s.nd(), op);
+    const TensorDescriptor yd(dt, s.y_sizes(), s.nd(), op);
     MINIDL_CUDNN_CHECK(cudnnAddTensor(h, sc.one(), bd.get(), bias.raw_data(), sc.one(), yd.get(), y.raw_data()));
   }
 }
@@ -138,6 +142,10 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
   if (dbias.defined()) {
     if (dy.numel() == 0) {
       zero_fill(dbias, op);
+    } else if (s.channels_last) {
+      // NHWC dy is (N*H*W) rows of K values: dbias is its column sums (minidl's reduction).
+      const Tensor rows = dy.permute({0, 2, 3, 1}).reshape({-1, s.out_channels});
+      Tensor(dbias).copy_(is_reduced_floating(dt) ? rows.to(DType::Float32).sum({0}) : rows.sum({0}));
     } else if (is_reduced_floating(dt)) {
       // cudnnConvolutionBackwardBias refuses 16-bit data (CUDNN_STATUS_NOT_SUPPORTED,
       // cuDNN 9 on an H100): sum a float32 copy of dy, round once.
