@@ -166,3 +166,19 @@ TEST_CASE("a ResNet piece channels-last on the test device: the same, and no ten
   const Device dev(DeviceType::Test, 0);
   minidl::testing::check_channels_last_piece(dev, kFloat64, 1e-10, 1e-10);
 }
+
+TEST_CASE("under bfloat16 autocast a channels-last network stays channels-last (autocast's casts keep the layout)") {
+  const minidl::testing::ResNetPiece piece(4, 8, kFloat32, 17);
+  manual_seed(19);
+  const Tensor x = randn({2, 4, 8, 8});
+  auto loss_of = [&](MemoryFormat fmt) {
+    const minidl::testing::ResNetPiece p = piece.on(kCPU);
+    amp::autocast region(DeviceType::CPU, kBFloat16);
+    const Tensor logits = p.forward(x.contiguous(fmt), true, [&](const char* what, const Tensor& t) {
+      INFO(what, " under autocast, dtype ", dtype_name(t.dtype()), ", strides ", shape_str(t.strides()));
+      CHECK(t.is_contiguous(fmt));
+    });
+    return logits.to(kFloat32).pow(2.0).sum().item<double>();
+  };
+  CHECK(loss_of(kCL) == doctest::Approx(loss_of(MemoryFormat::Contiguous)).epsilon(2e-2));
+}
