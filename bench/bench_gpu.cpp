@@ -5,6 +5,7 @@
 //
 //   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|graph|profile]
 //             [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
+//             [--memory-format contiguous|channels-last]   (--suite profile)
 //
 // Timing: each round synchronizes the device, runs the work `iters` times,
 // synchronizes again and divides the host time by iters (a round of many
@@ -61,7 +62,8 @@ struct Options {
   std::string suite = "all";
   std::string model = "resnet18";  // --suite profile
   int64_t batch = 128;
-  bool fp16 = false;
+  bool fp16 = false;           // --suite profile
+  bool channels_last = false;  // --suite profile
 };
 
 std::string dims(const Shape& s) {
@@ -292,15 +294,15 @@ void graph_step(const Options& o, const std::string& name, int64_t batch, bool c
 
 // --suite profile: the steps a profiler records (see the comment at the top).
 void profile_steps(const Options& o) {
-  TrainStep step(o, o.model, o.batch, /*capturable=*/false, o.fp16);
+  TrainStep step(o, o.model, o.batch, /*capturable=*/false, o.fp16, o.channels_last);
   for (int i = 0; i < 3; ++i) step();
   cuda::synchronize(o.device.index);
   cuda::profiler_start();
   for (int i = 0; i < 2; ++i) step();
   cuda::synchronize(o.device.index);
   cuda::profiler_stop();
-  std::printf("{\"impl\":\"minidl\",\"op\":\"profile_%s\",\"shape\":\"batch %lld\",\"steps\":2}\n",
-              o.model.c_str(), static_cast<long long>(o.batch));
+  std::printf("{\"impl\":\"minidl\",\"op\":\"profile_%s%s\",\"shape\":\"batch %lld\",\"steps\":2}\n",
+              o.channels_last ? "cl_" : "", o.model.c_str(), static_cast<long long>(o.batch));
 }
 
 int program(int argc, char** argv) {
@@ -316,6 +318,11 @@ int program(int argc, char** argv) {
       const std::string amp = argv[i + 1];
       if (amp != "off" && amp != "fp16") throw examples::UsageError("--amp must be off or fp16, got " + amp);
       o.fp16 = amp == "fp16";
+    } else if (std::strcmp(argv[i], "--memory-format") == 0) {
+      const std::string f = argv[i + 1];
+      if (f != "contiguous" && f != "channels-last")
+        throw examples::UsageError("--memory-format must be contiguous or channels-last, got " + f);
+      o.channels_last = f == "channels-last";
     }
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
@@ -372,6 +379,6 @@ int program(int argc, char** argv) {
 int main(int argc, char** argv) {
   return examples::run_main_with_usage("bench_gpu",
                                        "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|train|graph|profile] "
-                                       "[--model resnet18|smallnet] [--batch N] [--amp off|fp16]",
+                                       "[--model resnet18|smallnet] [--batch N] [--amp off|fp16] [--memory-format contiguous|channels-last]",
                                        [&] { return program(argc, argv); });
 }

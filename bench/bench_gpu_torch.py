@@ -163,7 +163,7 @@ def train_step(a, name, batch, fp16=False, deterministic=False, channels_last=Fa
 
 
 def profile_steps(a):
-    step = make_step(a, a.model, a.batch, a.amp == "fp16")
+    step = make_step(a, a.model, a.batch, a.amp == "fp16", a.memory_format == "channels-last")
     for _ in range(3):
         step()
     torch.cuda.synchronize(a.dev)
@@ -172,7 +172,8 @@ def profile_steps(a):
         step()
     torch.cuda.synchronize(a.dev)
     torch.cuda.profiler.stop()
-    print(json.dumps({"impl": "pytorch", "op": "profile_" + a.model, "shape": f"batch {a.batch}", "steps": 2}),
+    cl = "cl_" if a.memory_format == "channels-last" else ""
+    print(json.dumps({"impl": "pytorch", "op": "profile_" + cl + a.model, "shape": f"batch {a.batch}", "steps": 2}),
           flush=True)
 
 
@@ -197,6 +198,8 @@ def main():
     ap.add_argument("--model", choices=["resnet18", "smallnet"], default="resnet18")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--amp", choices=["off", "fp16"], default="off")
+    ap.add_argument("--memory-format", choices=["contiguous", "channels-last"], default="contiguous",
+                    help="--suite profile: the step's images and model")
     a = ap.parse_args()
     a.dev = torch.device(a.device)  # cpu: a dry run of this script where there is no GPU
     if a.dev.type == "cuda" and not torch.cuda.is_available():

@@ -25,6 +25,8 @@
 #       2 steps of ResNet-18 and SmallNet (batch 128) on each side, summed by
 #       kind of kernel (bench/gpu_kernel_report.py) into profile-report.md,
 #       the raw exports in profile-raw.tar.gz under $OUT.
+#       PROFILE_MEMORY_FORMAT=channels-last profiles both sides' channels-last
+#       steps instead; PROFILE_MODELS="resnet18" only that model.
 #   scripts/gpu-check.sh run       # there, via the device tool's `run` with
 #       carry ["build-gpu-carry"]: finds cuDNN/cuBLAS/NCCL in the nvidia
 #       Python wheels, runs every test binary, then the CUDA tests under
@@ -203,20 +205,24 @@ profile() {
                   --target-processes all -f)
   echo "## Per-kernel GPU time of a training step on ${gpu:-no GPU} ($(date -u +%FT%TZ))" | tee "$report"
   local model side tag rc
-  for model in resnet18 smallnet; do
-    tag=${model}_b128
+  # PROFILE_MEMORY_FORMAT=channels-last: both sides' steps channels-last (core/memory_format.h).
+  local fmt=${PROFILE_MEMORY_FORMAT:-contiguous}
+  for model in ${PROFILE_MODELS:-resnet18 smallnet}; do
+    tag=${model}_b128$([ "$fmt" = channels-last ] && echo _cl)
     timeout "${PROFILE_TIMEOUT_S:-150}" "$ncu" "${ncu_args[@]}" -o "$tmp/minidl_$tag" \
-      "$unpacked/bench/bench_gpu" --suite profile --model "$model" --batch 128 > "$tmp/minidl_$tag.log" 2>&1
+      "$unpacked/bench/bench_gpu" --suite profile --model "$model" --batch 128 --memory-format "$fmt" \
+      > "$tmp/minidl_$tag.log" 2>&1
     echo "ncu bench_gpu $tag: exit $?"
     timeout "${PROFILE_TIMEOUT_S:-150}" "$ncu" "${ncu_args[@]}" -o "$tmp/pytorch_$tag" \
-      python3 "$here/../bench/bench_gpu_torch.py" --suite profile --model "$model" --batch 128 > "$tmp/pytorch_$tag.log" 2>&1
+      python3 "$here/../bench/bench_gpu_torch.py" --suite profile --model "$model" --batch 128 --memory-format "$fmt" \
+      > "$tmp/pytorch_$tag.log" 2>&1
     echo "ncu bench_gpu_torch.py $tag: exit $?"
     rc=0
     for side in minidl pytorch; do
       "$ncu" --import "$tmp/${side}_$tag.ncu-rep" --csv --page raw > "$tmp/${side}_$tag.csv" 2>> "$tmp/${side}_$tag.log" || rc=1
     done
     if [ $rc -eq 0 ]; then
-      python3 "$here/../bench/gpu_kernel_report.py" --steps 2 --title "$model, batch 128, float32 (2 steps)" \
+      python3 "$here/../bench/gpu_kernel_report.py" --steps 2 --title "$model, batch 128, float32, $fmt (2 steps)" \
         "$tmp/minidl_$tag.csv" "$tmp/pytorch_$tag.csv" 2>&1 | tee -a "$report"
     else
       echo "gpu-check profile: $tag: ncu --import failed (logs in profile-raw.tar.gz)" | tee -a "$report"
