@@ -44,7 +44,9 @@ void check_shape(const Shape& shape, const char* op, DType dtype = kUInt8) {
 
 }  // namespace
 
+// The size is checked before its strides are computed (they would overflow first).
 Tensor empty(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "empty", options.dtype_);
   return empty_strided(shape, contiguous_strides(shape), options);
 }
 
@@ -74,6 +76,7 @@ Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat fmt) {
   MINIDL_CHECK(fmt != MemoryFormat::Preserve, "empty: memory format option preserve_format is only valid for ",
                "empty_like");
   if (fmt == MemoryFormat::Contiguous) return empty(shape, options);
+  check_shape(shape, "empty", options.dtype_);
   return empty_strided(shape, channels_last_strides(shape), options);
 }
 

@@ -182,3 +182,9 @@ TEST_CASE("under bfloat16 autocast a channels-last network stays channels-last (
   };
   CHECK(loss_of(kCL) == doctest::Approx(loss_of(MemoryFormat::Contiguous)).epsilon(2e-2));
 }
+
+TEST_CASE("channels-last factories refuse sizes that overflow before computing strides") {
+  const int64_t big = int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(empty({big, 4, 1, 1}, {}, kCL), doctest::Contains("Storage size calculation overflowed"), Error);
+  CHECK_THROWS_WITH_AS(empty_strided({big, 4}, {4, 1}), doctest::Contains("Storage size calculation overflowed"), Error);
+}
