@@ -6,7 +6,8 @@
 //   dbias[k] = sum_{n, i, j} dy[n][k][i][j]
 // Forward saves x (when w needs a grad) and w (when x needs one), plus the
 // geometry. A channels-last input (or weight) makes a channels-last conv:
-// x, w, y, dy, dx in NHWC (g.channels_last), dw returned in the weight's layout. Gradients overwrite (new tensors); the engine accumulates.
+// x, w, y, dy, dx in NHWC (g.channels_last), dw returned in the weight's
+// layout. Gradients overwrite (new tensors); the engine accumulates.
 // The CPU kernels: ops/cpu/conv2d.cpp registers them; ops/cpu/conv2d_kernels.cpp
 // has the rule that picks a path, ops/cpu/conv2d_shifted.cpp the implicit GEMM
 // over shifted planes (for big maps), ops/cpu/conv2d_im2col.cpp the GEMM over a
