@@ -94,13 +94,17 @@ TEST_CASE("elementwise ops and to(dtype) keep a channels-last layout; gradients 
 
 TEST_CASE("BatchNorm on a channels-last input: NCHW's values, statistics and gradients, channels-last out") {
   manual_seed(5);
+  // One row block of 6 channels; 3 blocks (the last partial) of 6; 2 blocks of 40 channels (a full
+  // column tile of 32 and a partial one: ops/cpu/norm_core.cpp).
+  for (const Shape& shape : {Shape{4, 6, 5, 3}, Shape{4, 6, 40, 40}, Shape{2, 40, 20, 20}})
   for (bool training : {true, false}) {
-    INFO((training ? "training" : "eval"));
-    const Tensor x = randn({4, 6, 5, 3}, TensorOptions(kFloat64)) * 2.0 + 1.0;
-    const Tensor w = rand({6}, TensorOptions(kFloat64)) + 0.5, b = randn({6}, TensorOptions(kFloat64));
-    Tensor rm_ref = randn({6}, TensorOptions(kFloat64)), rv_ref = rand({6}, TensorOptions(kFloat64)) + 0.5;
+    INFO((training ? "training" : "eval"), " ", shape_str(shape));
+    const int64_t C = shape[1];
+    const Tensor x = randn(shape, TensorOptions(kFloat64)) * 2.0 + 1.0;
+    const Tensor w = rand({C}, TensorOptions(kFloat64)) + 0.5, b = randn({C}, TensorOptions(kFloat64));
+    Tensor rm_ref = randn({C}, TensorOptions(kFloat64)), rv_ref = rand({C}, TensorOptions(kFloat64)) + 0.5;
     Tensor rm = rm_ref.clone(), rv = rv_ref.clone();
-    const Tensor dy = randn({4, 6, 5, 3}, TensorOptions(kFloat64));
+    const Tensor dy = randn(shape, TensorOptions(kFloat64));
     auto run = [&](MemoryFormat fmt, Tensor& mean, Tensor& var) {
       Tensor xi = x.clone().requires_grad_(true), wi = w.clone().requires_grad_(true), bi = b.clone().requires_grad_(true);
       const Tensor y = batch_norm(xi.contiguous(fmt), mean, var, wi, bi, training, 0.1, 1e-5);

@@ -23,28 +23,50 @@ namespace {
 
 using namespace rows;
 
-// Rows per block when (N, C) input is reduced column-wise.
-constexpr int64_t kRowBlock = 64;
+// Rows per block when (N, C) input (or channels-last BatchNorm's (N*H*W, C))
+// is reduced column-wise: at least 64, and about 16K values, so that the
+// partial results merged afterwards stay few (with 64 rows of 64 channels,
+// channels-last BatchNorm at (128, 64, 32, 32) merged 2048 partials per
+// channel, a division each: 1 ms of its 7.4 ms forward on Zen 4, 1 thread).
+inline int64_t rows_per_block(int64_t G) { return std::max<int64_t>(64, 16384 / std::max<int64_t>(G, 1)); }
+
+// Columns summed together in registers (4 zmm / 8 ymm of doubles a sum):
+// with a run-time row length the sums lived in memory (a store and a reload
+// per value). With the blocks above, channels-last BatchNorm's forward at
+// (128, 64, 32, 32) went 7.4 -> 4.6-5.2 ms (Zen 4, 1 thread; tiles of 16:
+// 5.6 ms, blocks of 8K values: 5.5-6.2 ms).
+constexpr int64_t kColumnTile = 32;
+
+// acc[j] += f(a, j) for the `width` columns of one tile over rows [a0, a1);
+// a full tile has a compile-time width.
+template <class F>
+inline void tile_sum(int64_t a0, int64_t a1, int64_t width, double* acc, F&& f) {
+  if (width == kColumnTile) {
+    for (int64_t a = a0; a < a1; ++a)
+#pragma omp simd
+      for (int64_t j = 0; j < kColumnTile; ++j) acc[j] += f(a, j);
+  } else {
+    for (int64_t a = a0; a < a1; ++a)
+      for (int64_t j = 0; j < width; ++j) acc[j] += f(a, j);
+  }
+}
 
 // Exact two-pass mean and M2 of each of the G columns over rows [a0, a1) of
-// a row-major (rows, G) array, vectorized along the columns.
+// a row-major (rows, G) array, a tile of columns at a time.
 template <class T>
 void column_moments(const T* x, int64_t G, int64_t a0, int64_t a1, double* mean, double* m2) {
-  for (int64_t g = 0; g < G; ++g) mean[g] = m2[g] = 0;
-  for (int64_t a = a0; a < a1; ++a) {
-    const T* xa = x + a * G;
-#pragma omp simd
-    for (int64_t g = 0; g < G; ++g) mean[g] += static_cast<double>(xa[g]);
-  }
   const double n = static_cast<double>(a1 - a0);
-  for (int64_t g = 0; g < G; ++g) mean[g] /= n;
-  for (int64_t a = a0; a < a1; ++a) {
-    const T* xa = x + a * G;
-#pragma omp simd
-    for (int64_t g = 0; g < G; ++g) {
-      const double d = static_cast<double>(xa[g]) - mean[g];
-      m2[g] += d * d;
-    }
+  for (int64_t g0 = 0; g0 < G; g0 += kColumnTile) {
+    const int64_t width = std::min(kColumnTile, G - g0);
+    const T* xt = x + g0;
+    double s[kColumnTile] = {}, m[kColumnTile] = {}, q[kColumnTile] = {};
+    tile_sum(a0, a1, width, s, [&](int64_t a, int64_t j) { return static_cast<double>(xt[a * G + j]); });
+    for (int64_t j = 0; j < width; ++j) m[j] = s[j] / n;
+    tile_sum(a0, a1, width, q, [&](int64_t a, int64_t j) {
+      const double d = static_cast<double>(xt[a * G + j]) - m[j];
+      return d * d;
+    });
+    for (int64_t j = 0; j < width; ++j) mean[g0 + j] = m[j], m2[g0 + j] = q[j];
   }
 }
 
@@ -105,9 +127,9 @@ void forward_kernel(const NormForwardArgs& args) {
   }
 
   // A > 1 (BatchNorm). Runs of one value ((N, C) input) are handled as
-  // columns: blocks of kRowBlock rows of G channels, vectorized over channels.
+  // columns: blocks of rows_per_block(G) rows of G channels, a tile of channels at a time.
   const bool columns = run == 1;
-  const int64_t blocks = (geo.A + kRowBlock - 1) / kRowBlock;
+  const int64_t block_rows = rows_per_block(G), blocks = (geo.A + block_rows - 1) / block_rows;
   if (args.use_input_stats) {
     // Partial moments per (row or row block, group), merged per group in order.
     const int64_t parts = columns ? blocks : geo.A;
@@ -116,7 +138,7 @@ void forward_kernel(const NormForwardArgs& args) {
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t p = 0; p < parts; ++p) {
       if (columns) {
-        const int64_t a0 = p * kRowBlock, a1 = std::min(geo.A, a0 + kRowBlock);
+        const int64_t a0 = p * block_rows, a1 = std::min(geo.A, a0 + block_rows);
         column_moments(x, G, a0, a1, &part_mean[p * G], &part_m2[p * G]);
         part_n[p] = static_cast<double>(a1 - a0);
       } else {
@@ -240,7 +262,7 @@ void backward_kernel(const NormBackwardArgs& args) {
   // A > 1, K == 1 (BatchNorm): per-row (or, for runs of one value, per row
   // block) plain sums in memory order, added up per group in a fixed order.
   const bool columns = run == 1;
-  const int64_t blocks = (geo.A + kRowBlock - 1) / kRowBlock;
+  const int64_t block_rows = rows_per_block(G), blocks = (geo.A + block_rows - 1) / block_rows;
   std::vector<double> sum1(static_cast<size_t>(G), 0.0), sum2(static_cast<size_t>(G), 0.0);
   if (reduce) {
     const int64_t parts = columns ? blocks : geo.A;
@@ -250,15 +272,17 @@ void backward_kernel(const NormBackwardArgs& args) {
       double* sd = &part_sd[p * G];
       double* sdx = &part_sdx[p * G];
       if (columns) {
-        for (int64_t a = p * kRowBlock; a < std::min(geo.A, (p + 1) * kRowBlock); ++a) {
-          const T* dya = dy + a * G;
-          const T* xa = x + a * G;
-#pragma omp simd
-          for (int64_t g = 0; g < G; ++g) {
-            const double d = static_cast<double>(dya[g]);
-            sd[g] += d;
-            sdx[g] += d * (static_cast<double>(xa[g]) - means[g]);
-          }
+        const int64_t a0 = p * block_rows, a1 = std::min(geo.A, a0 + block_rows);
+        for (int64_t g0 = 0; g0 < G; g0 += kColumnTile) {
+          const int64_t width = std::min(kColumnTile, G - g0);
+          const T *dyt = dy + g0, *xt = x + g0;
+          double s1[kColumnTile] = {}, s2[kColumnTile] = {}, m[kColumnTile] = {};
+          for (int64_t j = 0; j < width; ++j) m[j] = means[g0 + j];
+          tile_sum(a0, a1, width, s1, [&](int64_t a, int64_t j) { return static_cast<double>(dyt[a * G + j]); });
+          tile_sum(a0, a1, width, s2, [&](int64_t a, int64_t j) {
+            return static_cast<double>(dyt[a * G + j]) * (static_cast<double>(xt[a * G + j]) - m[j]);
+          });
+          for (int64_t j = 0; j < width; ++j) sd[g0 + j] = s1[j], sdx[g0 + j] = s2[j];
         }
       } else {
         for (int64_t g = 0; g < G; ++g) {
