@@ -20,6 +20,16 @@ def read(path):
     return rows
 
 
+def print_table(intro, header, rows):
+    """A markdown table after a line of text: step and shape left-aligned, numbers right; nothing without rows."""
+    if not rows:
+        return
+    print(f"\n{intro}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|---|---|" + "---:|" * (len(header) - 2))
+    print("\n".join(rows))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("minidl")
@@ -50,12 +60,8 @@ def main():
         cost = lambda rows: (f"{rows[(op, shape)]['median_ms'] / rows[base]['median_ms']:.2f}x the time"
                              if (op, shape) in rows and base in rows else "-")
         costs.append(f"| {base[0]} | {shape} | {cost(ours)} | {cost(theirs)} |")
-    if costs:
-        print("\nDeterministic cuDNN (train_cifar10 --deterministic; PyTorch: cudnn.deterministic, benchmark off), "
-              "against the same side's default step:\n")
-        print("| step | shape | minidl | PyTorch |")
-        print("|---|---|---:|---:|")
-        print("\n".join(costs))
+    print_table("Deterministic cuDNN (train_cifar10 --deterministic; PyTorch: cudnn.deterministic, benchmark off), "
+                "against the same side's default step:", ["step", "shape", "minidl", "PyTorch"], costs)
     # Channels-last: minidl's channels-last step against both of PyTorch's
     # (its default NCHW one, what a user runs without asking, and its own
     # channels-last one).
@@ -66,12 +72,9 @@ def main():
         nchw = (op.replace("_cl_", "_"), shape)
         ratio = lambda key: (f"{theirs[key]['median_ms'] / r['median_ms']:.2f}x" if key in theirs else "-")
         cl_rows.append(f"| {op} | {shape} | {r['median_ms']:.3f} | {ratio(nchw)} | {ratio((op, shape))} |")
-    if cl_rows:
-        print("\nChannels-last steps (core/memory_format.h), speedup against PyTorch's NCHW step and its "
-              "channels-last one:\n")
-        print("| step | shape | minidl ms | vs PyTorch NCHW | vs PyTorch channels-last |")
-        print("|---|---|---:|---:|---:|")
-        print("\n".join(cl_rows))
+    print_table("Channels-last steps (core/memory_format.h), speedup against PyTorch's NCHW step and its "
+                "channels-last one:", ["step", "shape", "minidl ms", "vs PyTorch NCHW", "vs PyTorch channels-last"],
+                cl_rows)
     missing = [k for k in theirs if k not in ours]
     if missing:
         print(f"\nonly in PyTorch's run: {', '.join(f'{op} {shape}' for op, shape in missing)}")
