@@ -3,7 +3,7 @@
 // bench/bench_gpu_torch.py prints the PyTorch twins with the same op and
 // shape names; bench/gpu_report.py joins the two into a table of ratios.
 //
-//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|graph|profile]
+//   bench_gpu [--device cuda:0] [--rounds 7] [--suite all|ops|norms|pools|train|graph|profile]
 //             [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
 //             [--memory-format contiguous|channels-last]   (--suite profile)
 //
@@ -21,9 +21,10 @@
 // vs float32", next to PyTorch's torch.autocast + torch.amp.GradScaler).
 // train_step_deterministic_*: under train_cifar10 --deterministic's cuDNN
 // settings, PyTorch's twin under cudnn.deterministic = True, benchmark off.
-// train_step_cl_*, batch_norm2d_train_cl: channels-last images and
+// train_step_cl_*, batch_norm2d_train_cl, *_pool*_cl: channels-last images and
 // activations (core/memory_format.h; PyTorch's twin: model and input
-// .to(memory_format=torch.channels_last)).
+// .to(memory_format=torch.channels_last)). --suite pools: the pools alone
+// (SmallNet's 2x2 max pool, ResNet's 3x3 stride-2 one, the global average).
 //
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
@@ -182,6 +183,19 @@ void norm_suite(const Options& o) {
           [](const std::vector<Tensor>& v) { return instance_norm(v[0]); });
 }
 
+void pool_suite(const Options& o) {
+  const Shape maps{128, 64, 32, 32}, head{128, 512, 4, 4};
+  for (bool cl : {false, true}) {
+    const std::string suffix = cl ? "_cl" : "";
+    time_op(o, "max_pool2x2" + suffix, dims(maps), 0, {leaf(maps, o, 1.0, cl)},
+            [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2, 2}); });
+    time_op(o, "max_pool3x3s2" + suffix, dims(maps), 0, {leaf(maps, o, 1.0, cl)},
+            [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); });
+    time_op(o, "global_avg_pool" + suffix, dims(head), 0, {leaf(head, o, 1.0, cl)},
+            [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {1, 1}); });
+  }
+}
+
 void matmul_suite(const Options& o) {
   const int64_t n = 4096;
   const Tensor a = randn({n, n}).to(o.device), b = randn({n, n}).to(o.device);
@@ -326,9 +340,9 @@ int program(int argc, char** argv) {
     }
     else throw examples::UsageError(std::string("unknown option ") + argv[i]);
   }
-  if (o.suite != "all" && o.suite != "ops" && o.suite != "norms" && o.suite != "train" && o.suite != "graph" &&
-      o.suite != "profile")
-    throw examples::UsageError("--suite must be all, ops, norms, train, graph or profile, got " + o.suite);
+  if (o.suite != "all" && o.suite != "ops" && o.suite != "norms" && o.suite != "pools" && o.suite != "train" &&
+      o.suite != "graph" && o.suite != "profile")
+    throw examples::UsageError("--suite must be all, ops, norms, pools, train, graph or profile, got " + o.suite);
   if (o.model != "resnet18" && o.model != "smallnet")
     throw examples::UsageError("--model must be resnet18 or smallnet, got " + o.model);
   if (o.device.type == DeviceType::CUDA && !cuda::is_available()) {
@@ -353,9 +367,14 @@ int program(int argc, char** argv) {
     norm_suite(o);
     return 0;
   }
+  if (o.suite == "pools") {
+    pool_suite(o);
+    return 0;
+  }
   if (o.suite != "train") {
     conv_suite(o);
     norm_suite(o);
+    pool_suite(o);
     matmul_suite(o);
   }
   if (o.suite == "all" || o.suite == "train") {
@@ -378,7 +397,7 @@ int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return examples::run_main_with_usage("bench_gpu",
-                                       "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|train|graph|profile] "
+                                       "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|pools|train|graph|profile] "
                                        "[--model resnet18|smallnet] [--batch N] [--amp off|fp16] [--memory-format contiguous|channels-last]",
                                        [&] { return program(argc, argv); });
 }

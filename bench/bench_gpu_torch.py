@@ -3,7 +3,7 @@
 (rounds of `iters` calls between two synchronizations, the median round per call),
 one JSON object a line with the same op and shape names.
 
-  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|norms|train|profile]
+  python3 bench/bench_gpu_torch.py [--device cuda:0] [--rounds 7] [--suite all|ops|norms|pools|train|profile]
                                    [--model resnet18|smallnet] [--batch 128] [--amp off|fp16]
 
 --suite profile: 3 warm-up steps, then 2 between torch.cuda.profiler.start
@@ -102,6 +102,18 @@ def norm_suite(a):
     time_op(a, "instance_norm2d", shape, 0, [leaf(s, a.dev)], lambda v: F.instance_norm(v[0]))
 
 
+def pool_suite(a):
+    maps, head = (128, 64, 32, 32), (128, 512, 4, 4)
+    for cl in (False, True):
+        suffix = "_cl" if cl else ""
+        time_op(a, "max_pool2x2" + suffix, "x".join(map(str, maps)), 0, [leaf(maps, a.dev, 1.0, cl)],
+                lambda v: F.max_pool2d(v[0], 2))
+        time_op(a, "max_pool3x3s2" + suffix, "x".join(map(str, maps)), 0, [leaf(maps, a.dev, 1.0, cl)],
+                lambda v: F.max_pool2d(v[0], 3, 2, 1))
+        time_op(a, "global_avg_pool" + suffix, "x".join(map(str, head)), 0, [leaf(head, a.dev, 1.0, cl)],
+                lambda v: F.adaptive_avg_pool2d(v[0], 1))
+
+
 def matmul_suite(a):
     n = 4096
     x, y = torch.randn(n, n, device=a.dev), torch.randn(n, n, device=a.dev)
@@ -194,7 +206,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--suite", choices=["all", "ops", "norms", "train", "profile"], default="all")
+    ap.add_argument("--suite", choices=["all", "ops", "norms", "pools", "train", "profile"], default="all")
     ap.add_argument("--model", choices=["resnet18", "smallnet"], default="resnet18")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--amp", choices=["off", "fp16"], default="off")
@@ -214,9 +226,13 @@ def main():
     if a.suite == "norms":
         norm_suite(a)
         return
+    if a.suite == "pools":
+        pool_suite(a)
+        return
     if a.suite != "train":
         conv_suite(a)
         norm_suite(a)
+        pool_suite(a)
         matmul_suite(a)
     if a.suite != "ops":
         train_step(a, "resnet18", 128)

@@ -274,7 +274,14 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
   const bool same_storage = other.impl()->storage == self.impl()->storage;
   const bool same_view = src.storage_offset() == self.storage_offset() && src.strides() == self.strides();
   if (same_storage && !same_view) src = broadcast_view(other.detach().clone(), shape);
-  binary_stub(self.device())(op, alpha, self, self, src);
+  if (!self.is_contiguous() && dense_dim_order(self)) {
+    // A dense self (channels-last) is walked in its memory order: the kernels'
+    // contiguous paths, and on a GPU neighbouring threads on neighbouring elements.
+    const std::vector<Tensor> v = in_memory_order(self, {src});
+    binary_stub(self.device())(op, alpha, v[0], v[0], v[1]);
+  } else {
+    binary_stub(self.device())(op, alpha, self, self, src);
+  }
   self.bump_version();
   return self;
 }

@@ -11,8 +11,12 @@
 //              or its left padding (PyTorch's rule); windows are clipped as above.
 //   adaptive_*: output bin i covers [floor(i*in/out), ceil((i+1)*in/out)) (PyTorch's
 //              bins); avg divides by the bin volume, max saves the argmax like max_pool.
+//   channels-last: a 4-D input whose strides suggest NHWC is pooled as it lies
+//              (g.channels_last = C; PyTorch's suggest_memory_format rule), its
+//              output, indices and gradient channels-last too: a channels-last
+//              network stays so through its pools.
 // Backward returns a fresh gradient tensor (the engine accumulates it).
-// CPU kernels: ops/cpu/pooling.cpp.
+// CPU kernels: ops/cpu/pooling.cpp (planes), ops/cpu/pooling_channels_last.cpp.
 #include "minidl/ops/pooling.h"
 
 #include <algorithm>
@@ -34,6 +38,7 @@ std::vector<int64_t> PoolGeometry::to_list() const {
   v.push_back(adaptive);
   v.push_back(count_include_pad);
   v.push_back(divisor_override);
+  v.push_back(channels_last);
   return v;
 }
 
@@ -46,6 +51,7 @@ PoolGeometry PoolGeometry::from_list(const std::vector<int64_t>& v) {
   g.adaptive = v[i++] != 0;
   g.count_include_pad = v[i++] != 0;
   g.divisor_override = v[i++];
+  g.channels_last = v[i++];
   return g;
 }
 
@@ -60,18 +66,24 @@ Shape output_shape(const Tensor& x, const PoolGeometry& g, int nd) {
   return s;
 }
 
+MemoryFormat layout_of(const PoolGeometry& g) {
+  return g.channels_last > 0 ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
 // The kernels overwrite every element of dx, except when the output is empty.
-Tensor input_grad_buffer(AutogradContext* ctx, const Tensor& gy) {
+Tensor input_grad_buffer(AutogradContext* ctx, const Tensor& gy, const PoolGeometry& g) {
   const Shape shape = ctx->saved_data["input_shape"].to_int_list();
-  const TensorOptions options = gy.options();
-  return gy.numel() > 0 ? empty(shape, options) : zeros(shape, options);
+  Tensor gx = empty(shape, gy.options(), layout_of(g));
+  if (gy.numel() == 0) gx.zero_();
+  return gx;
 }
 
 struct MaxPoolFunction : autograd::Function<MaxPoolFunction> {
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const PoolGeometry& g, int64_t nd) {
-    Tensor y = empty(output_shape(x, g, static_cast<int>(nd)), x.options());
-    Tensor indices = empty(y.shape(), x.options().dtype(kInt64));
-    if (y.numel() > 0) max_pool_forward_stub(x.device())(x.contiguous(), y, indices, g);
+    const MemoryFormat fmt = layout_of(g);
+    Tensor y = empty(output_shape(x, g, static_cast<int>(nd)), x.options(), fmt);
+    Tensor indices = empty(y.shape(), x.options().dtype(kInt64), fmt);
+    if (y.numel() > 0) max_pool_forward_stub(x.device())(x.contiguous(fmt), y, indices, g);
     ctx->save_for_backward({indices});
     ctx->mark_non_differentiable({indices});
     ctx->saved_data["geometry"] = g.to_list();
@@ -81,8 +93,8 @@ struct MaxPoolFunction : autograd::Function<MaxPoolFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor indices = ctx->get_saved_variables()[0];
     const auto g = PoolGeometry::from_list(ctx->saved_data["geometry"].to_int_list());
-    const Tensor gy = grads[0].contiguous();
-    Tensor gx = input_grad_buffer(ctx, gy);
+    const Tensor gy = grads[0].contiguous(layout_of(g));
+    Tensor gx = input_grad_buffer(ctx, gy, g);
     if (gy.numel() > 0) max_pool_backward_stub(gy.device())(gy, indices, gx, g);
     return {gx, Tensor(), Tensor()};
   }
@@ -90,16 +102,17 @@ struct MaxPoolFunction : autograd::Function<MaxPoolFunction> {
 
 struct AvgPoolFunction : autograd::Function<AvgPoolFunction> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const PoolGeometry& g, int64_t nd) {
-    Tensor y = empty(output_shape(x, g, static_cast<int>(nd)), x.options());
-    if (y.numel() > 0) avg_pool_forward_stub(x.device())(x.contiguous(), y, g);
+    const MemoryFormat fmt = layout_of(g);
+    Tensor y = empty(output_shape(x, g, static_cast<int>(nd)), x.options(), fmt);
+    if (y.numel() > 0) avg_pool_forward_stub(x.device())(x.contiguous(fmt), y, g);
     ctx->saved_data["geometry"] = g.to_list();
     ctx->saved_data["input_shape"] = x.shape();
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto g = PoolGeometry::from_list(ctx->saved_data["geometry"].to_int_list());
-    const Tensor gy = grads[0].contiguous();
-    Tensor gx = input_grad_buffer(ctx, gy);
+    const Tensor gy = grads[0].contiguous(layout_of(g));
+    Tensor gx = input_grad_buffer(ctx, gy, g);
     if (gy.numel() > 0) avg_pool_backward_stub(gy.device())(gy, gx, g);
     return {gx, Tensor(), Tensor()};
   }
@@ -147,6 +160,12 @@ void check_input(const Tensor& x, int nd, const char* op) {
                    shape_str(x.shape()), " with dimension ", d, " being empty");
   }
   MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", dtype_name(x.dtype()));
+}
+
+// C for a batched 2-D input laid out NHWC (PyTorch's suggest_memory_format),
+// else 0: the kernels pool such an input as it lies.
+int64_t channels_last_channels(const Tensor& x, int nd) {
+  return nd == 2 && x.dim() == 4 && x.suggest_memory_format() == MemoryFormat::ChannelsLast ? x.size(1) : 0;
 }
 
 struct WindowArgs {
@@ -211,6 +230,7 @@ PoolGeometry window_geometry(const Tensor& x, WindowArgs a) {
                join(g.out, nd, "x"), "). Output size is too small");
   g.count_include_pad = a.count_include_pad;
   g.divisor_override = a.divisor_override.value_or(0);
+  g.channels_last = channels_last_channels(x, nd);
   return g;
 }
 
@@ -234,6 +254,7 @@ PoolGeometry adaptive_geometry(const Tensor& x, const Size3& output_size, int nd
   }
   g.planes = x.numel() / g.in_plane();
   g.adaptive = true;
+  g.channels_last = channels_last_channels(x, nd);
   return g;
 }
 

@@ -1,4 +1,7 @@
-// 2-D and 3-D pooling, NCHW / NCDHW (or unbatched CHW / CDHW).
+// 2-D and 3-D pooling, NCHW / NCDHW (or unbatched CHW / CDHW). A 4-D
+// channels-last input (x.suggest_memory_format() == ChannelsLast) is pooled in
+// place in NHWC and gives channels-last outputs, indices and gradients, as
+// PyTorch's max_pool2d/avg_pool2d/adaptive pools do.
 //
 // Argument order follows torch.nn.functional, except that avg_pool keeps
 // minidl's historical count_include_pad as the fifth argument (before
@@ -60,6 +63,10 @@ struct PoolGeometry {
   bool adaptive = false;
   bool count_include_pad = true;  // avg only
   int64_t divisor_override = 0;   // avg only; 0: none
+  // 0: the planes lie one after another. C > 0: input and output are
+  // channels-last with C channels: sample n's C planes interleaved as
+  // (D, H, W, C), plane p = n C + c. Indices stay positions in the plane.
+  int64_t channels_last = 0;
 
   int64_t in_plane() const { return in[0] * in[1] * in[2]; }
   int64_t out_plane() const { return out[0] * out[1] * out[2]; }

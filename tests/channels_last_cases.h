@@ -1,7 +1,7 @@
 // Channels-last (core/memory_format.h) on a device against NCHW on the CPU:
 // a small ResNet piece (3x3 conv, BatchNorm, ReLU, a strided 1x1 shortcut
-// with its BatchNorm, the residual add, global average pooling, a linear
-// head) run forward and backward both ways must give the same loss, input
+// with its BatchNorm, the residual add, a 3x3 stride-2 max pool, global
+// average pooling, a linear head) run forward and backward both ways must give the same loss, input
 // gradient, parameter gradients and running statistics, and keep its
 // activations channels-last on the way. tests/test_channels_last.cpp runs it
 // on the CPU and the test device, tests/test_cuda_channels_last.cpp on a GPU
@@ -21,7 +21,7 @@
 namespace minidl::testing {
 
 struct ResNetPiece {
-  // conv1 3x3 C->K, bn1, conv2 3x3 stride 2 K->K, bn2, shortcut 1x1 stride 2 C->K, bn3, linear K->3.
+  // conv1 3x3 C->K, bn1, conv2 3x3 stride 2 K->K, bn2, shortcut 1x1 stride 2 C->K, bn3, max pool, linear K->3.
   std::vector<Tensor> params;  // w1, g1, b1, w2, g2, b2, w3, g3, b3, wl, bl
   std::vector<Tensor> running;  // mean/var of bn1, bn2, bn3
 
@@ -59,7 +59,10 @@ struct ResNetPiece {
     const Tensor s = bn(conv2d(x, p[6], Tensor(), {.stride = {2, 2}}), 2);
     const Tensor out = relu(b2 + s);
     seen("relu(add)", out);
-    return linear(mean(out, {2, 3}), p[9], p[10]);
+    const Tensor pooled = max_pool2d(out, {3, 3}, {2, 2}, {1, 1});  // overlapping windows
+    seen("max_pool2d", pooled);
+    const Tensor avg = adaptive_avg_pool2d(pooled, {1, 1});
+    return linear(avg.reshape({avg.size(0), avg.size(1)}), p[9], p[10]);
   }
 };
 

@@ -3,15 +3,18 @@
 // channels-last BatchNorm (groups that are columns: the tiled column
 // reduction of the statistics and of the backward sums) and the elementwise
 // ops' memory-order views, through tests/channels_last_cases.h's ResNet piece
-// and a BatchNorm at a size with many column chunks.
+// and a BatchNorm at a size with many column chunks; every 2-D pool on NHWC
+// (tests/pooling_channels_last_cases.h: the pooling kernels with elements C
+// apart, threads over channels).
 //
-// Compiled, not yet run on a GPU (written 2026-11-27 without one). Needs a
+// Compiled, not yet run on a GPU (written 2026-11-27 and 11-28 without one). Needs a
 // CUDA device: without one it prints "skipped: no CUDA device (<reason>)" and
 // exits 77.
 #include "minidl/core/backend_settings.h"
 #include "minidl/minidl.h"
 #include "tests/channels_last_cases.h"
 #include "tests/cuda_test.h"
+#include "tests/pooling_channels_last_cases.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -57,21 +60,35 @@ TEST_CASE("cuDNN convolutions channels-last: forward, grad input and grad weight
   manual_seed(23);
   const Tensor x = randn({4, 16, 12, 12}), w = randn({32, 16, 3, 3}) * 0.1, bias = randn({32});
   const Conv2dParams params{.stride = {2, 2}, .padding = {1, 1}};
-  Tensor xr = x.clone().requires_grad_(true), wr = w.clone().requires_grad_(true);
-  const Tensor ref = conv2d(xr, wr, bias, params);
-  ref.sum().backward();
+  Tensor xr = x.clone().requires_grad_(true), wr = w.clone().requires_grad_(true), br = bias.clone().requires_grad_(true);
+  const Tensor dy = randn({4, 32, 6, 6}).to(kBFloat16).to(kFloat32);  // exact in float16 and bfloat16 too
+  const Tensor ref = conv2d(xr, wr, br, params);
+  (ref * dy).sum().backward();
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
     INFO(dtype_name(dt));
     const double tol = dt == kFloat32 ? 1e-4 : 3e-2;
     Tensor xg = x.to(kGpu).to(dt).contiguous(kCL).detach().requires_grad_(true);
     Tensor wg = w.to(kGpu).to(dt).detach().requires_grad_(true);
-    const Tensor y = conv2d(xg, wg, bias.to(kGpu).to(dt), params);
+    Tensor bg = bias.to(kGpu).to(dt).detach().requires_grad_(true);
+    const Tensor y = conv2d(xg, wg, bg, params);
     CHECK(y.is_contiguous(kCL));
     CHECK(allclose(y.to(kFloat32).to(kCPU), ref, tol, tol));
-    y.sum().backward();
+    // dbias: the column sums of NHWC dy (the tiled column reduction: 32 channels, 144 rows).
+    (y * dy.to(kGpu).to(dt)).sum().backward();
+    CHECK(allclose(bg.grad().to(kFloat32).to(kCPU), br.grad(), tol, tol * 10));
     CHECK(xg.grad().is_contiguous(kCL));
     CHECK(wg.grad().is_contiguous());
     CHECK(allclose(xg.grad().to(kFloat32).to(kCPU), xr.grad(), tol, tol));
     CHECK(allclose(wg.grad().to(kFloat32).to(kCPU), wr.grad(), tol, tol * 10));
   }
+}
+
+TEST_CASE("every 2-D pool on a channels-last GPU tensor: the CPU's NCHW values, indices and gradients") {
+  // Max pooling and float32/float64 sums run in the CPU's order; 16-bit
+  // window averages round double -> T once on the GPU, double -> float -> T
+  // on the CPU (one unit in the last place at most).
+  const std::vector<std::pair<DType, double>> tolerances = {
+      {kFloat32, 1e-6}, {kFloat64, 1e-13}, {kFloat16, 2e-3}, {kBFloat16, 1e-2}};
+  for (const auto& [dtype, tol] : tolerances)
+    for (int64_t channels : {3, 70}) minidl::testing::check_pool_cases(dtype, channels, kGpu, tol);
 }

@@ -93,6 +93,28 @@ TEST_CASE("split_index: the dividers' path splits a flat index like / and %") {
   }
 }
 
+TEST_CASE("split_channel + split_index find (n, c, h, w) of a channels-last tensor's memory index") {
+  // The GPU pooling kernels' addressing of NHWC against the tensor's own strides.
+  const Tensor t = arange(2.0 * 5 * 3 * 4).reshape({2, 5, 3, 4}).contiguous(MemoryFormat::ChannelsLast);
+  const Shape st = t.strides();
+  const int64_t C = 5, H = 3, W = 4, plane = H * W;
+  const IntDivider by_c(C), by_plane(plane), by_h(H), by_w(W);
+  for (bool fast : {false, true})
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) {
+            const int64_t m = n * st[0] + c * st[1] + h * st[2] + w * st[3];
+            const ChannelSplit s = split_channel(m, C, by_c, fast);
+            const Index4 i = split_index(s.rest, plane, H, W, by_plane, by_h, by_w, fast);
+            CHECK((s.inner == c && i.plane == n && i.d == 0 && i.h == h && i.w == w));
+            CHECK(s.rest * C + s.inner == m);
+          }
+  // Planar (step 1): the index unchanged, channel 0.
+  const ChannelSplit p = split_channel(17, 1, IntDivider(1), true);
+  CHECK((p.rest == 17 && p.inner == 0));
+}
+
 TEST_CASE("is_tap matches the definition (pos = start + k step, lo <= k < hi)") {
   for (int64_t step = 1; step <= 3; ++step)
     for (int64_t start = -4; start <= 4; ++start)

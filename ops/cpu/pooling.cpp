@@ -1,7 +1,8 @@
 // CPU kernels of 2-D and 3-D pooling (ops/pooling.h's kernel interface): one
-// OpenMP task per N*C plane. Each output's window is precomputed per dimension
-// (the taps inside the input, and for avg the padded extent), so window pools,
-// dilation, ceil_mode and adaptive bins share one loop nest; 2-D is D = 1.
+// OpenMP task per N*C plane (channels-last inputs: pooling_channels_last.cpp).
+// Each output's window is precomputed per dimension (the taps inside the
+// input, and for avg the padded extent), so window pools, dilation, ceil_mode
+// and adaptive bins share one loop nest; 2-D is D = 1.
 // The 2x2 (and UNet's 2x2x2) stride-2 window has its own loop (the general
 // nest's data-dependent branch mispredicts on random data: a fifth of a
 // SmallNet step, 15x max_pool3d's time); float32 and 16-bit windows of stride
@@ -19,6 +20,7 @@
 
 #include "minidl/core/half.h"
 #include "minidl/ops/cpu/convert_half.h"
+#include "minidl/ops/cpu/pooling_channels_last.h"
 #include "minidl/ops/cpu/sum_span.h"
 #include "minidl/ops/cpu/transpose8.h"
 #include "minidl/ops/pooling.h"
@@ -429,30 +431,40 @@ void dispatch_with_half(DType dtype, const char* op, F&& f) {
 void max_pool_forward_cpu(const Tensor& x, const Tensor& y, const Tensor& indices, const PoolGeometry& g) {
   dispatch_with_half(x.dtype(), "max_pool", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_forward_kernel(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
-                            indices.data_ptr<int64_t>(), g);
+    const auto* xp = static_cast<const T*>(x.raw_data());
+    auto* yp = static_cast<T*>(y.raw_data());
+    if (g.channels_last > 0) return cpu::max_pool_forward_channels_last(xp, yp, indices.data_ptr<int64_t>(), g);
+    max_pool_forward_kernel(xp, yp, indices.data_ptr<int64_t>(), g);
   });
 }
 
 void max_pool_backward_cpu(const Tensor& grad_y, const Tensor& indices, const Tensor& grad_x, const PoolGeometry& g) {
   dispatch_with_half(grad_x.dtype(), "max_pool_backward", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward_kernel(static_cast<const T*>(grad_y.raw_data()), indices.data_ptr<int64_t>(),
-                             static_cast<T*>(grad_x.raw_data()), g);
+    const auto* gy = static_cast<const T*>(grad_y.raw_data());
+    auto* gx = static_cast<T*>(grad_x.raw_data());
+    if (g.channels_last > 0) return cpu::max_pool_backward_channels_last(gy, indices.data_ptr<int64_t>(), gx, g);
+    max_pool_backward_kernel(gy, indices.data_ptr<int64_t>(), gx, g);
   });
 }
 
 void avg_pool_forward_cpu(const Tensor& x, const Tensor& y, const PoolGeometry& g) {
   dispatch_with_half(x.dtype(), "avg_pool", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_forward_kernel(static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), g);
+    const auto* xp = static_cast<const T*>(x.raw_data());
+    auto* yp = static_cast<T*>(y.raw_data());
+    if (g.channels_last > 0) return cpu::avg_pool_forward_channels_last(xp, yp, g);
+    avg_pool_forward_kernel(xp, yp, g);
   });
 }
 
 void avg_pool_backward_cpu(const Tensor& grad_y, const Tensor& grad_x, const PoolGeometry& g) {
   dispatch_with_half(grad_x.dtype(), "avg_pool_backward", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_backward_kernel(static_cast<const T*>(grad_y.raw_data()), static_cast<T*>(grad_x.raw_data()), g);
+    const auto* gy = static_cast<const T*>(grad_y.raw_data());
+    auto* gx = static_cast<T*>(grad_x.raw_data());
+    if (g.channels_last > 0) return cpu::avg_pool_backward_channels_last(gy, gx, g);
+    avg_pool_backward_kernel(gy, gx, g);
   });
 }
 

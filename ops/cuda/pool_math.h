@@ -138,6 +138,21 @@ MINIDL_HOST_DEVICE inline Index4 split_index(int64_t flat, int64_t plane_size, i
   return r;
 }
 
+// A pooled tensor's memory index m, laid out planar (step 1: m = plane
+// * plane_size + pos) or channels-last (step = C channels: m = (n *
+// plane_size + pos) * C + c, plane n C + c): `rest` is m without the channel
+// (split_index takes it apart into (plane or sample, d, h, w)), `inner` the
+// channel (0 when planar).
+struct ChannelSplit {
+  int64_t rest, inner;
+};
+
+MINIDL_HOST_DEVICE inline ChannelSplit split_channel(int64_t m, int64_t step, const IntDivider& by_step, bool fast) {
+  if (step == 1) return {m, 0};
+  const int64_t rest = quotient(m, step, by_step, fast);
+  return {rest, m - rest * step};
+}
+
 // avg's divisor: divisor_override, else the padded window (count_include_pad)
 // or the taps inside the input.
 MINIDL_HOST_DEVICE inline double pool_divisor(const Taps& td, const Taps& th, const Taps& tw, bool count_include_pad,

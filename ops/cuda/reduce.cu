@@ -15,6 +15,7 @@
 // computed segment offsets passed both and test_cuda_graph's captured sums in
 // the third H100 run (2026-11-27 18:39).
 
+#include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
 #include "minidl/ops/cuda/reduce_math.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
@@ -95,7 +96,16 @@ void sum_columns_typed(const Tensor& x, const Tensor& out, double scale) {
   using O = std::conditional_t<cuda_math::is_floating_v<T>, T, int64_t>;
   const int64_t A = x.shape()[0], R = x.shape()[1], B = x.shape()[2];
   const LaunchContext ctx(x.device());
-  cuda_kernels::launch_row_reduce(ctx, A * B, R, Acc(0), ColumnLoader<T, Acc>{static_cast<const T*>(x.raw_data()), R, B},
+  const ColumnLoader<T, Acc> load{static_cast<const T*>(x.raw_data()), R, B};
+  if (A == 1 && B >= cuda_math::ColumnTiling::kCols && cuda_kernels::column_reduce_applies(B, R)) {
+    // One block of columns: the tiled column reduction reads each row's
+    // neighbouring columns with neighbouring threads (a block per column
+    // chunk would read them B apart: a channels-last conv's bias gradient).
+    cuda_kernels::launch_column_reduce(ctx, B, R, Acc(0), load, cuda_kernels::SumOp<Acc>(),
+                                       ScaledStore<O, Acc>{out.data_ptr<O>(), scale}, "sum");
+    return;
+  }
+  cuda_kernels::launch_row_reduce(ctx, A * B, R, Acc(0), load,
                                   cuda_kernels::SumOp<Acc>(), ScaledStore<O, Acc>{out.data_ptr<O>(), scale}, "sum",
                                   B > 1 ? cuda_kernels::RowAccess::kInterleaved : cuda_kernels::RowAccess::kContiguous);
 }

@@ -97,7 +97,7 @@ void forward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor&
                                                y.raw_data()));
   }
   if (bias.defined() && s.channels_last) {
-    Tensor(y).add_(bias.view({1, s.out_channels, 1, 1}));  // minidl's broadcast add, any strides
+    Tensor(y).add_(bias.view({1, s.out_channels, 1, 1}));  // minidl's broadcast add, walked in NHWC order
   } else if (bias.defined()) {
     const TensorDescriptor bd = bias_descriptor(s, dt, op);
     const TensorDescriptor yd(dt, s.y_sizes(), s.nd(), op);
@@ -145,7 +145,7 @@ void backward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor
     } else if (s.channels_last) {
       // NHWC dy is (N*H*W) rows of K values: dbias is its column sums (minidl's reduction).
       const Tensor rows = dy.permute({0, 2, 3, 1}).reshape({-1, s.out_channels});
-      Tensor(dbias).copy_(is_reduced_floating(dt) ? rows.to(DType::Float32).sum({0}) : rows.sum({0}));
+      Tensor(dbias).copy_(rows.sum({0}));  // 16-bit values summed in double, rounded once
     } else if (is_reduced_floating(dt)) {
       // cudnnConvolutionBackwardBias refuses 16-bit data (CUDNN_STATUS_NOT_SUPPORTED,
       // cuDNN 9 on an H100): sum a float32 copy of dy, round once.
