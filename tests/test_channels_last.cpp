@@ -86,6 +86,16 @@ TEST_CASE("elementwise ops and to(dtype) keep a channels-last layout; gradients 
   CHECK(allclose(mixed, nchw + ac, 0, 0));
   CHECK(allclose(a.to(kFloat64), ac.to(kFloat64), 0, 0));
 
+  // In place on a channels-last tensor (walked in its memory order), a
+  // broadcast operand and a channels-last one; and on a view that is not dense.
+  Tensor inplace = ac.contiguous(kCL);
+  inplace.add_(bias).mul_(b.detach());
+  CHECK(inplace.is_contiguous(kCL));
+  CHECK(allclose(inplace, (ac + bias) * bc, 0, 0));
+  Tensor part = ac.contiguous(kCL).narrow(3, 1, 2);
+  part.add_(bias);
+  CHECK(allclose(part, ac.narrow(3, 1, 2) + bias, 0, 0));
+
   (relu(a * b) * 3.0).sum().backward();
   CHECK(a.grad().is_contiguous(kCL));
   const Tensor expected = gt(ac * bc, 0.0) * bc * 3.0;
