@@ -42,6 +42,13 @@ std::vector<int64_t> PoolGeometry::to_list() const {
   return v;
 }
 
+int64_t PoolGeometry::taps_per_output() const {
+  if (!adaptive) return kernel[0] * kernel[1] * kernel[2];
+  int64_t n = 1;
+  for (int i = 0; i < 3; ++i) n *= in[i] / std::max<int64_t>(out[i], 1) + 1;
+  return n;
+}
+
 PoolGeometry PoolGeometry::from_list(const std::vector<int64_t>& v) {
   PoolGeometry g;
   size_t i = 0;

@@ -70,8 +70,9 @@ struct PoolGeometry {
 
   int64_t in_plane() const { return in[0] * in[1] * in[2]; }
   int64_t out_plane() const { return out[0] * out[1] * out[2]; }
-  // Rough work estimate, to parallelize only when it pays.
+  // Rough work estimates, to parallelize only when it pays.
   int64_t work(int64_t per_output) const { return planes * out_plane() * per_output; }
+  int64_t taps_per_output() const;
 
   std::vector<int64_t> to_list() const;
   static PoolGeometry from_list(const std::vector<int64_t>& v);

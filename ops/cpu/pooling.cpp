@@ -64,14 +64,6 @@ struct PlaneTaps {
 
 inline int64_t pos(const Taps& t, int64_t i) { return t.start + i * t.step; }
 
-// Rough taps per output, for the parallel threshold.
-int64_t taps_per_output(const PoolGeometry& g) {
-  if (!g.adaptive) return g.kernel[0] * g.kernel[1] * g.kernel[2];
-  int64_t n = 1;
-  for (int i = 0; i < 3; ++i) n *= g.in[i] / std::max<int64_t>(g.out[i], 1) + 1;
-  return n;
-}
-
 // ---- max -----------------------------------------------------------------------
 
 // float for the 16-bit types (their math is float32), else T.
@@ -234,7 +226,7 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
   const PlaneTaps t(g);
   if constexpr (std::is_same_v<Compute<T>, float>) {  // float32 and the 16-bit types (widened rows)
     if (is_vector_2d(g)) {
-#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
       for (int64_t p = 0; p < g.planes; ++p) {
         if (g.stride[2] == 1)
           max_pool_plane_vec<1>(x + p * in_plane, y + p * out_plane, idx + p * out_plane, g, t);
@@ -244,7 +236,7 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
       return;
     }
   }
-#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;
     int64_t o = p * out_plane;
@@ -352,7 +344,7 @@ template <class T>
 void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
   const bool global = g.adaptive && out_plane == 1;  // global average pooling: one mean per plane
-  const int64_t work = global ? g.planes * in_plane : g.work(taps_per_output(g));
+  const int64_t work = global ? g.planes * in_plane : g.work(g.taps_per_output());
   const PlaneTaps t(g);
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
@@ -398,7 +390,7 @@ template <class T>
 void avg_pool_backward_kernel(const T* gy, T* gx, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
   const bool global = g.adaptive && out_plane == 1;
-  const int64_t work = global ? g.planes * in_plane : g.planes * (in_plane + g.work(taps_per_output(g)));
+  const int64_t work = global ? g.planes * in_plane : g.planes * (in_plane + g.work(g.taps_per_output()));
   const PlaneTaps t(g);
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {

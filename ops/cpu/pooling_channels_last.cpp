@@ -69,14 +69,6 @@ struct ChannelTasks {
   }
 };
 
-// Rough taps per output, for the parallel threshold.
-int64_t taps_per_output(const PoolGeometry& g) {
-  if (!g.adaptive) return g.kernel[0] * g.kernel[1] * g.kernel[2];
-  int64_t n = 1;
-  for (int i = 0; i < 3; ++i) n *= g.in[i] / std::max<int64_t>(g.out[i], 1) + 1;
-  return n;
-}
-
 // Calls f(o, td, th, tw) for every output o of a plane, in memory order.
 template <class F>
 void for_each_output(const WindowTaps& t, F&& f) {
@@ -139,7 +131,7 @@ void max_pool_forward_channels_last(const T* x, T* y, int64_t* indices, const Po
   const ChannelTasks tasks(g);
   const WindowTaps t(g);
   const int64_t C = tasks.C, H = g.in[1], W = g.in[2];
-#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
   for (int64_t task = 0; task < tasks.tasks; ++task) {
     const ChannelTask ct = tasks[task];
     const T* xs = x + ct.in_offset;
@@ -191,7 +183,7 @@ void avg_pool_forward_channels_last(const T* x, T* y, const PoolGeometry& g) {
   const ChannelTasks tasks(g);
   const WindowTaps t(g);
   const int64_t C = tasks.C;
-#pragma omp parallel for schedule(static) if (g.work(taps_per_output(g)) >= kParallelWork)
+#pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
   for (int64_t task = 0; task < tasks.tasks; ++task) {
     const ChannelTask ct = tasks[task];
     const T* xs = x + ct.in_offset;
@@ -217,7 +209,7 @@ void avg_pool_backward_channels_last(const T* gy, T* gx, const PoolGeometry& g) 
   const ChannelTasks tasks(g);
   const WindowTaps t(g);
   const int64_t C = tasks.C;
-  const int64_t work = g.planes * tasks.in_plane + g.work(taps_per_output(g));
+  const int64_t work = g.planes * tasks.in_plane + g.work(g.taps_per_output());
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t task = 0; task < tasks.tasks; ++task) {
     const ChannelTask ct = tasks[task];
