@@ -223,6 +223,7 @@ struct TrainStep {
     manual_seed(0);
     model = models::create_model(name, models::ModelOptions().norm("batchnorm"));
     model->to(o.device);
+    if (channels_last) model->to(MemoryFormat::ChannelsLast);  // PyTorch's recipe, as the twin's
     model->train();
     optim::SGDOptions so(0.1);
     so.momentum = 0.9;
@@ -230,7 +231,7 @@ struct TrainStep {
     so.capturable = capturable;
     sgd = std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{model->parameters()}, so);
     x = randn({batch, 3, 32, 32}).to(o.device);
-    // Channels-last images keep every activation NHWC (core/memory_format.h).
+    // Channels-last images (and weights) keep every activation NHWC (core/memory_format.h).
     if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
     y = randint(0, 10, {batch}).to(o.device);
     if (fp16) scaler = std::make_unique<amp::GradScaler>("cuda");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/tensor.h"
 
 namespace minidl {
@@ -67,6 +68,23 @@ std::optional<Shape> dense_dim_order(const Tensor& t) {
   }
   if (!strides_match(permuted_shape, permuted_strides, MemoryFormat::Contiguous)) return std::nullopt;
   return order;
+}
+
+bool is_non_overlapping_and_dense(const Tensor& t) { return dense_dim_order(t).has_value(); }
+
+bool same_dense_layout(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || !is_non_overlapping_and_dense(a) || !is_non_overlapping_and_dense(b)) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
+Tensor to_layout_of(const Tensor& t, const Tensor& like) {
+  if (same_dense_layout(t, like)) return t;
+  NoGradGuard no_grad;
+  Tensor out = empty_strided(like.shape(), like.strides(), t.options());
+  out.copy_(t);
+  return out;
 }
 
 MemoryFormat result_format(const Shape& shape, const std::vector<Tensor>& inputs) {

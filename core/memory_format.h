@@ -46,6 +46,20 @@ bool has_channels_last_strides(const Shape& sizes, const Shape& strides);
 // narrowed or overlapping views).
 std::optional<Shape> dense_dim_order(const Tensor& t);
 
+// PyTorch's is_non_overlapping_and_dense: the elements fill numel
+// consecutive slots (contiguous, channels-last, any permutation of them).
+bool is_non_overlapping_and_dense(const Tensor& t);
+
+// Whether dense a and b of one shape hold each element at the same offset
+// from their first (strides equal where the size exceeds 1): a kernel may
+// walk them together as flat arrays (the optimizers' parameter, gradient and
+// state of a channels-last parameter).
+bool same_dense_layout(const Tensor& a, const Tensor& b);
+
+// `t` laid out as dense `like` (same shape): t itself when it already is,
+// else a copy with like's strides. No autograd.
+Tensor to_layout_of(const Tensor& t, const Tensor& like);
+
 // The layout of an elementwise result of `shape`: ChannelsLast when one of
 // `inputs` of that shape suggests it (the first such wins), else Contiguous.
 MemoryFormat result_format(const Shape& shape, const std::vector<Tensor>& inputs);

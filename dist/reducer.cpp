@@ -126,17 +126,23 @@ void Reducer::wait_in_flight() noexcept {
 
 int64_t Reducer::bucket_bytes(size_t b) const { return static_cast<int64_t>(buckets_.at(b).flat.nbytes()); }
 
+// A parameter's slot of its bucket, laid out as the parameter (PyTorch's
+// bucket views: a channels-last weight gets a channels-last gradient, which
+// the optimizer walks with it as flat arrays).
 Tensor Reducer::bucket_view(size_t index) const {
   const Bucket& b = buckets_[bucket_of_[index]];
   const Tensor& p = params_[index];
-  return b.flat.narrow(0, b.offsets[slot_of_[index]], p.numel()).view(p.shape());
+  const Tensor slot = b.flat.narrow(0, b.offsets[slot_of_[index]], p.numel());
+  if (!p.is_contiguous() && is_non_overlapping_and_dense(p))
+    return make_view(slot, p.shape(), p.strides(), slot.storage_offset());
+  return slot.view(p.shape());
 }
 
 bool Reducer::is_bucket_view(size_t index, const Tensor& t) const {
-  const Bucket& b = buckets_[bucket_of_[index]];
-  return t.defined() && t.impl()->storage == b.flat.impl()->storage &&
-         t.storage_offset() == b.flat.storage_offset() + b.offsets[slot_of_[index]] && t.is_contiguous() &&
-         t.shape() == params_[index].shape();
+  if (!t.defined()) return false;
+  const Tensor view = bucket_view(index);
+  return t.impl()->storage == view.impl()->storage && t.storage_offset() == view.storage_offset() &&
+         t.shape() == view.shape() && t.strides() == view.strides();
 }
 
 void Reducer::ensure_prior_reduction_finished() const {

@@ -24,8 +24,8 @@
 // whose state is checkpointed and whose scale is logged (CUDA only).
 // --cuda-graph: one step captured into a CUDA graph and replayed for every
 // full batch (examples/common/cuda_graph_step.h; on an H100 it ended with the
-// eager run's loss, 2026-11-27). --channels-last: NHWC activations
-// (core/memory_format.h).
+// eager run's loss, 2026-11-27). --channels-last: NHWC images, activations
+// and conv weights (core/memory_format.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -305,6 +305,9 @@ int run(Args a) {
   const std::string backend_note = examples::configure_backends(device, a.deterministic);
   examples::MixedPrecision amp(a.amp, device);  // refuses fp16 off CUDA
   model->to(device);  // before DDP and the optimizer, which keep the model's tensors
+  // --channels-last: the conv weights NHWC too (PyTorch's model.to(memory_format=...)), so
+  // conv2d converts none per call; optimizer state and checkpoints follow (core/memory_format.h).
+  if (a.channels_last) model->to(MemoryFormat::ChannelsLast);
   // DDP broadcasts rank 0's parameters and buffers, then averages gradients.
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<dist::DistributedDataParallel>(model);
@@ -333,7 +336,7 @@ int run(Args a) {
             << "run:   " << a.epochs << " epochs of " << steps_per_epoch << " batches of " << a.batch_size << ", "
             << get_num_threads() << " threads, " << a.workers << " loader workers, seed " << a.seed << "\n"
             << "device: " << device.str() << device_note << backend_note
-            << (a.channels_last ? ", channels-last activations" : "") << "\n";
+            << (a.channels_last ? ", channels-last activations and conv weights" : "") << "\n";
   if (distributed)
     out << "ddp:   " << ddp_run.world << " processes, backend " << backend.name << backend.note << ", batch " << a.batch_size << " per process = "
         << a.batch_size * ddp_run.world << " global; " << train_sampler->size() << " training images per process\n";
@@ -543,8 +546,8 @@ int main(int argc, char** argv) {
                  "CUDA only)")->check(CLI::IsMember(examples::amp_modes()))->capture_default_str();
   app.add_flag("--no-augment", a.no_augment, "no random crop/flip");
   app.add_flag("--channels-last", a.channels_last,
-               "images and activations in NHWC (the channels-last memory format: cuDNN computes convolutions "
-               "in it without transposing); off by default until measured on a GPU");
+               "images, activations and conv weights in NHWC (the channels-last memory format: cuDNN computes "
+               "convolutions in it without transposing); off by default until measured on a GPU");
   app.add_flag("--cuda-graph", a.cuda_graph, "replay one captured CUDA graph per full batch after 3 warm-up "
                "steps (partial batches run eagerly); CUDA only, not with --amp fp16 or distributed");
   app.add_option("--eval-every", a.eval_every, "evaluate on the test set every N epochs (and after the last)")

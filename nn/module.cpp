@@ -319,13 +319,21 @@ void Module::convert_tensors(const std::function<Tensor(const Tensor&)>& convert
 }
 
 void Module::to(Device device) {
-  convert_tensors([device](const Tensor& t) { return t.to(device); }, /*floating_only=*/false);
+  // A channels-last weight stays so on the new device (PyTorch's to() keeps dense strides).
+  convert_tensors([device](const Tensor& t) { return t.to(device).contiguous(t.suggest_memory_format()); },
+                  /*floating_only=*/false);
 }
 
 void Module::to(DType dtype) {
   MINIDL_CHECK(is_floating(dtype), "nn.Module.to only accepts floating point dtypes, but got desired dtype=",
                dtype_name(dtype));
   convert_tensors([dtype](const Tensor& t) { return t.to(dtype); }, /*floating_only=*/true);
+}
+
+void Module::to(MemoryFormat fmt) {
+  MINIDL_CHECK(fmt != MemoryFormat::Preserve, "nn.Module.to: expected memory_format torch.contiguous_format or ",
+               "torch.channels_last, got torch.preserve_format");
+  convert_tensors([fmt](const Tensor& t) { return t.dim() == 4 ? t.contiguous(fmt) : t; }, /*floating_only=*/false);
 }
 
 // Parameters then persistent buffers of this module, then each child (no

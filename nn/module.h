@@ -206,6 +206,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // to(DType) converts floating tensors only. See the header comment.
   void to(Device device);
   void to(DType dtype);
+  // PyTorch's module.to(memory_format=...): every 4-D parameter and buffer
+  // (conv weights) laid out as `fmt` (ChannelsLast or Contiguous), values
+  // unchanged. A channels-last conv weight saves conv2d its per-call
+  // conversion; optimizers keep each parameter's state in its layout, and
+  // state_dict() and checkpoints are the same as for NCHW weights.
+  void to(MemoryFormat fmt);
 
   // Parameters then persistent buffers of each module, preorder, with
   // PyTorch's dotted names. The tensors are detached and share the data.

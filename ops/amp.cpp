@@ -42,12 +42,12 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
 
   NoGradGuard no_grad;
   AmpUnscaleArgs args{.grads = {}, .found_inf = found_inf, .inv_scale = inv_scale};
-  std::vector<std::pair<Tensor, Tensor>> copied_back;  // (gradient, its contiguous copy)
+  std::vector<std::pair<Tensor, Tensor>> copied_back;  // (gradient that is not dense, its contiguous copy)
   for (const Tensor& g : grads) {
     MINIDL_CHECK(g.defined(), kUnscaleOp, ": got an undefined gradient");
     MINIDL_CHECK(g.dtype() == dtype, "All tensors in the tensor list must have the same dtype.");
     check_same_device(g, device, kUnscaleOp, "every scaled gradient");
-    if (g.is_contiguous()) {
+    if (is_non_overlapping_and_dense(g)) {  // unscaled in place as a flat array
       args.grads.push_back(g);
     } else {
       args.grads.push_back(g.contiguous());

@@ -30,19 +30,23 @@ void check_scalar_tensor(const Tensor& t, DType dtype, const Tensor& param, cons
                shape_str(t.shape()), " of ", dtype_name(t.dtype()), " on ", t.device().str());
 }
 
-// Every defined tensor of `a` has param's dtype, device and size and is contiguous.
+// Every defined tensor of `a` has param's dtype, device, size and dense
+// layout (contiguous or channels-last: the kernels walk them as flat arrays).
 template <class Args>
 void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
   MINIDL_CHECK(a.param.defined() && a.grad.defined(), op, ": expected a parameter and its gradient");
+  MINIDL_CHECK(is_non_overlapping_and_dense(a.param), op,
+               ": expected a dense parameter (contiguous or channels-last), got strides ",
+               shape_str(a.param.strides()));
   MINIDL_CHECK(a.param.dtype() == first.dtype() && a.param.device() == first.device(), op,
                ": expected all parameters to have the same dtype and device, got ", dtype_name(first.dtype()), " on ",
                first.device().str(), " and ", dtype_name(a.param.dtype()), " on ", a.param.device().str());
   a.for_each_tensor([&](const Tensor& t) {
     if (!t.defined() || is_scalar_slot(a, t)) return;
     MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && t.numel() == a.param.numel() &&
-                     t.is_contiguous(),
-                 op, ": expected the gradient and state of a parameter to be contiguous and match it in dtype, ",
-                 "device and size");
+                     ((t.is_contiguous() && a.param.is_contiguous()) || same_dense_layout(t, a.param)),
+                 op, ": expected the gradient and state of a parameter to match it in dtype, device, size and ",
+                 "layout (strides ", shape_str(a.param.strides()), "), got strides ", shape_str(t.strides()));
   });
 }
 
@@ -84,10 +88,11 @@ void check_multi_step(const MultiStepArgs<AdamStepArgs>& args, const char* op) {
 
 namespace {
 
-// xs: contiguous, floating, one dtype and device.
+// xs: dense (contiguous or channels-last: read as flat arrays), floating, one dtype and device.
 void check_same_kind(const std::vector<Tensor>& xs, const char* op) {
   for (const Tensor& x : xs) {
-    MINIDL_CHECK(x.defined() && x.is_contiguous(), op, ": expected defined, contiguous tensors");
+    MINIDL_CHECK(x.defined() && is_non_overlapping_and_dense(x), op,
+                 ": expected defined, dense (contiguous or channels-last) tensors");
     MINIDL_CHECK(is_floating(x.dtype()), op, ": expected floating-point tensors, got ", dtype_name(x.dtype()));
     MINIDL_CHECK(x.dtype() == xs.front().dtype() && x.device() == xs.front().device(), op,
                  ": expected all tensors to have the same dtype and device, got ", dtype_name(xs.front().dtype()),

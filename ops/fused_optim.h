@@ -36,7 +36,8 @@ namespace minidl {
 //   b = first_step ? g : momentum * b + (1 - dampening) * g   (if momentum_buffer)
 //   g = nesterov ? g + momentum * b : b            (if momentum_buffer)
 //   p = p - lr * g
-// param, grad and momentum_buffer: contiguous, same dtype, shape and device;
+// param, grad and momentum_buffer: one dense layout (contiguous, or all
+// channels-last: walked as flat arrays), same dtype, shape and device;
 // momentum_buffer undefined when momentum == 0 (first_step: it holds garbage).
 struct SgdStepArgs {
   Tensor param, grad, momentum_buffer;
@@ -59,8 +60,8 @@ struct SgdStepArgs {
 //   v_max = max(v_max, v)                        (max_exp_avg_sq defined: amsgrad; v_max replaces v)
 //   p = p - step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
 // with step_size = lr / (1 - beta1^t) and bias_correction2_sqrt = sqrt(1 - beta2^t)
-// computed on the host from the step t. All tensors contiguous, same dtype,
-// shape and device.
+// computed on the host from the step t. All tensors of one dense layout
+// (contiguous or channels-last), same dtype, shape and device.
 struct AdamStepArgs {
   Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
   double lr = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0, weight_decay = 0.0;
@@ -122,7 +123,8 @@ extern DispatchStub<AdamMultiStepFn> adam_multi_step_stub;
 // (PyTorch's _foreach_norm and _foreach_mul_): outs[i] (a float64 0-d
 // tensor, e.g. a view into a vector of norms) = ||xs[i]||_p as vector_norm_stub
 // computes it; and every grad *= the clip factor of total_norm, as
-// clip_grad_scale_stub. xs / grads: contiguous, one dtype, on one device.
+// clip_grad_scale_stub. xs / grads: dense (contiguous or channels-last), one
+// dtype, on one device.
 struct VectorNormsArgs {
   std::vector<Tensor> outs, xs;
   double norm_type = 2.0;

@@ -96,10 +96,12 @@ void Adam::step_group(ParamGroup& group) {
     const bool needs_state = !s.count("exp_avg") || (o.amsgrad && !s.count("max_exp_avg_sq"));
     if (needs_state && o.capturable) check_not_capturing("the state (exp_avg, exp_avg_sq)");
     if (!s.count("exp_avg")) {
-      s["exp_avg"] = zeros_like(p);
-      s["exp_avg_sq"] = zeros_like(p);
+      s["exp_avg"] = zeros_like_param(p);
+      s["exp_avg_sq"] = zeros_like_param(p);
     }
-    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(p);
+    if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like_param(p);
+    for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
+      if (s.count(key)) match_layout(s.at(key), p);
     double t = 0.0;
     if (o.capturable) {
       // The step on p's device, counted by the kernel (moved there from the
@@ -122,8 +124,10 @@ void Adam::step_group(ParamGroup& group) {
     for (const Tensor* state_tensor : {&args.exp_avg, &args.exp_avg_sq, &args.max_exp_avg_sq})
       MINIDL_CHECK(!state_tensor->defined() || (state_tensor->dtype() == p.dtype() &&
                                                 state_tensor->numel() == p.numel() &&
-                                                state_tensor->device() == p.device() && state_tensor->is_contiguous()),
-                   name(), ": the state of a parameter does not match it (dtype, size or device)");
+                                                state_tensor->device() == p.device() &&
+                                                ((state_tensor->is_contiguous() && p.is_contiguous()) ||
+                                                 same_dense_layout(*state_tensor, p))),
+                   name(), ": the state of a parameter does not match it (dtype, size, device or layout)");
     args.lr = o.lr;
     args.beta1 = o.beta1;
     args.beta2 = o.beta2;

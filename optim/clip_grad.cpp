@@ -54,7 +54,9 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool
                              [&](const VectorNormsArgs& a) { return a.xs.front().dtype() == t.dtype(); });
       if (it == by_dtype.end()) it = by_dtype.insert(by_dtype.end(), VectorNormsArgs{{}, {}, norm_type});
       it->outs.push_back(slot);
-      it->xs.push_back(t.contiguous());
+      // Read as a flat array: a channels-last gradient in its memory order (as
+      // PyTorch's _foreach_norm); any other layout through a contiguous copy.
+      it->xs.push_back(t.is_contiguous(MemoryFormat::ChannelsLast) ? t : t.contiguous());
     } else {  // PyTorch's norms.to(first_device): one scalar copy per foreign tensor
       Tensor own = empty({}, TensorOptions(kFloat64).device(t.device()));
       vector_norm_stub(t.device())(own, t.contiguous(), norm_type);
@@ -79,12 +81,12 @@ void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, c
   NoGradGuard no_grad;
   const Tensor total = total_norm.dtype() == kFloat64 ? total_norm.reshape({}) : total_norm.to(kFloat64).reshape({});
   std::map<std::string, Tensor> on_device;  // the total, copied once to each gradient device
-  std::vector<ClipGradScaleMultiArgs> by_kind;  // contiguous gradients: one call per device and dtype
+  std::vector<ClipGradScaleMultiArgs> by_kind;  // dense gradients: one call per device and dtype
   for (Tensor& g : defined_grads(params)) {
     const Device device = g.device();
     Tensor& t = on_device[device.str()];
     if (!t.defined()) t = total.device() == device ? total : total.to(device);
-    if (g.is_contiguous()) {
+    if (is_non_overlapping_and_dense(g)) {  // scaled in place as a flat array
       auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const ClipGradScaleMultiArgs& a) {
         return a.grads.front().device() == device && a.grads.front().dtype() == g.dtype();
       });

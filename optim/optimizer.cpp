@@ -120,15 +120,28 @@ bool Optimizer::has_state(const Tensor& param) const {
 
 Tensor Optimizer::checked_grad(const Tensor& param) const {
   Tensor grad = param.grad();
-  MINIDL_CHECK(param.is_contiguous(), name_, ": expected a contiguous parameter, got strides ",
-               shape_str(param.strides()));
+  MINIDL_CHECK(is_non_overlapping_and_dense(param), name_,
+               ": expected a dense parameter (contiguous or channels-last), got strides ", shape_str(param.strides()),
+               " for size ", shape_str(param.shape()));
   MINIDL_CHECK(grad.dtype() == param.dtype(), name_, ": gradient dtype ", dtype_name(grad.dtype()),
                " does not match parameter dtype ", dtype_name(param.dtype()));
   MINIDL_CHECK(grad.shape() == param.shape(), name_, ": gradient of shape ", shape_str(grad.shape()),
                " does not match parameter of shape ", shape_str(param.shape()));
   MINIDL_CHECK(grad.device() == param.device(), name_, ": the gradient is on ", grad.device(),
                " but the parameter is on ", param.device());
-  return grad.contiguous();
+  return to_layout_of(grad, param);  // the kernels walk parameter, gradient and state as flat arrays
+}
+
+Tensor Optimizer::zeros_like_param(const Tensor& param) {
+  Tensor t = empty_like(param, MemoryFormat::Preserve);
+  t.zero_();
+  return t;
+}
+
+void Optimizer::match_layout(Tensor& state_tensor, const Tensor& param) {
+  // Only a state that fits (else the step kernels' checks name the mismatch).
+  if (state_tensor.defined() && state_tensor.device() == param.device() && state_tensor.shape() == param.shape())
+    state_tensor = to_layout_of(state_tensor, param);
 }
 
 double increment_step(Optimizer::ParamState& state) {

@@ -174,9 +174,14 @@ class Optimizer {
   virtual void step_group(ParamGroup& group) = 0;
 
   // For step_group: checks that `param` and its gradient can be updated by a
-  // step kernel (contiguous param, same dtype, shape and device) and returns
-  // the gradient (made contiguous).
+  // step kernel (a dense param: contiguous or channels-last; same dtype,
+  // shape and device) and returns the gradient laid out as the param.
   Tensor checked_grad(const Tensor& param) const;
+  // A parameter's state is laid out as the parameter (the step kernels walk
+  // them together as flat arrays): new state as zeros in its layout, and a
+  // state loaded from a checkpoint (contiguous) converted when it differs.
+  static Tensor zeros_like_param(const Tensor& param);
+  static void match_layout(Tensor& state_tensor, const Tensor& param);
 
   // For capturable groups: the group's lr as a 0-d float64 tensor on
   // `device`, made (and filled) at its first use, which must not be inside a

@@ -72,7 +72,10 @@ void SGD::step_group(ParamGroup& group) {
       args.first_step = !slot.defined();
       // A graph would replay the first step's b = g forever.
       if (args.first_step && o.capturable) check_not_capturing("the momentum buffer");
-      if (args.first_step) slot = empty_like(p);  // the kernel writes b = g
+      if (args.first_step)
+        slot = empty_like(p, MemoryFormat::Preserve);  // the kernel writes b = g
+      else
+        match_layout(slot, p);
       args.momentum_buffer = slot;
     }
     args.lr = o.lr;

@@ -87,6 +87,9 @@ struct DdpOracle {
   // SyncBN == one process x W*B with BatchNorm (gradients, parameters and
   // running stats); needs equal per-rank batches (DDP averages rank means).
   bool sync_bn = false;
+  // The DDP model's conv weight and its input channels-last (Module::to): the
+  // gradients (bucket views too) and the optimizer state follow the layout.
+  bool channels_last = false;
 };
 
 inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
@@ -96,6 +99,7 @@ inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
   std::shared_ptr<nn::Module> model = conv_net(7 + rank, kCPU, o.sync_bn);
   if (o.sync_bn) model = nn::convert_sync_batch_norm(model, o.group);
   if (!dev.is_cpu()) model->to(dev);
+  if (o.channels_last) model->to(MemoryFormat::ChannelsLast);
   DIST_REQUIRE(rank == 0 || !params_equal(*model, *ref), << "ranks should start different");
   dist::DistributedDataParallel ddp(model, o.options, o.group);
   DIST_REQUIRE(params_equal(*model, *ref), << "construction must broadcast rank 0's parameters");
@@ -113,7 +117,9 @@ inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
     manual_seed(1000 + step);  // the same data on every rank
     Tensor x = randn({batch, 2, 5, 5}, kFloat64), y = randn({batch, 3}, kFloat64);
     opt.zero_grad();
-    const Tensor xl = rows(x, rank * o.per_rank, o.per_rank).to(dev), yl = rows(y, rank * o.per_rank, o.per_rank).to(dev);
+    Tensor xl = rows(x, rank * o.per_rank, o.per_rank).to(dev);
+    const Tensor yl = rows(y, rank * o.per_rank, o.per_rank).to(dev);
+    if (o.channels_last) xl = xl.contiguous(MemoryFormat::ChannelsLast);
     mse_loss(ddp(xl), yl).backward();
     ref_opt.zero_grad();
     mse_loss(ref->forward(x), y).backward();
@@ -124,6 +130,9 @@ inline void ddp_oracle(int rank, int world, const DdpOracle& o) {
       for (size_t b = 0; b < ddp.reducer().num_buckets(); ++b)
         in_a_bucket = in_a_bucket || p.grad().impl()->storage == ddp.reducer().bucket_tensor(b).impl()->storage;
       DIST_REQUIRE(in_a_bucket == o.options.gradient_as_bucket_view(), << "step " << step << on);
+      if (o.channels_last && p.dim() == 4)
+        DIST_REQUIRE(p.is_contiguous(MemoryFormat::ChannelsLast) && p.grad().is_contiguous(MemoryFormat::ChannelsLast),
+                     << "step " << step << on << ": a channels-last weight and its gradient");
     }
     opt.step();
     ref_opt.step();

@@ -68,6 +68,14 @@ TEST_CASE("DDP oracle: 2 ranks x 3 == 1 process x 6") {
   });
 }
 
+TEST_CASE("DDP oracle with a channels-last conv weight and input: gradients copied and as bucket views") {
+  for (bool as_view : {false, true})
+    check_ranks(2, [as_view](int rank, int world) {
+      ddp_oracle(rank, world, {.per_rank = 2, .options = dist::DDPOptions().gradient_as_bucket_view(as_view),
+                               .channels_last = true});
+    });
+}
+
 TEST_CASE("DDP no_sync: two local micro-batches and one synced == the large batch") {
   check_ranks(2, [](int rank, int world) {
     auto ref = conv_net(7);
