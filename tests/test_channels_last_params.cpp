@@ -185,3 +185,34 @@ TEST_CASE("the step kernels refuse a state whose layout differs from its paramet
   kind.tensors.push_back(a);
   CHECK_THROWS_WITH_AS(sgd_multi_step_stub(kCPU)(kind), doctest::Contains("layout"), Error);
 }
+
+TEST_CASE("channels-last ConvTranspose2d and Conv2d weights under a GradScaler: the NCHW model's steps") {
+  // A decoder piece (transposed conv, conv, BatchNorm), float64, scaled loss:
+  // GradScaler's unscale reads channels-last gradients in place.
+  auto make = [](bool channels_last) {
+    manual_seed(41);
+    nn::Sequential net(nn::ConvTranspose2d(nn::ConvTranspose2dOptions(4, 6, 2).stride(2)),
+                       nn::Conv2d(nn::Conv2dOptions(6, 5, 3).padding(1)), nn::BatchNorm2d(5), nn::ReLU());
+    net->to(kFloat64);
+    if (channels_last) net->to(kCL);
+    return net.ptr();
+  };
+  auto nchw = make(false), cl = make(true);
+  optim::SGD opt_nchw(nchw->parameters(), 0.1, 0.9), opt_cl(cl->parameters(), 0.1, 0.9);
+  amp::GradScaler scale_nchw("cpu", 1024.0), scale_cl("cpu", 1024.0);
+  for (int step = 0; step < 3; ++step) {
+    manual_seed(50 + step);
+    const Tensor x = randn({2, 4, 5, 5}, kFloat64);
+    for (auto [model, opt, scaler, fmt] :
+         {std::tuple{nchw.get(), &opt_nchw, &scale_nchw, MemoryFormat::Contiguous},
+          std::tuple{cl.get(), &opt_cl, &scale_cl, kCL}}) {
+      opt->zero_grad();
+      scaler->scale(model->forward(x.contiguous(fmt)).pow(2.0).mean()).backward();
+      scaler->step(*opt);
+      scaler->update();
+    }
+  }
+  check_same_parameters(*nchw, *cl, 1e-12);
+  for (const Tensor& p : cl->parameters())
+    if (p.dim() == 4) CHECK((p.is_contiguous(kCL) && p.grad().is_contiguous(kCL)));
+}
