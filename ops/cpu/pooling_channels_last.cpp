@@ -181,8 +181,24 @@ void max_pool_backward_channels_last(const T* gy, const int64_t* indices, T* gx,
 template <class T>
 void avg_pool_forward_channels_last(const T* x, T* y, const PoolGeometry& g) {
   const ChannelTasks tasks(g);
-  const WindowTaps t(g);
   const int64_t C = tasks.C;
+  if (g.adaptive && tasks.out_plane == 1) {
+    // Global average: a task per sample sums its rows of C values in order
+    // (the windows' sums, read as one stream; blocks of channels read 256-byte pieces).
+    const int64_t P = tasks.in_plane;
+#pragma omp parallel for schedule(static) if (g.planes * P >= kParallelWork)
+    for (int64_t n = 0; n < g.planes / C; ++n) {
+      thread_local std::vector<double> sums;
+      sums.assign(static_cast<size_t>(C), 0.0);
+      double* s = sums.data();
+      for (const T* row = x + n * P * C; row < x + (n + 1) * P * C; row += C)
+        for (int64_t c = 0; c < C; ++c) s[c] += static_cast<double>(static_cast<Compute<T>>(row[c]));
+      for (int64_t c = 0; c < C; ++c)
+        y[n * C + c] = static_cast<T>(static_cast<Compute<T>>(s[c] / static_cast<double>(P)));
+    }
+    return;
+  }
+  const WindowTaps t(g);
 #pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
   for (int64_t task = 0; task < tasks.tasks; ++task) {
     const ChannelTask ct = tasks[task];
