@@ -5,7 +5,8 @@
 // ops' memory-order views, through tests/channels_last_cases.h's ResNet piece
 // and a BatchNorm at a size with many column chunks; every 2-D pool on NHWC
 // (tests/pooling_channels_last_cases.h: the pooling kernels with elements C
-// apart, threads over channels).
+// apart, threads over channels); a channels-last model (Module::to) trained
+// with SGD against the CPU's NCHW one.
 //
 // Compiled, not yet run on a GPU (written 2026-11-27 and 11-28 without one). Needs a
 // CUDA device: without one it prints "skipped: no CUDA device (<reason>)" and
@@ -91,4 +92,36 @@ TEST_CASE("every 2-D pool on a channels-last GPU tensor: the CPU's NCHW values, 
       {kFloat32, 1e-6}, {kFloat64, 1e-13}, {kFloat16, 2e-3}, {kBFloat16, 1e-2}};
   for (const auto& [dtype, tol] : tolerances)
     for (int64_t channels : {3, 70}) minidl::testing::check_pool_cases(dtype, channels, kGpu, tol);
+}
+
+TEST_CASE("a channels-last model on the GPU (Module::to): two SGD steps follow the CPU's NCHW model") {
+  // cuDNN with NHWC filters (no per-call conversion), channels-last weight
+  // gradients, and the fused SGD kernels over channels-last parameters.
+  backends::BackendSettingsGuard exact({.cudnn_allow_tf32 = false});
+  auto make = [](Device device, bool channels_last) {
+    manual_seed(3);
+    auto model = models::create_model("resnet18", models::ModelOptions().width(0.125));
+    model->to(device);
+    if (channels_last) model->to(kCL);
+    return model;
+  };
+  auto ref = make(kCPU, false), gpu = make(kGpu, true);
+  optim::SGD opt_ref(ref->parameters(), 0.05, 0.9, 0.0, 5e-4, true);
+  optim::SGD opt_gpu(gpu->parameters(), 0.05, 0.9, 0.0, 5e-4, true);
+  for (int step = 0; step < 2; ++step) {
+    manual_seed(60 + step);
+    const Tensor x = randn({8, 3, 16, 16}), y = randint(0, 10, {8});
+    opt_ref.zero_grad();
+    cross_entropy(ref->forward(x), y).backward();
+    opt_ref.step();
+    opt_gpu.zero_grad();
+    cross_entropy(gpu->forward(x.to(kGpu).contiguous(kCL)), y.to(kGpu)).backward();
+    opt_gpu.step();
+  }
+  const std::vector<Tensor> pr = ref->parameters(), pg = gpu->parameters();
+  for (size_t i = 0; i < pr.size(); ++i) {
+    INFO("parameter ", i, " ", shape_str(pr[i].shape()), ", max |diff| ", minidl::testing::max_abs_diff(pg[i].to(kCPU), pr[i]));
+    CHECK(allclose(pg[i].to(kCPU), pr[i], 1e-3, 1e-4));
+    if (pg[i].dim() == 4) CHECK((pg[i].is_contiguous(kCL) && pg[i].grad().is_contiguous(kCL)));
+  }
 }
