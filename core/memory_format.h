@@ -6,10 +6,12 @@
 //                 transpose each way inside cuDNN (~1.5 ms of a b128
 //                 ResNet-18 step on an H100, both libraries, 2026-11-27).
 //   Preserve      (empty_like) the source's strides when they are dense.
-// x.contiguous(MemoryFormat::ChannelsLast) converts; elementwise ops,
-// BatchNorm and conv2d keep a channels-last input's layout in their result and
-// gradients (so a network fed channels-last images stays channels-last);
-// every other op reads any strides and returns contiguous results, as before.
+// x.contiguous(MemoryFormat::ChannelsLast) converts; to(dtype), to(device),
+// elementwise ops, BatchNorm, conv2d and the 2-D pools keep a channels-last
+// input's layout in their result and gradients (so a network fed
+// channels-last images stays channels-last); nn::Module::to(MemoryFormat)
+// converts the 4-D weights, which the optimizers follow; every other op reads
+// any strides and returns contiguous results, as before.
 #pragma once
 
 #include <optional>

@@ -319,9 +319,8 @@ void Module::convert_tensors(const std::function<Tensor(const Tensor&)>& convert
 }
 
 void Module::to(Device device) {
-  // A channels-last weight stays so on the new device (PyTorch's to() keeps dense strides).
-  convert_tensors([device](const Tensor& t) { return t.to(device).contiguous(t.suggest_memory_format()); },
-                  /*floating_only=*/false);
+  // to(device) keeps a channels-last layout (a channels-last weight stays so).
+  convert_tensors([device](const Tensor& t) { return t.to(device); }, /*floating_only=*/false);
 }
 
 void Module::to(DType dtype) {

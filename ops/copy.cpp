@@ -28,11 +28,12 @@ void note_if_synchronizing(const Tensor& dst, const Tensor& src, bool non_blocki
 }
 
 // Copy into a fresh tensor of `dtype` on `device`: contiguous, or laid out
-// as x where `keep_format` and x is channels-last (to(dtype) on x's device,
-// autocast's casts: a channels-last network stays so).
+// as x where `keep_format` and x is channels-last (to(dtype) and to(device),
+// as PyTorch's preserve_format; autocast's casts: a channels-last network
+// stays so). The views in memory order give the cross-device copies
+// contiguous buffers on both sides.
 Tensor copy_to(const Tensor& x, DType dtype, Device device, bool non_blocking, bool keep_format) {
-  const MemoryFormat fmt =
-      keep_format && device == x.device() ? x.suggest_memory_format() : MemoryFormat::Contiguous;
+  const MemoryFormat fmt = keep_format ? x.suggest_memory_format() : MemoryFormat::Contiguous;
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(device), fmt);
   note_if_synchronizing(out, x, non_blocking);
   const std::vector<Tensor> v = in_memory_order(out, {x});

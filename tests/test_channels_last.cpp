@@ -197,6 +197,21 @@ TEST_CASE("under bfloat16 autocast a channels-last network stays channels-last (
   CHECK(loss_of(kCL) == doctest::Approx(loss_of(MemoryFormat::Contiguous)).epsilon(2e-2));
 }
 
+TEST_CASE("to(device) keeps a channels-last layout both ways (PyTorch's preserve_format), to(dtype) too") {
+  register_test_device();
+  const Device dev(DeviceType::Test, 0);
+  const Tensor x = randn({2, 3, 4, 5}).contiguous(kCL);
+  const Tensor on_dev = x.to(dev), back = on_dev.to(kCPU), wide = on_dev.to(kFloat64).to(kCPU);
+  for (const Tensor* t : {&on_dev, &back, &wide}) CHECK(t->is_contiguous(kCL));
+  CHECK(allclose(back, x, 0, 0));
+  CHECK(allclose(wide.to(kFloat32), x, 0, 0));
+  // A narrowed channels-last view: still suggested channels-last, copied dense.
+  const Tensor part = x.narrow(3, 1, 3).to(dev);
+  CHECK(part.is_contiguous(kCL));
+  CHECK(allclose(part.to(kCPU), x.narrow(3, 1, 3), 0, 0));
+  CHECK(x.contiguous().to(dev).is_contiguous());
+}
+
 TEST_CASE("channels-last factories refuse sizes that overflow before computing strides") {
   const int64_t big = int64_t{1} << 62;
   CHECK_THROWS_WITH_AS(empty({big, 4, 1, 1}, {}, kCL), doctest::Contains("Storage size calculation overflowed"), Error);
