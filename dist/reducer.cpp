@@ -138,11 +138,14 @@ Tensor Reducer::bucket_view(size_t index) const {
   return slot.view(p.shape());
 }
 
+// bucket_view's slot and layout, without making the view (twice a parameter a step).
 bool Reducer::is_bucket_view(size_t index, const Tensor& t) const {
-  if (!t.defined()) return false;
-  const Tensor view = bucket_view(index);
-  return t.impl()->storage == view.impl()->storage && t.storage_offset() == view.storage_offset() &&
-         t.shape() == view.shape() && t.strides() == view.strides();
+  const Bucket& b = buckets_[bucket_of_[index]];
+  const Tensor& p = params_[index];
+  if (!t.defined() || t.impl()->storage != b.flat.impl()->storage ||
+      t.storage_offset() != b.flat.storage_offset() + b.offsets[slot_of_[index]] || t.shape() != p.shape())
+    return false;
+  return !p.is_contiguous() && is_non_overlapping_and_dense(p) ? t.strides() == p.strides() : t.is_contiguous();
 }
 
 void Reducer::ensure_prior_reduction_finished() const {

@@ -43,14 +43,18 @@ void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
                first.device().str(), " and ", dtype_name(a.param.dtype()), " on ", a.param.device().str());
   a.for_each_tensor([&](const Tensor& t) {
     if (!t.defined() || is_scalar_slot(a, t)) return;
-    MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && t.numel() == a.param.numel() &&
-                     ((t.is_contiguous() && a.param.is_contiguous()) || same_dense_layout(t, a.param)),
+    MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && walks_with(t, a.param),
                  op, ": expected the gradient and state of a parameter to match it in dtype, device, size and ",
                  "layout (strides ", shape_str(a.param.strides()), "), got strides ", shape_str(t.strides()));
   });
 }
 
 }  // namespace
+
+bool walks_with(const Tensor& t, const Tensor& param) {
+  return t.numel() == param.numel() &&
+         ((t.is_contiguous() && param.is_contiguous()) || same_dense_layout(t, param));
+}
 
 void check_multi_step(const MultiStepArgs<SgdStepArgs>& args, const char* op) {
   if (args.tensors.empty()) return;

@@ -106,6 +106,11 @@ extern DispatchStub<ClipGradScaleFn> clip_grad_scale_stub;
 // step_size and bias_correction2_sqrt (Adam: per-parameter step counts).
 // check_multi_step says so with the op's name. The optimizers (optim/sgd.cpp,
 // optim/adam.cpp) call these once per (device, dtype) of a param group.
+// Whether a gradient or state tensor t can be walked with its parameter as
+// flat arrays: equal numel and both contiguous, or one dense layout
+// (channels-last parameters). The step kernels require it of every tensor.
+bool walks_with(const Tensor& t, const Tensor& param);
+
 template <class Args>
 struct MultiStepArgs {
   std::vector<Args> tensors;

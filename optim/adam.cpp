@@ -123,10 +123,7 @@ void Adam::step_group(ParamGroup& group) {
     if (o.amsgrad) args.max_exp_avg_sq = s.at("max_exp_avg_sq");
     for (const Tensor* state_tensor : {&args.exp_avg, &args.exp_avg_sq, &args.max_exp_avg_sq})
       MINIDL_CHECK(!state_tensor->defined() || (state_tensor->dtype() == p.dtype() &&
-                                                state_tensor->numel() == p.numel() &&
-                                                state_tensor->device() == p.device() &&
-                                                ((state_tensor->is_contiguous() && p.is_contiguous()) ||
-                                                 same_dense_layout(*state_tensor, p))),
+                                                state_tensor->device() == p.device() && walks_with(*state_tensor, p)),
                    name(), ": the state of a parameter does not match it (dtype, size, device or layout)");
     args.lr = o.lr;
     args.beta1 = o.beta1;

@@ -13,7 +13,6 @@
 #include "minidl/ops/cpu/pooling_channels_last.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
