@@ -40,8 +40,8 @@ static int program(int argc, char** argv) {
     g.kernel_h = g.kernel_w = 3, g.pad_h = g.pad_w = 1;
     conv2d_set_output_size(g);
     const Conv2dAlgo direct = s.HW >= 16 ? Conv2dAlgo::kShiftedPlanes : Conv2dAlgo::kIm2colGemm;
-    for (testing::Conv2dPass pass :
-         {testing::Conv2dPass::kForward, testing::Conv2dPass::kInput, testing::Conv2dPass::kWeight})
+    for (Conv2dPass pass :
+         {Conv2dPass::kForward, Conv2dPass::kInput, Conv2dPass::kWeight})
       for (auto [algo, name] : {std::pair{Conv2dAlgo::kIm2colGemm, "im2col"}, std::pair{direct, "direct"},
                                 std::pair{Conv2dAlgo::kWinograd, "F(2x2)"}, std::pair{Conv2dAlgo::kWinograd4, "F(4x4)"}}) {
         if (std::string(name) == "im2col" && direct == Conv2dAlgo::kIm2colGemm) continue;  // printed as "direct"
@@ -54,8 +54,8 @@ static int program(int argc, char** argv) {
         }
         const std::string shape = std::to_string(s.C) + "->" + std::to_string(s.C) + " @" + std::to_string(s.HW) +
                                   "x" + std::to_string(s.HW);
-        const char* pass_name = pass == testing::Conv2dPass::kForward ? "forward"
-                                : pass == testing::Conv2dPass::kInput ? "grad_input"
+        const char* pass_name = pass == Conv2dPass::kForward ? "forward"
+                                : pass == Conv2dPass::kInput ? "grad_input"
                                                                       : "grad_weight";
         std::printf("%-18s %-11s %-8s %10.3f %10.3e %10.3e\n", shape.c_str(), pass_name,
                     name, worst.max_u, worst.rms_rel, worst.max_rel);

@@ -14,8 +14,6 @@
 
 namespace minidl::testing {
 
-enum class Conv2dPass { kForward, kInput, kWeight };
-
 struct Conv2dError {
   // max_i |e_i| / (u * S_i): e_i the error of output i, u = 2^-24 (float32's
   // unit roundoff), S_i = sum |w| |x| over the terms of output i (the scale

@@ -41,7 +41,6 @@ using namespace minidl;
 using minidl::testing::square;
 using minidl::testing::conv2d_float32_error;
 using minidl::testing::Conv2dError;
-using minidl::testing::Conv2dPass;
 
 namespace {
 

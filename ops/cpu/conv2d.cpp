@@ -2,8 +2,12 @@
 // Tensor arguments unpacked onto the raw-pointer kernels of
 // ops/cpu/conv2d_kernels.h; bfloat16 on the dot-product GEMM of
 // ops/cpu/bf16_kernels.h where the CPU has it (but for the convs that
-// float32 runs by Winograd F(4x4): see winograd4_in_float32), else through
-// Float32Compute.
+// float32 runs by Winograd F(4x4): see winograd4_in_float32); 16-bit passes
+// that take Winograd read and write their 16-bit tensors directly (computed
+// in float32, each output rounded once); the rest through Float32Compute.
+#include <atomic>
+#include <initializer_list>
+
 #include "minidl/ops/conv2d.h"
 #include "minidl/ops/cpu/bf16_kernels.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
@@ -38,23 +42,56 @@ void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   });
 }
 
-// Whether a bfloat16 conv runs float32's Winograd F(4x4) on widened operands
-// instead of the dot products: F(4x4) does 4x fewer products, the dot
+// Whether a bfloat16 conv runs float32's Winograd F(4x4) (reading the
+// bfloat16 tensors directly: reduced_winograd_tile) instead of the dot products: F(4x4) does 4x fewer products, the dot
 // products run at most twice float32's rate (on Zen 4's 256-bit units about
 // that). So where conv2d_pick_algo takes F(4x4) on maps of more than one 4x4
 // tile; a single-tile 4x4 map lost. Zen 4, 1 thread, ResNet-18's 3x3 convs
 // under bfloat16 autocast, fwd+bwd ms: 64 at 32x32 86 -> 81, 128 at 16x16
 // 78 -> 66, 256 at 8x8 80 -> 61, 512 at 4x4 84 -> 91 (so excluded); the
 // b64 step at 2 threads 705 -> 658-685 ms, peak RSS 487 -> 577 MiB (the
-// float32 copies). Without AVX512-BF16 every bfloat16 conv is float32 anyway.
+// float32 copies of that time; without them, 603 -> 589 ms, 572 -> 501 MiB).
+// Without AVX512-BF16 every bfloat16 conv is float32 anyway.
 bool winograd4_in_float32(const Conv2dGeometry& g) {
   return conv2d_pick_algo(g) == Conv2dAlgo::kWinograd4 && (g.out_h > 4 || g.out_w > 4);
+}
+
+// The Winograd tile of a 16-bit pass that runs Winograd on its tensors as
+// they are (ops/cpu/conv2d_winograd.cpp: the bits of Float32Compute's path,
+// without widening the operands into float32 copies and rounding the results
+// in passes of their own); 0 where the pass takes another path or the
+// tensors are not all of one 16-bit type in CPU memory.
+int reduced_winograd_tile(const Conv2dGeometry& g, Conv2dPass pass, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = *tensors.begin();
+  if (!cpu::is_reduced_tensor(*first)) return 0;
+  for (const Tensor* t : tensors)
+    if (t->defined() && (t->dtype() != first->dtype() || !(t->device().is_cpu() || t->device().is_test()))) return 0;
+  switch (conv2d_resolve_algo(g, pass)) {
+    case Conv2dAlgo::kWinograd: return 2;
+    case Conv2dAlgo::kWinograd4: return 4;
+    default: return 0;
+  }
+}
+
+std::atomic<int64_t> reduced_winograd_passes{0};
+
+// f(BFloat16{}) or f(Half{}), after counting `passes`.
+template <class F>
+void dispatch_reduced(DType dtype, int passes, F f) {
+  reduced_winograd_passes += passes;
+  if (dtype == kBFloat16) f(BFloat16{});
+  else f(Half{});
 }
 
 void conv2d_forward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                         const Tensor& y) {
   if (cpu::bf16_dot_applies({&x, &w, &bias, &y}) && !winograd4_in_float32(g))
     return cpu::conv2d_forward_bf16(g, x, w, bias, y);
+  if (const int tile = reduced_winograd_tile(g, Conv2dPass::kForward, {&x, &w, &bias, &y}))
+    return dispatch_reduced(x.dtype(), 1, [&](auto s) {
+      using S = decltype(s);
+      conv2d_winograd_forward(g, x.data_ptr<S>(), w.data_ptr<S>(), ptr_or_null<S>(bias), y.data_ptr<S>(), tile);
+    });
   cpu::Float32Compute<conv2d_forward_cpu, 4>::run(g, x, w, bias, y);
 }
 
@@ -62,10 +99,25 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
                          const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
   if (cpu::bf16_dot_applies({&x, &w, &dy, &dx, &dw, &dbias}) && !winograd4_in_float32(g))
     return cpu::conv2d_backward_bf16(g, x, w, dy, dx, dw, dbias);
-  cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run(g, x, w, dy, dx, dw, dbias);
+  const int input_tile = dx.defined() ? reduced_winograd_tile(g, Conv2dPass::kInput, {&dy, &w, &dx}) : 0;
+  const int weight_tile = dw.defined() ? reduced_winograd_tile(g, Conv2dPass::kWeight, {&dy, &x, &dw}) : 0;
+  if (input_tile || weight_tile)
+    dispatch_reduced(dy.dtype(), (input_tile > 0) + (weight_tile > 0), [&](auto s) {
+      using S = decltype(s);
+      if (input_tile) conv2d_winograd_backward_input(g, dy.data_ptr<S>(), w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
+      if (weight_tile) conv2d_winograd_backward_weight(g, dy.data_ptr<S>(), x.data_ptr<S>(), dw.data_ptr<S>(), weight_tile);
+    });
+  // The passes left (and the bias gradient), with only the operands they read.
+  const Tensor none;
+  const bool rest_input = dx.defined() && !input_tile, rest_weight = dw.defined() && !weight_tile;
+  if (rest_input || rest_weight || dbias.defined())
+    cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run(g, rest_weight ? x : none, rest_input ? w : none, dy,
+                                                           rest_input ? dx : none, rest_weight ? dw : none, dbias);
 }
 
 }  // namespace
+
+int64_t conv2d_reduced_winograd_passes() { return reduced_winograd_passes.load(); }
 
 void register_conv2d_cpu_kernels() {
   // These kernels compute NCHW; a channels-last call goes through NCHW copies

@@ -176,10 +176,6 @@ Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
   return pick_winograd2(g, false);
 }
 
-namespace {
-
-enum class Pass { kForward, kInput, kWeight };
-
 // The path of one pass: `algo`, or conv2d_pick_algo's choice for kAuto,
 // except that grad weight takes F(4x4) from 32 pairs per channel where its
 // tiles need fewer products (whatever the forward took), else F(2x2) on maps
@@ -192,25 +188,23 @@ enum class Pass { kForward, kInput, kWeight };
 // Larger outputs keep the rule (3x3 stride 2 from 40x40: 10.8 against 10.3),
 // and strided grad input keeps the shifted planes (15.5 against 18.9 ms
 // at 32x32, where the im2col path's col2im scatters).
-Conv2dAlgo resolve(const Conv2dGeometry& g, Conv2dAlgo algo, Pass pass) {
+Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dAlgo algo) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Pass::kWeight)
+  if ((algo == Conv2dAlgo::kWinograd || algo == Conv2dAlgo::kWinograd4) && pass == Conv2dPass::kWeight)
     algo = pairs_per_channel(g) < kWinogradMinPairsPerChannel ? pick_direct(g)
            : winograd4_fewer_products(g) && backends::cpu::conv_allow_winograd4() ? Conv2dAlgo::kWinograd4
                                                                : pick_winograd2(g, true);
   if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
-      (pass == Pass::kWeight || (pass == Pass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
+      (pass == Conv2dPass::kWeight || (pass == Conv2dPass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
     algo = Conv2dAlgo::kIm2colGemm;
   return algo;
 }
 
-}  // namespace
-
 template <class T>
 void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
-  switch (resolve(g, algo, Pass::kForward)) {
+  switch (conv2d_resolve_algo(g, Conv2dPass::kForward, algo)) {
     case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y, 2);
     case Conv2dAlgo::kWinograd4: return conv2d_winograd_forward(g, x, w, bias, y, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
@@ -220,7 +214,7 @@ void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, cons
 
 template <class T>
 void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
-  switch (resolve(g, algo, Pass::kInput)) {
+  switch (conv2d_resolve_algo(g, Conv2dPass::kInput, algo)) {
     case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx, 2);
     case Conv2dAlgo::kWinograd4: return conv2d_winograd_backward_input(g, dy, w, dx, 4);
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
@@ -231,7 +225,7 @@ void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T*
 template <class T>
 void conv2d_backward_weight_kernel(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* dbias,
                                    Conv2dAlgo algo) {
-  if (dw) switch (resolve(g, algo, Pass::kWeight)) {
+  if (dw) switch (conv2d_resolve_algo(g, Conv2dPass::kWeight, algo)) {
       case Conv2dAlgo::kWinograd: conv2d_winograd_backward_weight(g, dy, x, dw, 2); break;
       case Conv2dAlgo::kWinograd4: conv2d_winograd_backward_weight(g, dy, x, dw, 4); break;
       case Conv2dAlgo::kIm2colGemm: conv2d_im2col_backward_weight(g, dy, x, dw); break;

@@ -28,6 +28,11 @@ enum class Conv2dAlgo { kAuto, kShiftedPlanes, kIm2colGemm, kWinograd, kWinograd
 // The cost rule behind kAuto (documented at its definition, ops/cpu/conv2d_kernels.cpp).
 Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g);
 
+// The path each pass of a call takes: `algo`, or for kAuto conv2d_pick_algo's
+// choice adjusted per pass (the rule at the definition, ops/cpu/conv2d_kernels.cpp).
+enum class Conv2dPass { kForward, kInput, kWeight };
+Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dAlgo algo = Conv2dAlgo::kAuto);
+
 // Whether kWinograd can compute g: a 3x3 kernel, stride 1, dilation 1, padding <= 2.
 bool conv2d_winograd_applies(const Conv2dGeometry& g);
 
@@ -66,11 +71,18 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
 
 // Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where
 // conv2d_winograd_applies; tile: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).
+// T: float, double, or a 16-bit type (BFloat16, Half) read and written as
+// is, computed in float32 and each output rounded once.
 template <class T>
 void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile = 2);
 template <class T>
 void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile = 2);
 template <class T>
 void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, int tile = 2);
+
+// How many passes of 16-bit convs (forward, grad input, grad weight) the
+// registered CPU kernels (ops/cpu/conv2d.cpp) ran on the Winograd kernels
+// above directly, in this process: tests tell that path from Float32Compute's.
+int64_t conv2d_reduced_winograd_passes();
 
 }  // namespace minidl

@@ -31,6 +31,12 @@
 //
 // Threads: each takes whole chunks; with fewer chunks than threads, the
 // chunk's channels (transforms) and its GEMMs are split instead.
+//
+// 16-bit tensors (BFloat16, Half) are read and written as they are, the
+// transforms and GEMMs in float32 (compute_t): the values are widened as the
+// transforms copy them in and rounded once as the output transform writes
+// them, the same bits as float32 Winograd on widened copies rounded once,
+// without the copies' passes over memory.
 #include <omp.h>
 
 #include <algorithm>
@@ -56,6 +62,7 @@ using conv2d_gemm::thread_buffer;
 using conv2d_simd::kLanes;
 using conv2d_simd::Vec;
 using winograd::chunking;
+using winograd::compute_t;
 using winograd::F2;
 using winograd::F4;
 using winograd::for_each_chunk;
@@ -72,8 +79,10 @@ constexpr int64_t kKC = 256;
 // y[n][k][i][j] = bias[k] + sum_{c,a,b} weight(gi, k, c, a, b) * x[n][c][i+a-pad][j+b-pad]
 // for the geometry g (3x3, stride 1, dilation 1), where weight(gi, m, j, a, b)
 // is the kernel tap (a, b) of group gi's output channel m and input channel j.
-template <class F, class T, class Weight>
-void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, const T* bias, T* y) {
+// Tensors stored as E, computed in T; weight(...) returns T.
+template <class F, class E, class Weight>
+void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
+  using T = compute_t<E>;
   constexpr int64_t NR = kNR<T>, kPositions = F::kPositions, S = F::kTile;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
@@ -158,8 +167,8 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
       T* o = thread_buffer<T>(Slot::kTransform, S * S * (count + kSlack<T>));
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < Kg; ++k)
-        winograd::output_transform_tiles<F>(grid, mm + k * cols, m_stride, bias ? bias[gi * Kg + k] : T(0), t0, count,
-                               y + (gi * Kg + k) * out_hw, o);
+        winograd::output_transform_tiles<F>(grid, mm + k * cols, m_stride, bias ? convert<T>(bias[gi * Kg + k]) : T(0),
+                                            t0, count, y + (gi * Kg + k) * out_hw, o);
     }
   };
   for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/false, /*split_tiles=*/true, make_scratch, chunk);
@@ -173,8 +182,9 @@ void winograd_correlate(const Conv2dGeometry& g, const T* x, Weight weight, cons
 // row tiles of kMR output channels ([tile][kMR]), V in panels of NR input
 // channels ([tile][NR]). Each thread sums into its own dU; the final
 // transform adds the threads' sums.
-template <class F, class T>
-void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* dw) {
+template <class F, class E>
+void winograd_weight_grad(const Conv2dGeometry& g, const E* dy, const E* x, E* dw) {
+  using T = compute_t<E>;
   // Panels of 2 vectors (32 floats): channel counts are multiples of 32 far
   // more often than of kNR's 48, and a cut-short panel runs at half speed.
   constexpr int kPanelVecs = 2;
@@ -277,9 +287,9 @@ void winograd_weight_grad(const Conv2dGeometry& g, const T* dy, const T* x, T* d
           }
         }
         F::kernel_grad_transform(u, gk);
-        T* out = dw + ((gi * Kg + k) * Cg + c0) * 9;
+        E* out = dw + ((gi * Kg + k) * Cg + c0) * 9;
         for (int64_t l = 0; l < n; ++l)
-          for (int ab = 0; ab < 9; ++ab) out[l * 9 + ab] = gk[ab][l];
+          for (int ab = 0; ab < 9; ++ab) out[l * 9 + ab] = convert<E>(gk[ab][l]);
       }
 }
 
@@ -298,8 +308,8 @@ void check_applies(const Conv2dGeometry& g, int tile) {
   MINIDL_CHECK(tile == 2 || tile == 4, "conv2d: Winograd tiles are 2x2 or 4x4, got ", tile);
 }
 
-template <class T, class Weight>
-void correlate(const Conv2dGeometry& g, const T* x, Weight weight, const T* bias, T* y, int tile) {
+template <class E, class Weight>
+void correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y, int tile) {
   if (tile == 4) return winograd_correlate<F4>(g, x, weight, bias, y);
   winograd_correlate<F2>(g, x, weight, bias, y);
 }
@@ -312,7 +322,9 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, co
   const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
   correlate(
       g, x,
-      [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) { return w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]; },
+      [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
+        return convert<compute_t<T>>(w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]);
+      },
       bias, y, tile);
 }
 
@@ -328,7 +340,7 @@ void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const 
   correlate(
       gt, dy,
       [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
-        return w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)];
+        return convert<compute_t<T>>(w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)]);
       },
       static_cast<const T*>(nullptr), dx, tile);
 }
@@ -340,15 +352,14 @@ void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const
   winograd_weight_grad<F2>(g, dy, x, dw);
 }
 
-template void conv2d_winograd_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*,
-                                             int);
-template void conv2d_winograd_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
-                                              double*, int);
-template void conv2d_winograd_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*, int);
-template void conv2d_winograd_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*,
-                                                     int);
-template void conv2d_winograd_backward_weight<float>(const Conv2dGeometry&, const float*, const float*, float*, int);
-template void conv2d_winograd_backward_weight<double>(const Conv2dGeometry&, const double*, const double*, double*,
-                                                      int);
+#define MINIDL_WINOGRAD_INSTANTIATE(T)                                                                           \
+  template void conv2d_winograd_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, int);         \
+  template void conv2d_winograd_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*, int);            \
+  template void conv2d_winograd_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, int);
+MINIDL_WINOGRAD_INSTANTIATE(float)
+MINIDL_WINOGRAD_INSTANTIATE(double)
+MINIDL_WINOGRAD_INSTANTIATE(BFloat16)
+MINIDL_WINOGRAD_INSTANTIATE(Half)
+#undef MINIDL_WINOGRAD_INSTANTIATE
 
 }  // namespace minidl

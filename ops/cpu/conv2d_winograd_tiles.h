@@ -2,13 +2,22 @@
 // (the F2 and F4 of ops/cpu/conv2d_winograd_transforms.h): the grid of output
 // tiles, the input and output transforms over runs of tiles (SIMD vectors, a
 // lane per tile), and the chunking of the tiles over threads. Internal to ops/cpu/.
+//
+// Tensors may be stored in a 16-bit type S (BFloat16, Half) while the
+// transforms and GEMMs compute in compute_t<S> (float): values are widened
+// where the transforms copy them in (split_rows, the gathers) and rounded
+// where the output transform writes them out, so a 16-bit conv costs no
+// float32 copy of its operands and gives the same bits as one computed on
+// such copies and rounded once (Float32Compute's path).
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
+#include "minidl/core/half.h"
 #include "minidl/ops/conv2d.h"  // Conv2dGeometry
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_winograd_transforms.h"
@@ -21,6 +30,10 @@ using conv2d_simd::kLanes;
 using conv2d_simd::load;
 using conv2d_simd::store;
 using conv2d_simd::Vec;
+
+// The type the transforms compute in for tensors stored as S.
+template <class S>
+using compute_t = std::conditional_t<is_half_v<S>, float, S>;
 
 // Values of V and M held per chunk (per thread), about 2 MiB of floats: a
 // chunk is transformed, multiplied and transformed back while in cache.
@@ -65,8 +78,8 @@ struct TileGrid {
 // for m < n = len + 1. Tile tw0 + m then reads phases 0 .. S-1 at m and
 // phases 0, 1 at m + 1 in each row: loads at consecutive addresses across
 // tiles, which the transforms vectorize over.
-template <class T>
-void split_rows(const T* plane, int64_t rows, int64_t row0, int64_t h, int64_t w, int64_t col0, int64_t len,
+template <class T, class Src>
+void split_rows(const Src* plane, int64_t rows, int64_t row0, int64_t h, int64_t w, int64_t col0, int64_t len,
                 int64_t S, T* ph) {
   const int64_t n = len + 1, phase = rows * n;
   for (int64_t r = 0; r < rows; ++r) {
@@ -76,22 +89,23 @@ void split_rows(const T* plane, int64_t rows, int64_t row0, int64_t h, int64_t w
       for (int64_t j = 0; j < S; ++j) std::fill_n(dst + j * phase, n, T(0));
       continue;
     }
-    const T* src = plane + ih * w;
+    const Src* src = plane + ih * w;
     // [lo, hi): the m whose S columns all lie inside; the others check.
     const int64_t lo = std::min(n, col0 >= 0 ? 0 : (S - 1 - col0) / S);
     const int64_t hi = std::clamp<int64_t>(w - col0 >= S ? (w - col0) / S : 0, lo, n);
     auto checked = [&](int64_t m) {
       for (int64_t j = 0; j < S; ++j) {
         const int64_t iw = col0 + S * m + j;
-        dst[j * phase + m] = iw >= 0 && iw < w ? src[iw] : T(0);
+        dst[j * phase + m] = iw >= 0 && iw < w ? convert<T>(src[iw]) : T(0);
       }
     };
     for (int64_t m = 0; m < lo; ++m) checked(m);
     if (S == 2) {
-      for (int64_t m = lo; m < hi; ++m) dst[m] = src[col0 + 2 * m], dst[phase + m] = src[col0 + 2 * m + 1];
+      for (int64_t m = lo; m < hi; ++m)
+        dst[m] = convert<T>(src[col0 + 2 * m]), dst[phase + m] = convert<T>(src[col0 + 2 * m + 1]);
     } else {
       for (int64_t m = lo; m < hi; ++m)
-        for (int64_t j = 0; j < S; ++j) dst[j * phase + m] = src[col0 + S * m + j];
+        for (int64_t j = 0; j < S; ++j) dst[j * phase + m] = convert<T>(src[col0 + S * m + j]);
     }
     for (int64_t m = hi; m < n; ++m) checked(m);
   }
@@ -127,12 +141,12 @@ inline int64_t row_scratch_size(const TileGrid& grid, int64_t lanes) {
 // rows or images they come from. On such maps the per-run transform below
 // fills few lanes (2 of 16 for F4 on 8x8 maps, 1 on 4x4: its input
 // transform took 19% of a 64 x 256 -> 256 forward at 8x8).
-template <class F, class T>
-void input_transform_gathered(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld) {
+template <class F, class T, class Src>
+void input_transform_gathered(const TileGrid& grid, const Src* planes, int64_t t0, int64_t count, T* out, int64_t ld) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
   grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
-    const T* plane = planes + n * grid.in_image;
+    const Src* plane = planes + n * grid.in_image;
     const int64_t row0 = S * th - grid.pad_h, col0 = S * tw0 - grid.pad_w;
     const bool inside_w = col0 >= 0 && col0 + S * (len - 1) + P <= grid.W;
     for (int64_t r = 0; r < P; ++r) {
@@ -142,15 +156,15 @@ void input_transform_gathered(const TileGrid& grid, const T* planes, int64_t t0,
         for (int64_t s = 0; s < P; ++s) std::fill_n(dst + s * ld, len, T(0));
         continue;
       }
-      const T* src = plane + ih * grid.W + col0;
+      const Src* src = plane + ih * grid.W + col0;
       if (inside_w) {
         for (int64_t s = 0; s < P; ++s)
-          for (int64_t m = 0; m < len; ++m) dst[s * ld + m] = src[S * m + s];
+          for (int64_t m = 0; m < len; ++m) dst[s * ld + m] = convert<T>(src[S * m + s]);
       } else {
         for (int64_t s = 0; s < P; ++s)
           for (int64_t m = 0; m < len; ++m) {
             const int64_t iw = col0 + S * m + s;
-            dst[s * ld + m] = iw >= 0 && iw < grid.W ? src[S * m + s] : T(0);
+            dst[s * ld + m] = iw >= 0 && iw < grid.W ? convert<T>(src[S * m + s]) : T(0);
           }
       }
     }
@@ -166,8 +180,8 @@ void input_transform_gathered(const TileGrid& grid, const T* planes, int64_t t0,
 // out[xi * ld + col] = (B^T d B)_xi for the patch d of every tile of
 // [t0, t0 + count) in one input channel (`planes`: its plane in image 0).
 // ld >= count + kSlack; `rows`: row_scratch_size values.
-template <class F, class T>
-void input_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld,
+template <class F, class T, class Src>
+void input_transform_tiles(const TileGrid& grid, const Src* planes, int64_t t0, int64_t count, T* out, int64_t ld,
                            T* rows) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
@@ -194,20 +208,20 @@ void input_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, in
 // [t0, t0 + count) in one output-shaped channel (0 past the map's edge).
 // Tile rows shorter than kGatherBelowTiles are gathered first, as in
 // input_transform_gathered.
-template <class F, class T>
-void output_grad_transform_tiles(const TileGrid& grid, const T* planes, int64_t t0, int64_t count, T* out, int64_t ld,
+template <class F, class T, class Src>
+void output_grad_transform_tiles(const TileGrid& grid, const Src* planes, int64_t t0, int64_t count, T* out, int64_t ld,
                                  T* rows) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
   if (grid.tiles_w < kGatherBelowTiles) {
     grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
-      const T* plane = planes + n * grid.out_image;
+      const Src* plane = planes + n * grid.out_image;
       for (int64_t r = 0; r < S; ++r) {
         const int64_t ih = S * th + r;
         for (int64_t j = 0; j < S; ++j)
           for (int64_t m = 0; m < len; ++m) {
             const int64_t iw = S * (tw0 + m) + j;
-            out[(r * S + j) * ld + col + m] = ih < grid.Ho && iw < grid.Wo ? plane[ih * grid.Wo + iw] : T(0);
+            out[(r * S + j) * ld + col + m] = ih < grid.Ho && iw < grid.Wo ? convert<T>(plane[ih * grid.Wo + iw]) : T(0);
           }
       }
     });
@@ -235,11 +249,11 @@ void output_grad_transform_tiles(const TileGrid& grid, const T* planes, int64_t 
 
 // y = A^T M A + bias for every tile of [t0, t0 + count) in one output
 // channel: M_xi of column col at m[xi * ld + col] (readable up to col
-// rounded up to whole vectors); `y_planes`: its plane in image 0. `o` holds
-// S * S * (count + kSlack) values of scratch.
-template <class F, class T>
+// rounded up to whole vectors); `y_planes`: its plane in image 0, each
+// value rounded once to Dst. `o` holds S * S * (count + kSlack) values of scratch.
+template <class F, class T, class Dst>
 void output_transform_tiles(const TileGrid& grid, const T* m, int64_t ld, T bias, int64_t t0, int64_t count,
-                            T* y_planes, T* o) {
+                            Dst* y_planes, T* o) {
   using V = Vec<T>;
   constexpr int64_t L = kLanes<T>, S = F::kTile, P = F::kPatch;
   const int64_t lo = count + kSlack<T>;
@@ -250,18 +264,18 @@ void output_transform_tiles(const TileGrid& grid, const T* m, int64_t ld, T bias
     for (int i = 0; i < S * S; ++i) store(o + i * lo + col, r[i] + bias);
   }
   grid.for_each_run(t0, count, [&](int64_t col, int64_t n, int64_t th, int64_t tw0, int64_t len) {
-    T* row0 = y_planes + n * grid.out_image + S * th * grid.Wo + S * tw0;
+    Dst* row0 = y_planes + n * grid.out_image + S * th * grid.Wo + S * tw0;
     const int64_t rows = std::min(S, grid.Ho - S * th);
     // Only the last tile of a row can be cut short (by the map's edge).
     const int64_t last_cols = std::min(S, grid.Wo - S * (tw0 + len - 1));
     const int64_t full = last_cols == S ? len : len - 1;
     for (int64_t i = 0; i < rows; ++i) {
-      T* row = row0 + i * grid.Wo;
+      Dst* row = row0 + i * grid.Wo;
       const T* oi = o + i * S * lo + col;
       for (int64_t q = 0; q < full; ++q)
-        for (int64_t j = 0; j < S; ++j) row[S * q + j] = oi[j * lo + q];
+        for (int64_t j = 0; j < S; ++j) row[S * q + j] = convert<Dst>(oi[j * lo + q]);
       if (full < len)
-        for (int64_t j = 0; j < last_cols; ++j) row[S * full + j] = oi[j * lo + full];
+        for (int64_t j = 0; j < last_cols; ++j) row[S * full + j] = convert<Dst>(oi[j * lo + full]);
     }
   });
 }
