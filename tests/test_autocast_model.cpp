@@ -120,10 +120,7 @@ TEST_CASE("autocast model: the same step on the test device makes no CPU storage
 TEST_CASE("Float32Compute: bfloat16 ops and their backward equal float32 computation rounded once") {
   // conv2d, linear and matmul take the AVX512-BF16 dot products where the CPU
   // has them (tests/test_bf16_ops.cpp); this case is about Float32Compute.
-  struct DotOff {
-    DotOff() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
-    ~DotOff() { unsetenv("MINIDL_CPU_BF16_DOT"); }
-  } dot_off;
+  const testing::NoBf16Dot dot_off;
   using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
   using V = const std::vector<Tensor>&;
   struct Case {

@@ -122,11 +122,6 @@ void check_case(const Case& c) {
   }
 }
 
-struct DotOff {
-  DotOff() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
-  ~DotOff() { unsetenv("MINIDL_CPU_BF16_DOT"); }
-};
-
 }  // namespace
 
 TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float64, forward and backward") {
@@ -149,7 +144,7 @@ TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float
 }
 
 TEST_CASE("MINIDL_CPU_BF16_DOT=0: the same ops equal float32 computation rounded once, bit for bit") {
-  DotOff off;
+  const testing::NoBf16Dot off;
   for (const Case& c : cases()) {
     INFO(c.name);
     manual_seed(12);

@@ -6,7 +6,6 @@
 // (the gathered transforms), groups, padding 0 and 2, bias, chunks spread
 // over the threads, and inf/NaN. And they must have run on that path.
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,11 +16,6 @@
 using namespace minidl;
 
 namespace {
-
-struct DotOff {  // bfloat16's dot-product kernels off: its Winograd passes take this path too
-  DotOff() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
-  ~DotOff() { unsetenv("MINIDL_CPU_BF16_DOT"); }
-};
 
 struct Case {
   const char* name;
@@ -100,20 +94,20 @@ const Case kCases[] = {
 }  // namespace
 
 TEST_CASE("16-bit Winograd passes read and write their tensors: float32's bits rounded once") {
-  const DotOff off;
+  const testing::NoBf16Dot off;  // every bfloat16 Winograd pass takes this path
   for (DType dtype : {kBFloat16, kFloat16})
     for (const Case& c : kCases) check_case(c, dtype);
 }
 
 TEST_CASE("16-bit Winograd passes under F(2x2) only") {
-  const DotOff off;
+  const testing::NoBf16Dot off;  // every bfloat16 Winograd pass takes this path
   const testing::NoWinograd4 no_f4;
   for (DType dtype : {kBFloat16, kFloat16})
     for (const Case& c : kCases) check_case(c, dtype);
 }
 
 TEST_CASE("16-bit Winograd passes: inf and NaN reach the same outputs") {
-  const DotOff off;
+  const testing::NoBf16Dot off;  // every bfloat16 Winograd pass takes this path
   for (DType dtype : {kBFloat16, kFloat16}) check_case(kCases[0], dtype, /*special_values=*/true);
 }
 

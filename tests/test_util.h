@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -86,6 +87,16 @@ struct NoWinograd4 {
   ~NoWinograd4() { backends::cpu::set_conv_allow_winograd4(true); }
   NoWinograd4(const NoWinograd4&) = delete;
   NoWinograd4& operator=(const NoWinograd4&) = delete;
+};
+
+// bfloat16's AVX512-BF16 dot products off for a scope (MINIDL_CPU_BF16_DOT=0,
+// ops/cpu/bf16_gemm.h): bfloat16 conv2d, linear and matmul take the paths a
+// CPU without them takes.
+struct NoBf16Dot {
+  NoBf16Dot() { setenv("MINIDL_CPU_BF16_DOT", "0", 1); }
+  ~NoBf16Dot() { unsetenv("MINIDL_CPU_BF16_DOT"); }
+  NoBf16Dot(const NoBf16Dot&) = delete;
+  NoBf16Dot& operator=(const NoBf16Dot&) = delete;
 };
 
 }  // namespace minidl::testing
