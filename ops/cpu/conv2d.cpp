@@ -42,11 +42,12 @@ void conv2d_backward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   });
 }
 
-// Whether a bfloat16 conv runs float32's Winograd F(4x4) (reading the
-// bfloat16 tensors directly: reduced_winograd_tile) instead of the dot products: F(4x4) does 4x fewer products, the dot
-// products run at most twice float32's rate (on Zen 4's 256-bit units about
-// that). So where conv2d_pick_algo takes F(4x4) on maps of more than one 4x4
-// tile; a single-tile 4x4 map lost. Zen 4, 1 thread, ResNet-18's 3x3 convs
+// Whether a bfloat16 conv runs Winograd F(4x4) in float32 (reading the
+// bfloat16 tensors directly: reduced_winograd_tile) instead of the dot
+// products: F(4x4) does 4x fewer products, the dot products run at most
+// twice float32's rate (on Zen 4's 256-bit units about that). So where
+// conv2d_pick_algo takes F(4x4) on maps of more than one 4x4 tile; a
+// single-tile 4x4 map lost. Zen 4, 1 thread, ResNet-18's 3x3 convs
 // under bfloat16 autocast, fwd+bwd ms: 64 at 32x32 86 -> 81, 128 at 16x16
 // 78 -> 66, 256 at 8x8 80 -> 61, 512 at 4x4 84 -> 91 (so excluded); the
 // b64 step at 2 threads 705 -> 658-685 ms, peak RSS 487 -> 577 MiB (the
@@ -104,8 +105,9 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   if (input_tile || weight_tile)
     dispatch_reduced(dy.dtype(), (input_tile > 0) + (weight_tile > 0), [&](auto s) {
       using S = decltype(s);
-      if (input_tile) conv2d_winograd_backward_input(g, dy.data_ptr<S>(), w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
-      if (weight_tile) conv2d_winograd_backward_weight(g, dy.data_ptr<S>(), x.data_ptr<S>(), dw.data_ptr<S>(), weight_tile);
+      const S* pdy = dy.data_ptr<S>();
+      if (input_tile) conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
+      if (weight_tile) conv2d_winograd_backward_weight(g, pdy, x.data_ptr<S>(), dw.data_ptr<S>(), weight_tile);
     });
   // The passes left (and the bias gradient), with only the operands they read.
   const Tensor none;

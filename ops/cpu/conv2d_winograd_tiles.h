@@ -221,7 +221,8 @@ void output_grad_transform_tiles(const TileGrid& grid, const Src* planes, int64_
         for (int64_t j = 0; j < S; ++j)
           for (int64_t m = 0; m < len; ++m) {
             const int64_t iw = S * (tw0 + m) + j;
-            out[(r * S + j) * ld + col + m] = ih < grid.Ho && iw < grid.Wo ? convert<T>(plane[ih * grid.Wo + iw]) : T(0);
+            out[(r * S + j) * ld + col + m] =
+                ih < grid.Ho && iw < grid.Wo ? convert<T>(plane[ih * grid.Wo + iw]) : T(0);
           }
       }
     });
