@@ -63,10 +63,7 @@ bool winograd4_in_float32(const Conv2dGeometry& g) {
 // in passes of their own); 0 where the pass takes another path or the
 // tensors are not all of one 16-bit type in CPU memory.
 int reduced_winograd_tile(const Conv2dGeometry& g, Conv2dPass pass, std::initializer_list<const Tensor*> tensors) {
-  const Tensor* first = *tensors.begin();
-  if (!cpu::is_reduced_tensor(*first)) return 0;
-  for (const Tensor* t : tensors)
-    if (t->defined() && (t->dtype() != first->dtype() || !(t->device().is_cpu() || t->device().is_test()))) return 0;
+  if (!cpu::same_reduced_on_cpu(tensors)) return 0;
   switch (conv2d_resolve_algo(g, pass)) {
     case Conv2dAlgo::kWinograd: return 2;
     case Conv2dAlgo::kWinograd4: return 4;
@@ -76,23 +73,17 @@ int reduced_winograd_tile(const Conv2dGeometry& g, Conv2dPass pass, std::initial
 
 std::atomic<int64_t> reduced_winograd_passes{0};
 
-// f(BFloat16{}) or f(Half{}), after counting `passes`.
-template <class F>
-void dispatch_reduced(DType dtype, int passes, F f) {
-  reduced_winograd_passes += passes;
-  if (dtype == kBFloat16) f(BFloat16{});
-  else f(Half{});
-}
-
 void conv2d_forward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                         const Tensor& y) {
   if (cpu::bf16_dot_applies({&x, &w, &bias, &y}) && !winograd4_in_float32(g))
     return cpu::conv2d_forward_bf16(g, x, w, bias, y);
-  if (const int tile = reduced_winograd_tile(g, Conv2dPass::kForward, {&x, &w, &bias, &y}))
-    return dispatch_reduced(x.dtype(), 1, [&](auto s) {
+  if (const int tile = reduced_winograd_tile(g, Conv2dPass::kForward, {&x, &w, &bias, &y})) {
+    ++reduced_winograd_passes;
+    return cpu::dispatch_reduced(x.dtype(), [&](auto s) {
       using S = decltype(s);
       conv2d_winograd_forward(g, x.data_ptr<S>(), w.data_ptr<S>(), ptr_or_null<S>(bias), y.data_ptr<S>(), tile);
     });
+  }
   cpu::Float32Compute<conv2d_forward_cpu, 4>::run(g, x, w, bias, y);
 }
 
@@ -102,8 +93,9 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
     return cpu::conv2d_backward_bf16(g, x, w, dy, dx, dw, dbias);
   const int input_tile = dx.defined() ? reduced_winograd_tile(g, Conv2dPass::kInput, {&dy, &w, &dx}) : 0;
   const int weight_tile = dw.defined() ? reduced_winograd_tile(g, Conv2dPass::kWeight, {&dy, &x, &dw}) : 0;
+  reduced_winograd_passes += (input_tile > 0) + (weight_tile > 0);
   if (input_tile || weight_tile)
-    dispatch_reduced(dy.dtype(), (input_tile > 0) + (weight_tile > 0), [&](auto s) {
+    cpu::dispatch_reduced(dy.dtype(), [&](auto s) {
       using S = decltype(s);
       const S* pdy = dy.data_ptr<S>();
       if (input_tile) conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);

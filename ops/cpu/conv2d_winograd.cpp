@@ -33,7 +33,7 @@
 // chunk's channels (transforms) and its GEMMs are split instead.
 //
 // 16-bit tensors (BFloat16, Half) are read and written as they are, the
-// transforms and GEMMs in float32 (compute_t): the values are widened as the
+// transforms and GEMMs in float32 (acc_type_t): the values are widened as the
 // transforms copy them in and rounded once as the output transform writes
 // them, the same bits as float32 Winograd on widened copies rounded once,
 // without the copies' passes over memory.
@@ -62,7 +62,6 @@ using conv2d_gemm::thread_buffer;
 using conv2d_simd::kLanes;
 using conv2d_simd::Vec;
 using winograd::chunking;
-using winograd::compute_t;
 using winograd::F2;
 using winograd::F4;
 using winograd::for_each_chunk;
@@ -82,7 +81,7 @@ constexpr int64_t kKC = 256;
 // Tensors stored as E, computed in T; weight(...) returns T.
 template <class F, class E, class Weight>
 void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
-  using T = compute_t<E>;
+  using T = acc_type_t<E>;
   constexpr int64_t NR = kNR<T>, kPositions = F::kPositions, S = F::kTile;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
@@ -184,7 +183,7 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
 // transform adds the threads' sums.
 template <class F, class E>
 void winograd_weight_grad(const Conv2dGeometry& g, const E* dy, const E* x, E* dw) {
-  using T = compute_t<E>;
+  using T = acc_type_t<E>;
   // Panels of 2 vectors (32 floats): channel counts are multiples of 32 far
   // more often than of kNR's 48, and a cut-short panel runs at half speed.
   constexpr int kPanelVecs = 2;
@@ -323,7 +322,7 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, co
   correlate(
       g, x,
       [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
-        return convert<compute_t<T>>(w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]);
+        return convert<acc_type_t<T>>(w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]);
       },
       bias, y, tile);
 }
@@ -340,7 +339,7 @@ void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const 
   correlate(
       gt, dy,
       [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
-        return convert<compute_t<T>>(w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)]);
+        return convert<acc_type_t<T>>(w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)]);
       },
       static_cast<const T*>(nullptr), dx, tile);
 }

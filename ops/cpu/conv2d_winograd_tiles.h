@@ -4,7 +4,7 @@
 // lane per tile), and the chunking of the tiles over threads. Internal to ops/cpu/.
 //
 // Tensors may be stored in a 16-bit type S (BFloat16, Half) while the
-// transforms and GEMMs compute in compute_t<S> (float): values are widened
+// transforms and GEMMs compute in acc_type_t<S> (float): values are widened
 // where the transforms copy them in (split_rows, the gathers) and rounded
 // where the output transform writes them out, so a 16-bit conv costs no
 // float32 copy of its operands and gives the same bits as one computed on
@@ -14,9 +14,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <utility>
 
+#include "minidl/core/dtype.h"  // acc_type_t
 #include "minidl/core/half.h"
 #include "minidl/ops/conv2d.h"  // Conv2dGeometry
 #include "minidl/ops/cpu/conv2d_gemm.h"
@@ -30,10 +30,6 @@ using conv2d_simd::kLanes;
 using conv2d_simd::load;
 using conv2d_simd::store;
 using conv2d_simd::Vec;
-
-// The type the transforms compute in for tensors stored as S.
-template <class S>
-using compute_t = std::conditional_t<is_half_v<S>, float, S>;
 
 // Values of V and M held per chunk (per thread), about 2 MiB of floats: a
 // chunk is transformed, multiplied and transformed back while in cache.

@@ -26,10 +26,16 @@
 // items than threads, the items run in turn and conv2d threads each one.
 // Only the chunks' stacked slices exist at a time (a whole vol2col of a
 // UNet3d level would be hundreds of MB).
+//
+// 16-bit tensors (BFloat16, Half) are read and written as they are: the
+// copies into the stacked slices widen them to float32, conv2d computes in
+// float32, the copies back round each output once (Float32Compute's bits
+// without its float32 copies of whole volumes).
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "minidl/core/dtype.h"
@@ -92,9 +98,19 @@ int64_t input_depth(const Conv3dGeometry& g, int64_t od, int64_t kd) {
   return od * g.stride_d - g.pad_d + kd * g.dilation_d;
 }
 
+// dst[0, n) = src[0, n), converted (a memcpy where the types agree).
+template <class Src, class Dst>
+void copy_values(const Src* src, int64_t n, Dst* dst) {
+  if constexpr (std::is_same_v<Src, Dst>) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(Dst));
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<Dst>(src[i]);
+  }
+}
+
 // slices[b][c*kD + kd] = x_n[c][input_depth(od0 + b, kd)] (0 in the padding).
-template <class T>
-void gather_input(const Conv3dGeometry& g, const T* x_n, int64_t od0, int64_t chunk, T* slices) {
+template <class E, class T>
+void gather_input(const Conv3dGeometry& g, const E* x_n, int64_t od0, int64_t chunk, T* slices) {
   const int64_t C = g.hw.in_channels, kD = g.kernel_d, HW = g.hw.in_h * g.hw.in_w;
   for (int64_t b = 0; b < chunk; ++b)
     for (int64_t c = 0; c < C; ++c)
@@ -104,25 +120,34 @@ void gather_input(const Conv3dGeometry& g, const T* x_n, int64_t od0, int64_t ch
         if (id < 0 || id >= g.in_d)
           std::fill(dst, dst + HW, T(0));
         else
-          std::memcpy(dst, x_n + (c * g.in_d + id) * HW, static_cast<size_t>(HW) * sizeof(T));
+          copy_values(x_n + (c * g.in_d + id) * HW, HW, dst);
       }
 }
 
 // planes[b][c] = v_n[c][depth0 + b] and back (volume: (C, depths, plane)).
-template <class T>
-void volume_to_planes(const T* v_n, int64_t C, int64_t depths, int64_t plane, int64_t depth0, int64_t chunk, T* out) {
+template <class E, class T>
+void volume_to_planes(const E* v_n, int64_t C, int64_t depths, int64_t plane, int64_t depth0, int64_t chunk, T* out) {
   for (int64_t b = 0; b < chunk; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      std::memcpy(out + (b * C + c) * plane, v_n + (c * depths + depth0 + b) * plane,
-                  static_cast<size_t>(plane) * sizeof(T));
+    for (int64_t c = 0; c < C; ++c) copy_values(v_n + (c * depths + depth0 + b) * plane, plane, out + (b * C + c) * plane);
 }
-template <class T>
+template <class T, class E>
 void planes_to_volume(const T* planes, int64_t C, int64_t depths, int64_t plane, int64_t depth0, int64_t chunk,
-                      T* v_n) {
+                      E* v_n) {
   for (int64_t b = 0; b < chunk; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      std::memcpy(v_n + (c * depths + depth0 + b) * plane, planes + (b * C + c) * plane,
-                  static_cast<size_t>(plane) * sizeof(T));
+    for (int64_t c = 0; c < C; ++c) copy_values(planes + (b * C + c) * plane, plane, v_n + (c * depths + depth0 + b) * plane);
+}
+
+// p as T: p itself where the types agree, else a converted copy in `buffer`.
+template <class T, class E>
+const T* as_compute(const E* p, int64_t n, std::vector<T>& buffer) {
+  if constexpr (std::is_same_v<T, E>) {
+    return p;
+  } else {
+    if (!p) return nullptr;
+    buffer.resize(static_cast<size_t>(n));
+    copy_values(p, n, buffer.data());
+    return buffer.data();
+  }
 }
 
 Conv2dGeometry forward_slices(const Conv3dGeometry& g, int64_t chunk) {
@@ -139,18 +164,18 @@ struct Items {
       : per_item(depths_per_item(g, depths, bytes_per_depth)), per_image((depths + per_item - 1) / per_item) {}
 };
 
-template <class T>
-void bias_grad(const Conv3dGeometry& g, const T* dy, T* dbias) {
+template <class E>
+void bias_grad(const Conv3dGeometry& g, const E* dy, E* dbias) {
   const int64_t K = g.hw.out_channels, per_image = g.out_d * g.hw.out_h * g.hw.out_w;
   for (int64_t k = 0; k < K; ++k) {
     double sum = 0;  // float32 sums over batch * voxels lose bits in float
     for (int64_t n = 0; n < g.hw.batch; ++n) {
-      const T* src = dy + (n * K + k) * per_image;
-      T s = 0;
-      for (int64_t i = 0; i < per_image; ++i) s += src[i];
+      const E* src = dy + (n * K + k) * per_image;
+      acc_type_t<E> s = 0;
+      for (int64_t i = 0; i < per_image; ++i) s += convert<acc_type_t<E>>(src[i]);
       sum += s;
     }
-    dbias[k] = static_cast<T>(sum);
+    dbias[k] = convert<E>(sum);
   }
 }
 
@@ -161,10 +186,14 @@ int64_t conv3d_depth_chunk(const Conv3dGeometry& g, int64_t element_size) {
   return depths_per_item(g, g.out_d, bytes);
 }
 
-template <class T>
-void conv3d_forward_kernel(const Conv3dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+template <class E>
+void conv3d_forward_kernel(const Conv3dGeometry& g, const E* x, const E* w_stored, const E* bias_stored, E* y) {
+  using T = acc_type_t<E>;
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, HW = g.hw.in_h * g.hw.in_w;
   const int64_t OHW = g.hw.out_h * g.hw.out_w;
+  std::vector<T> w_buffer, bias_buffer;
+  const T* w = as_compute<T>(w_stored, K * (C / g.hw.groups) * g.kernel_d * g.hw.kernel_h * g.hw.kernel_w, w_buffer);
+  const T* bias = as_compute<T>(bias_stored, K, bias_buffer);
   const Items items(g, g.out_d, C * g.kernel_d * HW * static_cast<int64_t>(sizeof(T)));
   run_items(g.hw.batch * items.per_image, false, [&](int64_t i) {
     const int64_t n = i / items.per_image, od0 = i % items.per_image * items.per_item;
@@ -177,8 +206,9 @@ void conv3d_forward_kernel(const Conv3dGeometry& g, const T* x, const T* w, cons
   });
 }
 
-template <class T>
-void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T* w, T* dx) {
+template <class E>
+void conv3d_backward_input_kernel(const Conv3dGeometry& g, const E* dy, const E* w, E* dx) {
+  using T = acc_type_t<E>;
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, Cg = C / g.hw.groups, kD = g.kernel_d;
   const int64_t HW = g.hw.in_h * g.hw.in_w, OHW = g.hw.out_h * g.hw.out_w, taps2 = g.hw.kernel_h * g.hw.kernel_w;
   const int64_t sd = g.stride_d;
@@ -194,9 +224,8 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T*
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < J; ++j)
         for (int64_t c = 0; c < Cg; ++c)
-          std::memcpy(pw.data() + ((k * J + j) * Cg + c) * taps2,
-                      w + ((k * Cg + c) * kD + taps[static_cast<size_t>(j)]) * taps2,
-                      static_cast<size_t>(taps2) * sizeof(T));
+          copy_values(w + ((k * Cg + c) * kD + taps[static_cast<size_t>(j)]) * taps2, taps2,
+                      pw.data() + ((k * J + j) * Cg + c) * taps2);
   }
   // Items: (image, phase, chunk of the phase's input depths id = first + i * sd).
   const int64_t max_taps = (kD + sd - 1) / sd + 1;
@@ -211,18 +240,18 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T*
     const int64_t phase = (first + g.pad_d) % sd;
     const auto& taps = phase_taps[static_cast<size_t>(phase)];
     const auto J = static_cast<int64_t>(taps.size());
-    T* dx_n = dx + n * C * g.in_d * HW;
+    E* dx_n = dx + n * C * g.in_d * HW;
     if (J == 0) {  // no tap reaches these depths (sd > kD * dd)
       for (int64_t b = 0; b < chunk; ++b)
         for (int64_t c = 0; c < C; ++c) {
-          T* dst = dx_n + (c * g.in_d + first + (i0 + b) * sd) * HW;
-          std::fill(dst, dst + HW, T(0));
+          E* dst = dx_n + (c * g.in_d + first + (i0 + b) * sd) * HW;
+          std::fill(dst, dst + HW, convert<E>(0.0f));
         }
       return;
     }
     T* slices = scratch<T>().slices.get(chunk * K * J * OHW);
     T* planes = scratch<T>().planes.get(chunk * C * HW);
-    const T* dy_n = dy + n * K * g.out_d * OHW;
+    const E* dy_n = dy + n * K * g.out_d * OHW;
     for (int64_t b = 0; b < chunk; ++b) {
       const int64_t id = first + (i0 + b) * sd;
       for (int64_t k = 0; k < K; ++k)
@@ -233,7 +262,7 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T*
           if (num < 0 || od >= g.out_d)
             std::fill(dst, dst + OHW, T(0));
           else
-            std::memcpy(dst, dy_n + (k * g.out_d + od) * OHW, static_cast<size_t>(OHW) * sizeof(T));
+            copy_values(dy_n + (k * g.out_d + od) * OHW, OHW, dst);
         }
     }
     Conv2dGeometry s = g.hw;
@@ -242,13 +271,13 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const T* dy, const T*
     conv2d_backward_input_kernel(s, slices, phase_w[static_cast<size_t>(phase)].data(), planes);
     for (int64_t b = 0; b < chunk; ++b)
       for (int64_t c = 0; c < C; ++c)
-        std::memcpy(dx_n + (c * g.in_d + first + (i0 + b) * sd) * HW, planes + (b * C + c) * HW,
-                    static_cast<size_t>(HW) * sizeof(T));
+        copy_values(planes + (b * C + c) * HW, HW, dx_n + (c * g.in_d + first + (i0 + b) * sd) * HW);
   });
 }
 
-template <class T>
-void conv3d_backward_weight_kernel(const Conv3dGeometry& g, const T* dy, const T* x, T* dw, T* dbias) {
+template <class E>
+void conv3d_backward_weight_kernel(const Conv3dGeometry& g, const E* dy, const E* x, E* dw, E* dbias) {
+  using T = acc_type_t<E>;
   if (dbias) bias_grad(g, dy, dbias);
   if (!dw) return;
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, HW = g.hw.in_h * g.hw.in_w;
@@ -271,9 +300,11 @@ void conv3d_backward_weight_kernel(const Conv3dGeometry& g, const T* dy, const T
     T* sum = sums.data() + (omp_in_parallel() ? omp_get_thread_num() : 0) * w_size;
     for (int64_t k = 0; k < w_size; ++k) sum[k] += partial[k];
   });
-  std::copy(sums.begin(), sums.begin() + w_size, dw);
-  for (int t = 1; t < threads; ++t)
-    for (int64_t k = 0; k < w_size; ++k) dw[k] += sums[static_cast<size_t>(t * w_size + k)];
+  for (int64_t k = 0; k < w_size; ++k) {
+    T sum = sums[static_cast<size_t>(k)];
+    for (int t = 1; t < threads; ++t) sum += sums[static_cast<size_t>(t * w_size + k)];
+    dw[k] = convert<E>(sum);
+  }
 }
 
 #define MINIDL_CONV3D_INSTANTIATE(T)                                                                          \
@@ -282,6 +313,8 @@ void conv3d_backward_weight_kernel(const Conv3dGeometry& g, const T* dy, const T
   template void conv3d_backward_weight_kernel<T>(const Conv3dGeometry&, const T*, const T*, T*, T*);
 MINIDL_CONV3D_INSTANTIATE(float)
 MINIDL_CONV3D_INSTANTIATE(double)
+MINIDL_CONV3D_INSTANTIATE(BFloat16)
+MINIDL_CONV3D_INSTANTIATE(Half)
 #undef MINIDL_CONV3D_INSTANTIATE
 
 namespace {
@@ -311,11 +344,36 @@ void conv3d_backward_cpu(const Conv3dGeometry& g, const Tensor& x, const Tensor&
   });
 }
 
+// 16-bit tensors of one dtype in CPU memory: the kernels read them as they
+// are; others (a float32 bias next to bfloat16 x) through Float32Compute.
+void conv3d_forward_any(const Conv3dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const Tensor& y) {
+  if (!cpu::same_reduced_on_cpu({&x, &w, &bias, &y}))
+    return cpu::Float32Compute<conv3d_forward_cpu, 4>::run(g, x, w, bias, y);
+  cpu::dispatch_reduced(x.dtype(), [&](auto s) {
+    using S = decltype(s);
+    conv3d_forward_kernel<S>(g, x.data_ptr<S>(), w.data_ptr<S>(), ptr_or_null<S>(bias), y.data_ptr<S>());
+  });
+}
+
+void conv3d_backward_any(const Conv3dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                         const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
+  if (!cpu::same_reduced_on_cpu({&dy, &x, &w, &dx, &dw, &dbias}))
+    return cpu::Float32Compute<conv3d_backward_cpu, 4, 5, 6>::run(g, x, w, dy, dx, dw, dbias);
+  cpu::dispatch_reduced(dy.dtype(), [&](auto s) {
+    using S = decltype(s);
+    if (dx.defined()) conv3d_backward_input_kernel<S>(g, dy.data_ptr<S>(), w.data_ptr<S>(), dx.data_ptr<S>());
+    if (dw.defined() || dbias.defined())
+      conv3d_backward_weight_kernel<S>(g, dy.data_ptr<S>(), ptr_or_null<S>(x), ptr_or_null<S>(dw),
+                                       ptr_or_null<S>(dbias));
+  });
+}
+
 }  // namespace
 
 void register_conv3d_cpu_kernels() {
-  conv3d_forward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv3d_forward_cpu, 4>::run);
-  conv3d_backward_stub.set(DeviceType::CPU, cpu::Float32Compute<conv3d_backward_cpu, 4, 5, 6>::run);
+  conv3d_forward_stub.set(DeviceType::CPU, conv3d_forward_any);
+  conv3d_backward_stub.set(DeviceType::CPU, conv3d_backward_any);
 }
 
 }  // namespace minidl

@@ -1,6 +1,8 @@
 // CPU kernels of conv3d over raw NCDHW pointers (no Tensor), so tests,
 // benchmarks and conv_transpose3d can call them directly; ops/cpu/conv3d.cpp
 // registers them as the op's CPU kernels and explains how they work.
+// T: float, double, or BFloat16/Half (read and written as they are,
+// computed in float32, each output rounded once).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,14 @@ namespace minidl::cpu {
 
 bool is_reduced_tensor(const Tensor& t) { return t.defined() && is_reduced_floating(t.dtype()); }
 
+bool same_reduced_on_cpu(std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = *tensors.begin();
+  if (!is_reduced_tensor(*first)) return false;
+  for (const Tensor* t : tensors)
+    if (t->defined() && (t->dtype() != first->dtype() || !(t->device().is_cpu() || t->device().is_test()))) return false;
+  return true;
+}
+
 // Converts only the span of storage the view reaches (from its first element
 // to its last, strides being non-negative), so a small view of a big tensor
 // costs its own size; inside that span the float32 copy keeps the strides.

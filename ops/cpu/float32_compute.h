@@ -23,6 +23,7 @@
 // CPU has AVX512-BF16: they read bfloat16 directly (ops/cpu/bf16_kernels.h).
 #pragma once
 
+#include <initializer_list>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -37,6 +38,18 @@ bool is_reduced_tensor(const Tensor& t);  // defined and float16/bfloat16
 Tensor widen_to_float32(const Tensor& t);
 // dst (16-bit) = wide (float32, dst's shape), rounded.
 void round_into(const Tensor& dst, const Tensor& wide);
+
+// Kernels that skip Float32Compute read and write 16-bit tensors themselves,
+// computing in float32 and rounding each output once (conv2d's Winograd
+// passes, conv3d). They apply when the first tensor is 16-bit and every
+// defined one has its dtype and lives in CPU-addressable memory.
+bool same_reduced_on_cpu(std::initializer_list<const Tensor*> tensors);
+// f(BFloat16{}) or f(Half{}) for a 16-bit dtype.
+template <class F>
+void dispatch_reduced(DType dtype, F f) {
+  if (dtype == kBFloat16) f(BFloat16{});
+  else f(Half{});
+}
 
 namespace detail {
 
