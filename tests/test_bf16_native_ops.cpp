@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/tensor_bits.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -120,20 +121,7 @@ std::vector<Case> norm_pool_cases() {
   };
 }
 
-// Same value, NaN-ness and zero sign.
-int64_t count_different_bits(const Tensor& got, const Tensor& want) {
-  const std::vector<float> g = got.to(kFloat32).contiguous().to_vector<float>();
-  const std::vector<float> w = want.to(kFloat32).contiguous().to_vector<float>();
-  int64_t bad = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool same = std::isnan(g[i]) ? std::isnan(w[i]) : (g[i] == w[i] && std::signbit(g[i]) == std::signbit(w[i]));
-    if (!same) {
-      if (bad < 3) MESSAGE("element ", i, ": ", g[i], " want ", w[i]);
-      ++bad;
-    }
-  }
-  return bad;
-}
+using testing::count_different_bits;
 
 // |got - want| <= 2^-8 |want| + 2^-14 mag (test_bf16_ops), float16 2^-10 |want|;
 // with scale, mag is the largest |want| times 2^6 (BatchNorm's float32 math on O(1) values).

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "tests/tensor_bits.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using testing::count_different_bits;
 
 namespace {
 
@@ -34,15 +36,6 @@ Conv2dGeometry geometry(const Case& c) {
 }
 
 bool is_winograd(Conv2dAlgo a) { return a == Conv2dAlgo::kWinograd || a == Conv2dAlgo::kWinograd4; }
-
-// Elements of two 16-bit tensors that differ (NaN equal to NaN).
-int64_t count_different(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> va = a.to(kFloat64).to_vector<double>(), vb = b.to(kFloat64).to_vector<double>();
-  int64_t n = 0;
-  for (size_t i = 0; i < va.size(); ++i) n += !(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i])));
-  return n;
-}
 
 // Runs c in `dtype` and in float32 on the same values; every result equal
 // bit for bit to the float32 one rounded; the passes that resolve to
@@ -68,14 +61,14 @@ void check_case(const Case& c, DType dtype, bool special_values = false) {
   const int64_t before = conv2d_reduced_winograd_passes();
   const Tensor y = conv2d(x, w, b, c.p), y_wide = conv2d(xw, ww, bw, c.p);
   REQUIRE(y.dtype() == dtype);
-  CHECK(count_different(y, y_wide.to(dtype)) == 0);
+  CHECK(count_different_bits(y, y_wide.to(dtype)) == 0);
   const Tensor dy = randn(y.shape()).to(dtype);
   y.backward(dy);
   y_wide.backward(dy.to(kFloat32));
   CHECK(conv2d_reduced_winograd_passes() - before == expected);
-  CHECK(count_different(x.grad(), xw.grad().to(dtype)) == 0);
-  CHECK(count_different(w.grad(), ww.grad().to(dtype)) == 0);
-  if (c.bias) CHECK(count_different(b.grad(), bw.grad().to(dtype)) == 0);
+  CHECK(count_different_bits(x.grad(), xw.grad().to(dtype)) == 0);
+  CHECK(count_different_bits(w.grad(), ww.grad().to(dtype)) == 0);
+  if (c.bias) CHECK(count_different_bits(b.grad(), bw.grad().to(dtype)) == 0);
 }
 
 const Conv2dParams kPad1{.padding = {1, 1}};

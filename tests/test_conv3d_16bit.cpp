@@ -12,9 +12,11 @@
 
 #include "minidl/ops/conv3d.h"
 #include "minidl/ops/cpu/conv3d_kernels.h"
+#include "tests/tensor_bits.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
+using testing::count_different_bits;
 
 namespace {
 
@@ -37,15 +39,6 @@ const Case kCases[] = {
     {"32 -> 32 at 4x16x16", {2, 32, 4, 16, 16}, {32, 32, 3, 3, 3}, Conv3dParams{.padding = {1, 1, 1}}, false},
 };
 
-// Elements of two tensors that differ (NaN equal to NaN).
-int64_t count_different(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> va = a.to(kFloat64).to_vector<double>(), vb = b.to(kFloat64).to_vector<double>();
-  int64_t n = 0;
-  for (size_t i = 0; i < va.size(); ++i) n += !(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i])));
-  return n;
-}
-
 Tensor input_values(const Shape& shape, bool special_values) {
   std::vector<double> v = randn(shape).to(kFloat64).to_vector<double>();
   if (special_values) {
@@ -65,13 +58,13 @@ void check_op(const Case& c, DType dtype, bool special_values) {
   const Tensor bw = c.bias ? b.detach().to(kFloat32).requires_grad_() : Tensor();
   const Tensor y = conv3d(x, w, b, c.p), y_wide = conv3d(xw, ww, bw, c.p);
   REQUIRE(y.dtype() == dtype);
-  CHECK(count_different(y, y_wide.to(dtype)) == 0);
+  CHECK(count_different_bits(y, y_wide.to(dtype)) == 0);
   const Tensor dy = randn(y.shape()).to(dtype);
   y.backward(dy);
   y_wide.backward(dy.to(kFloat32));
-  CHECK(count_different(x.grad(), xw.grad().to(dtype)) == 0);
-  CHECK(count_different(w.grad(), ww.grad().to(dtype)) == 0);
-  if (c.bias) CHECK(count_different(b.grad(), bw.grad().to(dtype)) == 0);
+  CHECK(count_different_bits(x.grad(), xw.grad().to(dtype)) == 0);
+  CHECK(count_different_bits(w.grad(), ww.grad().to(dtype)) == 0);
+  if (c.bias) CHECK(count_different_bits(b.grad(), bw.grad().to(dtype)) == 0);
 }
 
 Conv3dGeometry geometry(const Case& c) {
@@ -101,19 +94,19 @@ void check_kernels(const Case& c) {
   Tensor y = empty(y_shape_probe.shape(), dtype), yf = empty(y_shape_probe.shape(), kFloat32);
   conv3d_forward_kernel(g, x.data_ptr<T>(), w.data_ptr<T>(), b.data_ptr<T>(), y.data_ptr<T>());
   conv3d_forward_kernel(g, xf.data_ptr<float>(), wf.data_ptr<float>(), bf.data_ptr<float>(), yf.data_ptr<float>());
-  CHECK(count_different(y, yf.to(dtype)) == 0);
+  CHECK(count_different_bits(y, yf.to(dtype)) == 0);
 
   Tensor dx = empty(c.x, dtype), dxf = empty(c.x, kFloat32);
   conv3d_backward_input_kernel(g, dy.data_ptr<T>(), w.data_ptr<T>(), dx.data_ptr<T>());
   conv3d_backward_input_kernel(g, dyf.data_ptr<float>(), wf.data_ptr<float>(), dxf.data_ptr<float>());
-  CHECK(count_different(dx, dxf.to(dtype)) == 0);
+  CHECK(count_different_bits(dx, dxf.to(dtype)) == 0);
 
   Tensor dw = empty(c.w, dtype), dwf = empty(c.w, kFloat32), db = empty({c.w[0]}, dtype), dbf = empty({c.w[0]}, kFloat32);
   conv3d_backward_weight_kernel(g, dy.data_ptr<T>(), x.data_ptr<T>(), dw.data_ptr<T>(), db.data_ptr<T>());
   conv3d_backward_weight_kernel(g, dyf.data_ptr<float>(), xf.data_ptr<float>(), dwf.data_ptr<float>(),
                                 dbf.data_ptr<float>());
-  CHECK(count_different(dw, dwf.to(dtype)) == 0);
-  CHECK(count_different(db, dbf.to(dtype)) == 0);
+  CHECK(count_different_bits(dw, dwf.to(dtype)) == 0);
+  CHECK(count_different_bits(db, dbf.to(dtype)) == 0);
 }
 
 }  // namespace
