@@ -219,11 +219,14 @@ def bench_train_unet3d(args):
     x = torch.randn(batch, 1, 32, 64, 64)
     y = (torch.rand(batch, 1, 32, 64, 64) > 0.8).float()
 
+    amp = args.amp == "bf16"
     cpu = [float("inf")]  # least process CPU time of a step / threads, as bench_train.cpp's cpu_ms
 
     def step():
         c0 = time.process_time()
-        loss = bce_dice_loss(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            logits = model(x)
+        loss = bce_dice_loss(logits.float(), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -231,7 +234,8 @@ def bench_train_unet3d(args):
 
     ms = median_ms(step, args.reps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
-    print(json.dumps({"impl": "pytorch", "op": "train_step_unet3d", "shape": f"batch {batch} patch 32x64x64",
+    shape = f"batch {batch} patch 32x64x64" + (" bf16" if amp else "")
+    print(json.dumps({"impl": "pytorch", "op": "train_step_unet3d", "shape": shape,
                       "median_ms": round(ms, 3), "gflops": 0.0, "threads": args.threads,
                       "version": "torch " + torch.__version__, "images_per_s": round(1e3 * batch / ms, 1),
                       "peak_rss_mib": round(peak, 1), "cpu_ms": round(cpu[0], 3)}), flush=True)

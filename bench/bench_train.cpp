@@ -4,7 +4,7 @@
 // bench/bench_torch.py --suite train prints the PyTorch twins.
 //
 //   bench_train --model resnet18|resnet20|resnet56|smallnet|unet3d|unet3d_predict [--batch N] [--threads 2] [--reps 15] [--profile 1]
-//               [--amp off|bf16]   (resnet18, smallnet: the forward under CPU bfloat16 autocast)
+//               [--amp off|bf16]   (resnet18, smallnet, unet3d: the forward under CPU bfloat16 autocast)
 //
 // One model per process, so peak_rss_mib (getrusage ru_maxrss: the process's
 // high-water resident set) belongs to that model. A step is forward,
@@ -151,8 +151,10 @@ void print_step(const std::string& model_name, int64_t batch, const std::string&
   std::fflush(stdout);
 }
 
-// The training step of examples/train_unet3d on one (batch, 1, 32, 64, 64) patch.
-int unet3d_step(int64_t batch, const bench::Options& options) {
+// The training step of examples/train_unet3d on one (batch, 1, 32, 64, 64)
+// patch; the forward under CPU autocast where amp is on (--amp bf16).
+int unet3d_step(int64_t batch, const bench::Options& options, const examples::MixedPrecision& amp,
+                const std::string& amp_mode) {
   manual_seed(0);
   auto model = models::UNet3d(models::UNetOptions().in_channels(1).classes(1).base_width(16).norm("batchnorm"));
   model->train();
@@ -163,14 +165,21 @@ int unet3d_step(int64_t batch, const bench::Options& options) {
   const double ms = bench::median_ms(
       [&] {
         const double c0 = process_cpu_ms();
-        Tensor loss = bce_dice_loss(model->forward(x), y);
+        Tensor logits;
+        {
+          auto region = amp.autocast();
+          logits = model->forward(x);
+        }
+        Tensor loss = bce_dice_loss(logits.to(kFloat32), y);
         adam.zero_grad();
         loss.backward();
         adam.step();
         cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
       },
       options.reps);
-  print_step("unet3d", batch, "batch " + std::to_string(batch) + " patch 32x64x64", ms, options.threads, cpu_ms);
+  print_step("unet3d", batch,
+             "batch " + std::to_string(batch) + " patch 32x64x64" + (amp.enabled() ? " " + amp_mode : ""), ms,
+             options.threads, cpu_ms);
   return 0;
 }
 
@@ -215,7 +224,10 @@ static int program(int argc, char** argv) {
     if (std::strcmp(argv[i], "--batch") == 0) batch = examples::parse_int_arg(argv[i + 1], argv[i]);
     if (std::strcmp(argv[i], "--profile") == 0) profile = examples::parse_int_arg(argv[i + 1], argv[i]) != 0;
   }
-  if (model_name == "unet3d") return unet3d_step(batch > 0 ? batch : 2, options);
+  if (amp_mode != "off" && amp_mode != "bf16")
+    throw examples::UsageError("--amp: expected off or bf16, got " + amp_mode);
+  const examples::MixedPrecision amp(amp_mode, kCPU);
+  if (model_name == "unet3d") return unet3d_step(batch > 0 ? batch : 2, options, amp, amp_mode);
   if (model_name == "unet3d_predict") return unet3d_predict(options);
   if (batch <= 0) batch = model_name == "resnet18" ? 64 : 128;
 
@@ -226,9 +238,6 @@ static int program(int argc, char** argv) {
   const Tensor x = randn({batch, 3, 32, 32});
   const Tensor y = randint(0, 10, {batch});
 
-  if (amp_mode != "off" && amp_mode != "bf16")
-    throw examples::UsageError("--amp: expected off or bf16, got " + amp_mode);
-  const examples::MixedPrecision amp(amp_mode, kCPU);
   double cpu_ms = 1e30;
   const double ms = bench::median_ms(
       [&] {
