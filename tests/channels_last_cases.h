@@ -124,4 +124,37 @@ inline void check_channels_last_piece(Device device, DType dtype, double rtol, d
   }
 }
 
+// A channels-last BatchNorm step on `device` against NCHW on the CPU at a size
+// whose N*H*W = 8192 rows of 64 channels span many column chunks of the CUDA
+// column reduction (statistics and backward sums). Leaves are detached copies:
+// w.to(kCPU) is w itself, so requires_grad_ on it would make the device run's
+// w.to(device) a non-leaf without a .grad.
+inline void check_channels_last_batch_norm(Device device, double rtol, double atol) {
+  manual_seed(21);
+  const Tensor x = randn({32, 64, 16, 16}) * 3.0 + 2.0, dy = randn({32, 64, 16, 16});
+  const Tensor w = rand({64}) + 0.5, b = randn({64});
+  auto run = [&](Device d, MemoryFormat fmt) {
+    Tensor xi = x.to(d).contiguous(fmt).detach().requires_grad_(true);
+    Tensor wi = w.to(d).detach().requires_grad_(true), bi = b.to(d).detach().requires_grad_(true);
+    Tensor rm = zeros({64}, d), rv = ones({64}, d);
+    const Tensor y = batch_norm(xi, rm, rv, wi, bi, true, 0.1, 1e-5);
+    CHECK(y.device() == d);
+    CHECK(y.is_contiguous(fmt));
+    (y * dy.to(d)).sum().backward();
+    REQUIRE(xi.grad().defined());
+    REQUIRE(wi.grad().defined());
+    REQUIRE(bi.grad().defined());
+    CHECK(xi.grad().is_contiguous(fmt));
+    return std::vector<Tensor>{y.to(kCPU), xi.grad().to(kCPU), wi.grad().to(kCPU), bi.grad().to(kCPU), rm.to(kCPU),
+                               rv.to(kCPU)};
+  };
+  const std::vector<Tensor> ref = run(kCPU, MemoryFormat::Contiguous);
+  const std::vector<Tensor> got = run(device, MemoryFormat::ChannelsLast);
+  const char* names[] = {"y", "dx", "dweight", "dbias", "running_mean", "running_var"};
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO(names[i], " on ", device.str(), ": max |diff| ", max_abs_diff(got[i], ref[i]));
+    CHECK(allclose(got[i], ref[i], rtol, atol));
+  }
+}
+
 }  // namespace minidl::testing

@@ -181,6 +181,12 @@ TEST_CASE("a ResNet piece channels-last on the test device: the same, and no ten
   minidl::testing::check_channels_last_piece(dev, kFloat64, 1e-10, 1e-10);
 }
 
+TEST_CASE("channels-last BatchNorm with N*H*W = 8192 rows on the CPU and the test device: NCHW's values") {
+  register_test_device();
+  minidl::testing::check_channels_last_batch_norm(kCPU, 1e-4, 1e-4);
+  minidl::testing::check_channels_last_batch_norm(Device(DeviceType::Test, 0), 1e-4, 1e-4);
+}
+
 TEST_CASE("under bfloat16 autocast a channels-last network stays channels-last (autocast's casts keep the layout)") {
   const minidl::testing::ResNetPiece piece(4, 8, kFloat32, 17);
   manual_seed(19);

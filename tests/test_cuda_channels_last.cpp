@@ -34,26 +34,7 @@ TEST_CASE("a ResNet piece channels-last on the GPU: the CPU's NCHW loss, gradien
 }
 
 TEST_CASE("channels-last BatchNorm on the GPU with many column chunks (N*H*W = 8192 rows of 64 channels)") {
-  manual_seed(21);
-  const Tensor x = randn({32, 64, 16, 16}) * 3.0 + 2.0, dy = randn({32, 64, 16, 16});
-  const Tensor w = rand({64}) + 0.5, b = randn({64});
-  auto run = [&](Device d, MemoryFormat fmt) {
-    Tensor xi = x.to(d).contiguous(fmt).detach().requires_grad_(true);
-    Tensor wi = w.to(d).requires_grad_(true), bi = b.to(d).requires_grad_(true);
-    Tensor rm = zeros({64}, d), rv = ones({64}, d);
-    const Tensor y = batch_norm(xi, rm, rv, wi, bi, true, 0.1, 1e-5);
-    CHECK(y.is_contiguous(fmt));
-    (y * dy.to(d)).sum().backward();
-    CHECK(xi.grad().is_contiguous(fmt));
-    return std::vector<Tensor>{y.to(kCPU), xi.grad().to(kCPU), wi.grad().to(kCPU), bi.grad().to(kCPU), rm.to(kCPU),
-                               rv.to(kCPU)};
-  };
-  const std::vector<Tensor> ref = run(kCPU, MemoryFormat::Contiguous), got = run(kGpu, kCL);
-  const char* names[] = {"y", "dx", "dweight", "dbias", "running_mean", "running_var"};
-  for (size_t i = 0; i < ref.size(); ++i) {
-    INFO(names[i], ": max |diff| ", minidl::testing::max_abs_diff(got[i], ref[i]));
-    CHECK(allclose(got[i], ref[i], 1e-4, 1e-4));
-  }
+  minidl::testing::check_channels_last_batch_norm(kGpu, 1e-4, 1e-4);
 }
 
 TEST_CASE("cuDNN convolutions channels-last: forward, grad input and grad weight against the CPU, 16-bit too") {
