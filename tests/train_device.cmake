@@ -51,5 +51,15 @@ file(READ ${WORK}/log_every_1.log log)
 if(NOT log MATCHES "device: (cpu \\(auto: no CUDA: [^\n]+\\)|cuda:0 \\(auto: a CUDA device is usable\\))")
   message(FATAL_ERROR "train_cifar10 --device auto did not say what it chose and why:\n${log}")
 endif()
+# --memory-format: auto keeps NCHW off CUDA and says so; channels-last runs
+# on the test device (NHWC images, activations, conv weights, no CPU tensor).
+if(NOT log MATCHES "device: cpu[^\n]*, NCHW \\(contiguous\\) \\(--memory-format auto\\)")
+  message(FATAL_ERROR "train_cifar10 --memory-format auto did not keep NCHW on the CPU:\n${log}")
+endif()
+run_train(channels_last --device test --memory-format channels-last --stop-after 1 --log-dir ${WORK}/channels_last)
+file(READ ${WORK}/channels_last.log log)
+if(NOT log MATCHES "device: test:0[^\n]*, channels-last activations and conv weights\n")
+  message(FATAL_ERROR "train_cifar10 --memory-format channels-last did not say so:\n${log}")
+endif()
 message(STATUS "train_cifar10: CPU == test device == test device + resume on CPU (bit for bit); "
-               "--log-every 1 == default; --device auto explained")
+               "--log-every 1 == default; --device auto explained; --memory-format auto and channels-last")
