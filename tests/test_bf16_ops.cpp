@@ -1,8 +1,8 @@
-// matmul, linear and conv2d on bfloat16 tensors with the dot-product kernels
-// (ops/cpu/bf16_kernels.h), forward and backward, against float64 computation
-// of the same bfloat16 values: transposed and broadcast batched matmul,
-// conv2d with stride, padding, dilation, groups, 1x1, one image and chunks of
-// several images. The tolerance: half a bfloat16 ulp of the result (the one
+// matmul, linear, conv2d and conv3d on bfloat16 tensors with the dot-product
+// kernels (ops/cpu/bf16_kernels.h), forward and backward, against float64
+// computation of the same bfloat16 values: transposed and broadcast batched
+// matmul, conv2d and conv3d with stride, padding, dilation, groups, 1x1, one
+// image and chunks of several images. The tolerance: half a bfloat16 ulp of the result (the one
 // rounding) plus float32 summation error, scaled by the same op on |inputs|
 // (the sum of |products|). Checks that the dot-product path ran on a CPU that has it,
 // and that MINIDL_CPU_BF16_DOT=0 gives Float32Compute's path bit for bit.
@@ -32,6 +32,9 @@ struct Case {
 std::vector<Case> cases() {
   auto conv = [](Conv2dParams p, bool bias) {
     return [p, bias](V a) { return conv2d(a[0], a[1], bias ? a[2] : Tensor(), p); };
+  };
+  auto conv3 = [](Conv3dParams p, bool bias) {
+    return [p, bias](V a) { return conv3d(a[0], a[1], bias ? a[2] : Tensor(), p); };
   };
   return {
       {"matmul 2-D odd", {{7, 13}, {13, 5}}, [](V a) { return matmul(a[0], a[1]); }},
@@ -79,6 +82,20 @@ std::vector<Case> cases() {
       {"conv2d 2x3 maps, padding (1, 0)", {{2, 5, 2, 3}, {4, 5, 3, 3}, {4}}, conv(Conv2dParams{.padding = {1, 0}}, true)},
       {"conv2d 1x1 map, 5x5 pad 3 (taps that read only padding)", {{2, 3, 1, 1}, {4, 3, 5, 5}},
        conv(Conv2dParams{.padding = {3, 3}}, false)},
+      // conv3d (ops/cpu/conv3d.cpp): conv2d's dot products on bfloat16 stacked
+      // depth slices; grad weight always, forward and grad input on planes of
+      // at most 256 outputs or where conv2d would not take Winograd.
+      {"conv3d 3x3x3 pad 1, bias", {{2, 4, 5, 6, 7}, {6, 4, 3, 3, 3}, {6}}, conv3(Conv3dParams{.padding = {1, 1, 1}}, true)},
+      {"conv3d stride 2, pad (1, 0, 2)", {{1, 3, 7, 6, 9}, {5, 3, 3, 2, 3}},
+       conv3(Conv3dParams{.stride = {2, 2, 2}, .padding = {1, 0, 2}}, false)},
+      {"conv3d groups 2, dilation 2", {{2, 4, 6, 7, 7}, {4, 2, 2, 3, 3}, {4}},
+       conv3(Conv3dParams{.padding = {1, 2, 2}, .dilation = {2, 2, 2}, .groups = 2}, true)},
+      {"conv3d depth stride 3 > kernel depth 1 (depths no tap reaches)", {{2, 3, 7, 4, 4}, {2, 3, 1, 3, 3}},
+       conv3(Conv3dParams{.stride = {3, 1, 1}, .padding = {0, 1, 1}}, false)},
+      {"conv3d 8 channels on 20x20 planes (conv2d would take shifted planes: dot products)",
+       {{2, 8, 3, 20, 20}, {8, 8, 3, 3, 3}, {8}}, conv3(Conv3dParams{.padding = {1, 1, 1}}, true)},
+      {"conv3d 24 -> 16 on 8x8 planes, 4 depths (items on the threads)", {{2, 24, 4, 8, 8}, {16, 24, 3, 3, 3}},
+       conv3(Conv3dParams{.padding = {1, 1, 1}}, false)},
   };
 }
 
@@ -124,7 +141,7 @@ void check_case(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("bfloat16 matmul, linear, conv2d on the dot-product path against float64, forward and backward") {
+TEST_CASE("bfloat16 matmul, linear, conv2d, conv3d on the dot-product path against float64, forward and backward") {
   // Winograd F(4x4) off: every conv of cases() then takes the dot products
   // (with it, the 3x3 stride-1 ones with enough channels run Winograd in
   // float32: the test case below).
@@ -195,6 +212,58 @@ TEST_CASE("bfloat16 3x3 stride-1 convs that float32 runs by Winograd F(4x4) run 
       CHECK(testing::max_abs_diff(x.grad().to(kFloat32), xw.grad().to(kBFloat16).to(kFloat32)) == 0.0);
       CHECK(testing::max_abs_diff(w.grad().to(kFloat32), ww.grad().to(kBFloat16).to(kFloat32)) == 0.0);
     }
+  }
+}
+
+namespace {
+
+// conv3d's grad input in float64 (x's values, w, dy).
+Tensor conv_input_grad(const Tensor& x, const Tensor& w, const Tensor& dy, const Conv3dParams& p) {
+  const Tensor xl = x.detach().requires_grad_();
+  conv3d(xl, w, Tensor(), p).backward(dy);
+  return xl.grad();
+}
+
+}  // namespace
+
+TEST_CASE("bfloat16 conv3d: dot products on planes of up to 256 outputs, Winograd in float32 on larger ones") {
+  if (!cpu::cpu_has_avx512_bf16()) {
+    MESSAGE("this CPU has no AVX512-BF16: every bfloat16 conv3d pass computes in float32; nothing to check");
+    return;
+  }
+  struct Pass {
+    const char* name;
+    Shape x;
+    bool forward_dot;  // forward and grad input on the dot products
+  };
+  const Pass passes[] = {{"16 -> 16 on 16x16 planes", {1, 16, 3, 16, 16}, true},
+                         {"16 -> 16 on 20x20 planes (conv2d takes Winograd F(4x4) on the stacked slices)",
+                          {1, 16, 3, 20, 20}, false}};
+  for (const Pass& p : passes) {
+    INFO(p.name);
+    manual_seed(5);
+    const Tensor x = randn(p.x).to(kBFloat16).requires_grad_();
+    const Tensor w = (randn({16, 16, 3, 3, 3}) * 0.1).to(kBFloat16).requires_grad_();
+    const Tensor x_wide = x.detach().to(kFloat64), w_wide = w.detach().to(kFloat64);
+    const Conv3dParams params{.padding = {1, 1, 1}};
+    auto before = cpu::bf16_gemm_counts();
+    const Tensor y = conv3d(x, w, Tensor(), params);
+    CHECK((cpu::bf16_gemm_counts().dot_product > before.dot_product) == p.forward_dot);
+    const Tensor want = conv3d(x_wide, w_wide, Tensor(), params);
+    CHECK(count_bad(y, want, conv3d(x_wide.abs(), w_wide.abs(), Tensor(), params)) == 0);
+    // Grad input alone (w needs none), then grad weight alone: always the dot products.
+    const Tensor dy = randn(y.shape()).to(kBFloat16);
+    before = cpu::bf16_gemm_counts();
+    conv3d(x, w.detach(), Tensor(), params).backward(dy);
+    CHECK((cpu::bf16_gemm_counts().dot_product > before.dot_product) == p.forward_dot);
+    before = cpu::bf16_gemm_counts();
+    conv3d(x.detach(), w, Tensor(), params).backward(dy);
+    CHECK(cpu::bf16_gemm_counts().dot_product > before.dot_product);
+    REQUIRE(x.grad().defined());
+    REQUIRE(w.grad().defined());
+    const Tensor dyw = dy.to(kFloat64);
+    CHECK(count_bad(x.grad(), conv_input_grad(x_wide, w_wide, dyw, params),
+                    conv_input_grad(x_wide, w_wide.abs(), dyw.abs(), params)) == 0);
   }
 }
 

@@ -4,7 +4,9 @@
 // of float32 computation on the widened tensors, rounded once, through the
 // op (autograd) and through the raw 16-bit kernels; stride, padding,
 // dilation, groups, a depth stride larger than the kernel (input depths no
-// tap reaches), inf and NaN.
+// tap reaches), inf and NaN. Without bfloat16's dot products
+// (MINIDL_CPU_BF16_DOT=0, as on a CPU without AVX512-BF16): where they run,
+// tests/test_bf16_ops.cpp checks conv3d against float64.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -112,12 +114,14 @@ void check_kernels(const Case& c) {
 }  // namespace
 
 TEST_CASE("conv3d in bfloat16 and float16: float32's bits rounded once, forward and every gradient") {
+  const testing::NoBf16Dot off;
   for (DType dtype : {kBFloat16, kFloat16})
     for (const Case& c : kCases) check_op(c, dtype, false);
   for (DType dtype : {kBFloat16, kFloat16}) check_op(kCases[0], dtype, true);
 }
 
 TEST_CASE("conv3d's 16-bit kernels against its float32 kernels, rounded") {
+  const testing::NoBf16Dot off;
   for (const Case& c : kCases) {
     check_kernels<BFloat16>(c);
     check_kernels<Half>(c);

@@ -30,4 +30,17 @@ void conv2d_forward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 void conv2d_backward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
                           const Tensor& dx, const Tensor& dw, const Tensor& dbias);
 
+// The same on raw contiguous NCHW pointers (bias may be nullptr).
+void conv2d_forward_bf16(const Conv2dGeometry& g, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
+                         BFloat16* y);
+void conv2d_backward_input_bf16(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* w, BFloat16* dx);
+
+// conv2d's grad weight on raw NCHW bfloat16 operands added into float32
+// sums (out_channels x C/groups * kH * kW, the weight's memory order): the
+// chunks of images in turn on the calling thread (each GEMM splits itself
+// over the threads outside a parallel region). For callers that sum several
+// calls before rounding once: conv3d's chunks of depths (ops/cpu/conv3d.cpp).
+void conv2d_backward_weight_bf16_accumulate(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* x,
+                                            float* sums);
+
 }  // namespace minidl::cpu

@@ -326,6 +326,20 @@ void backward_input(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16*
   });
 }
 
+// sums (out_channels x CK, the weight's memory order) += dW of the chunk's
+// images: dY cols^T per group, float32.
+void accumulate_weight_grad(const Conv2dGeometry& g, const Dims& d, int64_t n0, int64_t images, const BFloat16* dy,
+                            const BFloat16* x, float* sums) {
+  const int64_t ld = images * d.P;
+  for (int64_t gi = 0; gi < d.G; ++gi) {
+    const BFloat16* cols = chunk_cols(g, d, x, gi, n0, images);
+    const BFloat16* dyc = gather_chunk(dy, g.out_channels, d.P, gi * d.Kg, d.Kg, n0, images, Slot::kOperandA);
+    Bf16GemmOut out;
+    out.f32 = sums + gi * d.Kg * d.CK, out.ldc = d.CK, out.accumulate = true;
+    bf16_gemm(false, true, d.Kg, d.CK, ld, dyc, ld, cols, ld, out);
+  }
+}
+
 void backward_weight(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* x, BFloat16* dw) {
   const Dims d(g);
   const Chunks c = chunks(g, d);
@@ -339,14 +353,7 @@ void backward_weight(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16
       sums = thread_buffer<float>(Slot::kSums, wsize);
       std::fill_n(sums, wsize, 0.0f);
     }
-    const int64_t ld = images * d.P;
-    for (int64_t gi = 0; gi < d.G; ++gi) {
-      const BFloat16* cols = chunk_cols(g, d, x, gi, n0, images);
-      const BFloat16* dyc = gather_chunk(dy, g.out_channels, d.P, gi * d.Kg, d.Kg, n0, images, Slot::kOperandA);
-      Bf16GemmOut out;
-      out.f32 = sums + gi * d.Kg * d.CK, out.ldc = d.CK, out.accumulate = true;
-      bf16_gemm(false, true, d.Kg, d.CK, ld, dyc, ld, cols, ld, out);
-    }
+    accumulate_weight_grad(g, d, n0, images, dy, x, sums);
   }, /*fixed=*/true);
   // The threads' sums added in thread order and rounded, in blocks over the
   // threads (one thread alone took ~2% of the step at 1 thread, 512x512x3x3).
@@ -369,21 +376,34 @@ const BFloat16* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<BFloat16>
 
 }  // namespace
 
+void conv2d_forward_bf16(const Conv2dGeometry& g, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
+                         BFloat16* y) {
+  if (conv2d_bf16_taps_applies(g)) return conv2d_forward_bf16_taps(g, x, w, bias, y);
+  forward(g, x, w, bias, y);
+}
+
+void conv2d_backward_input_bf16(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* w, BFloat16* dx) {
+  if (conv2d_bf16_taps_applies(g)) return conv2d_backward_input_bf16_taps(g, dy, w, dx);
+  backward_input(g, dy, w, dx);
+}
+
 void conv2d_forward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y) {
-  if (conv2d_bf16_taps_applies(g)) return conv2d_forward_bf16_taps(g, ptr(x), ptr(w), ptr(bias), y.data_ptr<BFloat16>());
-  forward(g, ptr(x), ptr(w), ptr(bias), y.data_ptr<BFloat16>());
+  conv2d_forward_bf16(g, ptr(x), ptr(w), ptr(bias), y.data_ptr<BFloat16>());
+}
+
+void conv2d_backward_weight_bf16_accumulate(const Conv2dGeometry& g, const BFloat16* dy, const BFloat16* x,
+                                            float* sums) {
+  const Dims d(g);
+  const int64_t images = std::clamp<int64_t>(ceil_div(kMinCols, std::max<int64_t>(d.P, 1)), 1, std::max<int64_t>(g.batch, 1));
+  for (int64_t n0 = 0; n0 < g.batch; n0 += images) accumulate_weight_grad(g, d, n0, std::min(images, g.batch - n0), dy, x, sums);
 }
 
 void conv2d_backward_bf16(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
                           const Tensor& dx, const Tensor& dw, const Tensor& dbias) {
-  const bool taps = conv2d_bf16_taps_applies(g);
-  if (dx.defined()) {
-    if (taps) conv2d_backward_input_bf16_taps(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
-    else backward_input(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
-  }
+  if (dx.defined()) conv2d_backward_input_bf16(g, ptr(dy), ptr(w), dx.data_ptr<BFloat16>());
   if (dw.defined()) {
-    if (taps) conv2d_backward_weight_bf16_taps(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
+    if (conv2d_bf16_taps_applies(g)) conv2d_backward_weight_bf16_taps(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
     else backward_weight(g, ptr(dy), ptr(x), dw.data_ptr<BFloat16>());
   }
   if (dbias.defined()) {
