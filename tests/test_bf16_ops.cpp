@@ -92,7 +92,7 @@ std::vector<Case> cases() {
        conv3(Conv3dParams{.padding = {1, 2, 2}, .dilation = {2, 2, 2}, .groups = 2}, true)},
       {"conv3d depth stride 3 > kernel depth 1 (depths no tap reaches)", {{2, 3, 7, 4, 4}, {2, 3, 1, 3, 3}},
        conv3(Conv3dParams{.stride = {3, 1, 1}, .padding = {0, 1, 1}}, false)},
-      {"conv3d 8 channels on 20x20 planes (conv2d would take shifted planes: dot products)",
+      {"conv3d 8 channels on 20x20 planes (forward, grad input on float32 slices; grad weight dot products)",
        {{2, 8, 3, 20, 20}, {8, 8, 3, 3, 3}, {8}}, conv3(Conv3dParams{.padding = {1, 1, 1}}, true)},
       {"conv3d 24 -> 16 on 8x8 planes, 4 depths (items on the threads)", {{2, 24, 4, 8, 8}, {16, 24, 3, 3, 3}},
        conv3(Conv3dParams{.padding = {1, 1, 1}}, false)},
@@ -226,7 +226,7 @@ Tensor conv_input_grad(const Tensor& x, const Tensor& w, const Tensor& dy, const
 
 }  // namespace
 
-TEST_CASE("bfloat16 conv3d: dot products on planes of up to 256 outputs, Winograd in float32 on larger ones") {
+TEST_CASE("bfloat16 conv3d: dot products on planes of fewer than 16 Winograd tiles, Winograd in float32 on larger ones") {
   if (!cpu::cpu_has_avx512_bf16()) {
     MESSAGE("this CPU has no AVX512-BF16: every bfloat16 conv3d pass computes in float32; nothing to check");
     return;
@@ -236,8 +236,8 @@ TEST_CASE("bfloat16 conv3d: dot products on planes of up to 256 outputs, Winogra
     Shape x;
     bool forward_dot;  // forward and grad input on the dot products
   };
-  const Pass passes[] = {{"16 -> 16 on 16x16 planes", {1, 16, 3, 16, 16}, true},
-                         {"16 -> 16 on 20x20 planes (conv2d takes Winograd F(4x4) on the stacked slices)",
+  const Pass passes[] = {{"16 -> 16 on 12x12 planes (9 F(4x4) tiles)", {1, 16, 3, 12, 12}, true},
+                         {"16 -> 16 on 20x20 planes (25 F(4x4) tiles: ops/cpu/conv3d_winograd.h)",
                           {1, 16, 3, 20, 20}, false}};
   for (const Pass& p : passes) {
     INFO(p.name);

@@ -34,6 +34,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv3d_kernels.h"
+#include "minidl/ops/cpu/conv3d_winograd.h"
 #include "minidl/ops/cpu/float32_compute.h"
 
 namespace minidl {
@@ -161,22 +163,39 @@ Conv2dGeometry forward_slices(const Conv3dGeometry& g, int64_t chunk) {
 
 // Whether a bfloat16 pass runs conv2d's dot products (ops/cpu/bf16_kernels.h)
 // on bfloat16 slices rather than float32 ones: grad weight always; forward
-// and grad input where conv2d would not take Winograd on the stacked slices,
-// or on planes of at most kDotMaxPixels outputs, where Winograd's few tiles
-// per plane lose to the dot products. Zen 4, 2 threads, UNet3d's 3x3x3
-// convs at batch 2, Winograd float32 -> dot products, ms: forward 64->128 on
-// 4x8x8 2.60 -> 0.71, 128->128 5.53 -> 1.40, 128->64 on 8x16x16 6.11 ->
-// 5.39; but 32->16 on 32x64x64 25.1 -> 41.4, 64->32 on 16x32x32 10.6 ->
-// 12.2 (grad input alike); grad weight (against float32 shifted planes)
-// 120 -> 87 over all eleven shapes.
+// and grad input (where conv3d_winograd does not run) on planes of at most
+// kDotMaxPixels outputs. Zen 4, 2 threads, UNet3d's 3x3x3 convs at batch 2,
+// float32 slices -> dot products, ms: forward 64->128 on 4x8x8 2.60 -> 0.71,
+// 128->128 5.53 -> 1.40; grad input alike; but 64->32 on 16x32x32 10.6 ->
+// 12.2 and 1->16 on 32x64x64's grad input 3.8 -> 12.9; grad weight (against
+// float32 shifted planes) 120 -> 87 over all eleven shapes.
 constexpr int64_t kDotMaxPixels = 16 * 16;
 
 template <class E>
 bool dot_products(const Conv3dGeometry& g, Conv2dPass pass) {
   if (!std::is_same_v<E, BFloat16> || !cpu::bf16_dot_enabled()) return false;
-  if (pass == Conv2dPass::kWeight || g.hw.out_h * g.hw.out_w <= kDotMaxPixels) return true;
-  const Conv2dAlgo algo = conv2d_resolve_algo(forward_slices(g, g.hw.batch), pass);
-  return algo != Conv2dAlgo::kWinograd && algo != Conv2dAlgo::kWinograd4;
+  return pass == Conv2dPass::kWeight || g.hw.out_h * g.hw.out_w <= kDotMaxPixels;
+}
+
+// The Winograd tile (2, 4) of a pass that runs ops/cpu/conv3d_winograd.h
+// (each input plane transformed once, not once per stacked slice), 0 where
+// it does not: where conv2d would run Winograd on the stacked slices and a
+// plane has at least kWinogradMinTiles tiles (fewer make narrow GEMMs; the
+// stacked path puts several depths' tiles side by side).
+constexpr int64_t kWinogradMinTiles = 16;
+
+int winograd3d_tile(const Conv3dGeometry& g, Conv2dPass pass) {
+  const bool applies = pass == Conv2dPass::kInput ? conv3d_winograd_input_applies(g) : conv3d_winograd_applies(g);
+  if (!applies || std::getenv("MINIDL_CONV3D_STACKED")) return 0;
+  const int tile = [&] {
+    switch (conv2d_resolve_algo(forward_slices(g, g.hw.batch), pass)) {
+      case Conv2dAlgo::kWinograd: return 2;
+      case Conv2dAlgo::kWinograd4: return 4;
+      default: return 0;
+    }
+  }();
+  const int64_t tiles = ((g.hw.out_h + tile - 1) / std::max(tile, 1)) * ((g.hw.out_w + tile - 1) / std::max(tile, 1));
+  return tile > 0 && tiles >= kWinogradMinTiles ? tile : 0;
 }
 
 // The forward work items: (image, chunk of output depths).
@@ -213,11 +232,13 @@ void conv3d_forward_kernel(const Conv3dGeometry& g, const E* x, const E* w_store
   using T = acc_type_t<E>;
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, HW = g.hw.in_h * g.hw.in_w;
   const int64_t OHW = g.hw.out_h * g.hw.out_w;
+  if (const int tile = winograd3d_tile(g, Conv2dPass::kForward))
+    return conv3d_winograd_forward(g, x, w_stored, bias_stored, y, tile);
+  const bool dot = dot_products<E>(g, Conv2dPass::kForward);
   std::vector<T> w_buffer, bias_buffer;
   const T* w = as_compute<T>(w_stored, K * (C / g.hw.groups) * g.kernel_d * g.hw.kernel_h * g.hw.kernel_w, w_buffer);
   const T* bias = as_compute<T>(bias_stored, K, bias_buffer);
   const Items items(g, g.out_d, C * g.kernel_d * HW * static_cast<int64_t>(sizeof(T)));
-  const bool dot = dot_products<E>(g, Conv2dPass::kForward);
   run_items(g.hw.batch * items.per_image, false, [&](int64_t i) {
     const int64_t n = i / items.per_image, od0 = i % items.per_image * items.per_item;
     const int64_t chunk = std::min(items.per_item, g.out_d - od0);
@@ -248,6 +269,8 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const E* dy, const E*
   // Per phase p = (id + pd) mod sd: the depth taps that reach it, and w permuted to [k][j][c][tap2].
   std::vector<std::vector<int64_t>> phase_taps(static_cast<size_t>(sd));
   for (int64_t kd = 0; kd < kD; ++kd) phase_taps[static_cast<size_t>(kd * g.dilation_d % sd)].push_back(kd);
+  if (const int tile = winograd3d_tile(g, Conv2dPass::kInput))
+    return conv3d_winograd_backward_input(g, dy, w, dx, tile);
   const bool dot = dot_products<E>(g, Conv2dPass::kInput);
   std::vector<std::vector<T>> phase_w(static_cast<size_t>(sd));
   std::vector<std::vector<E>> phase_w_stored(static_cast<size_t>(sd));  // the dot products' (bfloat16)
