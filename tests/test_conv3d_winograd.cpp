@@ -42,39 +42,11 @@ Conv3dGeometry geometry(const Case& c) {
   return g;
 }
 
-// y = conv3d(x, w) + bias, directly, in double.
-std::vector<double> direct_forward(const Conv3dGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
-                                   const std::vector<double>& bias) {
+// f(y index, x index, w index) for every product of the direct conv3d sums.
+template <class F>
+void for_each_product(const Conv3dGeometry& g, F f) {
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, kD = g.kernel_d;
-  std::vector<double> y(static_cast<size_t>(g.hw.batch * K * g.out_d * g.hw.out_h * g.hw.out_w));
-  size_t o = 0;
-  for (int64_t n = 0; n < g.hw.batch; ++n)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t od = 0; od < g.out_d; ++od)
-        for (int64_t oh = 0; oh < g.hw.out_h; ++oh)
-          for (int64_t ow = 0; ow < g.hw.out_w; ++ow, ++o) {
-            double s = bias.empty() ? 0.0 : bias[static_cast<size_t>(k)];
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t kd = 0; kd < kD; ++kd)
-                for (int64_t a = 0; a < 3; ++a)
-                  for (int64_t b = 0; b < 3; ++b) {
-                    const int64_t id = od * g.stride_d - g.pad_d + kd * g.dilation_d;
-                    const int64_t ih = oh - g.hw.pad_h + a, iw = ow - g.hw.pad_w + b;
-                    if (id < 0 || id >= g.in_d || ih < 0 || ih >= g.hw.in_h || iw < 0 || iw >= g.hw.in_w) continue;
-                    s += w[static_cast<size_t>((((k * C + c) * kD + kd) * 3 + a) * 3 + b)] *
-                         x[static_cast<size_t>((((n * C + c) * g.in_d + id) * g.hw.in_h + ih) * g.hw.in_w + iw)];
-                  }
-            y[o] = s;
-          }
-  return y;
-}
-
-// dx of y = conv3d(x, w) given dy, directly (a scatter), in double.
-std::vector<double> direct_input_grad(const Conv3dGeometry& g, const std::vector<double>& dy,
-                                      const std::vector<double>& w) {
-  const int64_t C = g.hw.in_channels, K = g.hw.out_channels, kD = g.kernel_d;
-  std::vector<double> dx(static_cast<size_t>(g.hw.batch * C * g.in_d * g.hw.in_h * g.hw.in_w), 0.0);
-  size_t o = 0;
+  int64_t o = 0;
   for (int64_t n = 0; n < g.hw.batch; ++n)
     for (int64_t k = 0; k < K; ++k)
       for (int64_t od = 0; od < g.out_d; ++od)
@@ -87,9 +59,30 @@ std::vector<double> direct_input_grad(const Conv3dGeometry& g, const std::vector
                     const int64_t id = od * g.stride_d - g.pad_d + kd * g.dilation_d;
                     const int64_t ih = oh - g.hw.pad_h + a, iw = ow - g.hw.pad_w + b;
                     if (id < 0 || id >= g.in_d || ih < 0 || ih >= g.hw.in_h || iw < 0 || iw >= g.hw.in_w) continue;
-                    dx[static_cast<size_t>((((n * C + c) * g.in_d + id) * g.hw.in_h + ih) * g.hw.in_w + iw)] +=
-                        w[static_cast<size_t>((((k * C + c) * kD + kd) * 3 + a) * 3 + b)] * dy[o];
+                    f(o, (((n * C + c) * g.in_d + id) * g.hw.in_h + ih) * g.hw.in_w + iw,
+                      (((k * C + c) * kD + kd) * 3 + a) * 3 + b);
                   }
+}
+
+// y = conv3d(x, w) + bias, directly, in double.
+std::vector<double> direct_forward(const Conv3dGeometry& g, const std::vector<double>& x, const std::vector<double>& w,
+                                   const std::vector<double>& bias) {
+  const int64_t K = g.hw.out_channels, plane = g.out_d * g.hw.out_h * g.hw.out_w;
+  std::vector<double> y(static_cast<size_t>(g.hw.batch * K * plane));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = bias.empty() ? 0.0 : bias[i / static_cast<size_t>(plane) % K];
+  for_each_product(g, [&](int64_t yi, int64_t xi, int64_t wi) {
+    y[static_cast<size_t>(yi)] += w[static_cast<size_t>(wi)] * x[static_cast<size_t>(xi)];
+  });
+  return y;
+}
+
+// dx of y = conv3d(x, w) given dy, directly (a scatter), in double.
+std::vector<double> direct_input_grad(const Conv3dGeometry& g, const std::vector<double>& dy,
+                                      const std::vector<double>& w) {
+  std::vector<double> dx(static_cast<size_t>(g.hw.batch * g.hw.in_channels * g.in_d * g.hw.in_h * g.hw.in_w), 0.0);
+  for_each_product(g, [&](int64_t yi, int64_t xi, int64_t wi) {
+    dx[static_cast<size_t>(xi)] += w[static_cast<size_t>(wi)] * dy[static_cast<size_t>(yi)];
+  });
   return dx;
 }
 

@@ -70,9 +70,6 @@ using winograd::plane_stride;
 using winograd::row_scratch_size;
 using winograd::TileGrid;
 
-// K block over input channels: a packed panel (kKC x kNR) stays in L1/L2
-// while the row tiles of U pass over it.
-constexpr int64_t kKC = 256;
 // ---- the correlation -------------------------------------------------------------------------
 
 // y[n][k][i][j] = bias[k] + sum_{c,a,b} weight(gi, k, c, a, b) * x[n][c][i+a-pad][j+b-pad]
@@ -96,23 +93,17 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t gi = 0; gi < G; ++gi)
     for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
-      T* packed = packed_u + gi * u_size;
-      for (int64_t j = 0; j < Cg; ++j) {
-        T u[kPositions * kMR];
-        winograd::kernel_transform<F, kMR>(
+      for (int64_t j = 0; j < Cg; ++j)
+        winograd::pack_kernel_channel<F>(
             [&](int64_t r, int64_t a, int64_t b) { return weight(gi, tile * kMR + r, j, a, b); },
-            std::min(kMR, Kg - tile * kMR), u);
-        const int64_t k0 = j / kKC * kKC, kc = std::min(kKC, Cg - k0);
-        for (int64_t xi = 0; xi < kPositions; ++xi)
-          std::copy_n(u + xi * kMR, kMR, packed + (xi * Cg + k0) * m_pad + tile * kc * kMR + (j - k0) * kMR);
-      }
+            std::min(kMR, Kg - tile * kMR), j, Cg, tile, m_pad, packed_u + gi * u_size);
     }
 
   // Not a structured binding: clang 14 (the fuzz build) cannot capture those in lambdas.
   const std::pair<int64_t, int64_t> cols_chunks = chunking(grid.total, kPositions, Cg, Kg, NR, kLanes<T>, threads);
   const int64_t cols = cols_chunks.first, chunks = cols_chunks.second;
   // V's panels are whole (cols_pad columns, zeros past the tiles); M has cols.
-  const int64_t cols_pad = round_up(cols, NR), panels = cols_pad / NR;
+  const int64_t cols_pad = round_up(cols, NR);
   const int64_t v_stride = plane_stride<T>(Cg * cols_pad), m_stride = plane_stride<T>(Kg * cols);
   struct Scratch {
     T* v;  // [xi][K block][panel][kc][NR]
@@ -133,32 +124,13 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
       T* vt = thread_buffer<T>(Slot::kTransform, kPositions * ld);
       T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
 #pragma omp for schedule(static)
-      for (int64_t c = 0; c < Cg; ++c) {
-        winograd::input_transform_tiles<F>(grid, x + (gi * Cg + c) * HW, t0, count, vt, ld, rows);
-        const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, Cg - k0);
-        for (int64_t xi = 0; xi < kPositions; ++xi) {
-          T* dst = v + xi * v_stride + k0 * cols_pad + (c - k0) * NR;  // + panel * kc * NR
-          const T* src = vt + xi * ld;
-          for (int64_t p = 0; p * NR < count; ++p) {
-            const int64_t n = std::min(NR, count - p * NR);
-            std::copy_n(src + p * NR, n, dst + p * kc * NR);
-            std::fill(dst + p * kc * NR + n, dst + p * kc * NR + NR, T(0));  // the panel's unused columns
-          }
-        }
-      }
+      for (int64_t c = 0; c < Cg; ++c)
+        winograd::transform_into_panels<F>(grid, x + (gi * Cg + c) * HW, t0, count, c, Cg, cols_pad, v, v_stride, vt,
+                                           ld, rows);
     }
     // The GEMMs M_xi = U_xi V_xi.
-    const T* u = packed_u + gi * u_size;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t xi = 0; xi < kPositions; ++xi)
-      for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
-        const int64_t kc = std::min(kKC, Cg - k0);
-        for (int64_t p = 0; p < panels && p * NR < count; ++p)
-          for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
-            any_tile(kc, u + (xi * Cg + k0) * m_pad + tile * kc * kMR, v + xi * v_stride + k0 * cols_pad + p * kc * NR,
-                     mm + xi * m_stride + tile * kMR * cols + p * NR, cols, std::min(kMR, Kg - tile * kMR),
-                     std::min(NR, count - p * NR), k0 > 0);
-      }
+    winograd::position_gemms<F>(packed_u + gi * u_size, Cg, Kg, m_pad, v, v_stride, cols_pad, mm, m_stride, cols, count,
+                                false, parallel);
     if (Cg == 0) std::fill_n(mm, kPositions * m_stride, T(0));
     // Output transform: y = A^T M A + bias.
 #pragma omp parallel if (parallel)

@@ -277,6 +277,68 @@ void output_transform_tiles(const TileGrid& grid, const T* m, int64_t ld, T bias
   });
 }
 
+// ---- the GEMMs' operands (conv2d_winograd.cpp and conv3d_winograd.cpp) ----
+// M_xi = U_xi V_xi for each position xi: U (output x input channels) packed
+// as conv2d_gemm's left operand, V (input channels x tiles) in its right
+// operand's panels of kNR columns, the input channels in blocks of kKC.
+
+// K block over input channels: a packed panel (kKC x kNR) stays in L1/L2
+// while the row tiles of U pass over it.
+constexpr int64_t kKC = 256;
+
+// U of input channel c (of C) for row tile `tile` of the output channels
+// (kernel(r, a, b): tap (a, b) of its output channel r < rows), into
+// `packed`: block (xi, k0) at (xi * C + k0) * m_pad, row tile at + tile * kc * kMR.
+template <class F, class T, class Kernel>
+void pack_kernel_channel(Kernel kernel, int64_t rows, int64_t c, int64_t C, int64_t tile, int64_t m_pad, T* packed) {
+  constexpr int64_t MR = conv2d_gemm::kMR;
+  T u[F::kPositions * MR];
+  kernel_transform<F, MR>(kernel, rows, u);
+  const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, C - k0);
+  for (int64_t xi = 0; xi < F::kPositions; ++xi)
+    std::copy_n(u + xi * MR, MR, packed + (xi * C + k0) * m_pad + tile * kc * MR + (c - k0) * MR);
+}
+
+// V of input channel c (of C; `plane`: its plane in image 0) for tiles [t0,
+// t0 + count) into the panels at v: [xi, stride v_stride][K block][panel][kc][kNR],
+// zeros in a panel's columns past count. Scratch: vt (positions x ld, ld >=
+// count + kSlack) and rows (row_scratch_size).
+template <class F, class T, class Src>
+void transform_into_panels(const TileGrid& grid, const Src* plane, int64_t t0, int64_t count, int64_t c, int64_t C,
+                           int64_t cols_pad, T* v, int64_t v_stride, T* vt, int64_t ld, T* rows) {
+  constexpr int64_t NR = conv2d_gemm::kNR<T>;
+  input_transform_tiles<F>(grid, plane, t0, count, vt, ld, rows);
+  const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, C - k0);
+  for (int64_t xi = 0; xi < F::kPositions; ++xi) {
+    T* dst = v + xi * v_stride + k0 * cols_pad + (c - k0) * NR;  // + panel * kc * NR
+    const T* src = vt + xi * ld;
+    for (int64_t p = 0; p * NR < count; ++p) {
+      const int64_t n = std::min(NR, count - p * NR);
+      std::copy_n(src + p * NR, n, dst + p * kc * NR);
+      std::fill(dst + p * kc * NR + n, dst + p * kc * NR + NR, T(0));  // the panel's unused columns
+    }
+  }
+}
+
+// M_xi (+)= U_xi V_xi for every position, u and v as packed above (C input
+// channels, K output channels, m_pad rows), M at m: [xi, stride m_stride][k][ld_m],
+// its first `count` columns; `accumulate`: add to M. `parallel`: positions over the threads.
+template <class F, class T>
+void position_gemms(const T* u, int64_t C, int64_t K, int64_t m_pad, const T* v, int64_t v_stride, int64_t cols_pad,
+                    T* m, int64_t m_stride, int64_t ld_m, int64_t count, bool accumulate, bool parallel) {
+  constexpr int64_t NR = conv2d_gemm::kNR<T>, MR = conv2d_gemm::kMR;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t xi = 0; xi < F::kPositions; ++xi)
+    for (int64_t k0 = 0; k0 < C; k0 += kKC) {
+      const int64_t kc = std::min(kKC, C - k0);
+      for (int64_t p = 0; p < cols_pad / NR && p * NR < count; ++p)
+        for (int64_t tile = 0; tile < m_pad / MR; ++tile)
+          conv2d_gemm::any_tile(kc, u + (xi * C + k0) * m_pad + tile * kc * MR, v + xi * v_stride + k0 * cols_pad + p * kc * NR,
+                                m + xi * m_stride + tile * MR * ld_m + p * NR, ld_m, std::min(MR, K - tile * MR),
+                                std::min(NR, count - p * NR), accumulate || k0 > 0);
+    }
+}
+
 // Tiles per chunk: whole panels of nr, about kChunkValues values of the
 // two transformed operands (a and b values per tile and position), and a
 // whole number of chunks per thread. Returns {tiles per chunk, chunks}.

@@ -35,7 +35,6 @@ namespace minidl {
 
 namespace {
 
-using conv2d_gemm::any_tile;
 using conv2d_gemm::ceil_div;
 using conv2d_gemm::kMR;
 using conv2d_gemm::kNR;
@@ -47,8 +46,6 @@ using winograd::kSlack;
 using winograd::plane_stride;
 using winograd::row_scratch_size;
 using winograd::TileGrid;
-
-constexpr int64_t kKC = 256;  // K block over input channels, as conv2d_winograd.cpp
 
 std::atomic<int64_t> calls{0};
 
@@ -77,15 +74,10 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t kd = 0; kd < kD; ++kd)
     for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
-      for (int64_t c = 0; c < C; ++c) {
-        T u[kPositions * kMR];
-        winograd::kernel_transform<F, kMR>(
+      for (int64_t c = 0; c < C; ++c)
+        winograd::pack_kernel_channel<F>(
             [&](int64_t r, int64_t a, int64_t b) { return weight(tile * kMR + r, c, kd, a, b); },
-            std::min(kMR, K - tile * kMR), u);
-        const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, C - k0);
-        for (int64_t xi = 0; xi < kPositions; ++xi)
-          std::copy_n(u + xi * kMR, kMR, packed_u + kd * u_size + (xi * C + k0) * m_pad + tile * kc * kMR + (c - k0) * kMR);
-      }
+            std::min(kMR, K - tile * kMR), c, C, tile, m_pad, packed_u + kd * u_size);
     }
 
   // Tiles per chunk: about kChunkValues values of the ring (kD planes of C
@@ -94,7 +86,7 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
   const int64_t tile_chunks = ceil_div(grid.total, cols);
   const int64_t ranges = std::clamp<int64_t>(ceil_div(2 * threads, N * tile_chunks), 1, g.out_d);
   const int64_t per_range = ceil_div(g.out_d, ranges);
-  const int64_t cols_pad = round_up(cols, NR), panels = cols_pad / NR;
+  const int64_t cols_pad = round_up(cols, NR);
   const int64_t v_stride = plane_stride<T>(C * cols_pad), m_stride = plane_stride<T>(K * cols);
   const int64_t items = N * tile_chunks * ranges;
 
@@ -124,19 +116,9 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
       const int64_t ld = cols + kSlack<T>;
       T* vt = thread_buffer<T>(Slot::kTransform, kPositions * ld);
       T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
-      for (int64_t c = 0; c < C; ++c) {
-        winograd::input_transform_tiles<F>(grid, x + ((n * C + c) * g.in_d + id) * HW, t0, count, vt, ld, rows);
-        const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, C - k0);
-        for (int64_t xi = 0; xi < kPositions; ++xi) {
-          T* dst = v + xi * v_stride + k0 * cols_pad + (c - k0) * NR;  // + panel * kc * NR
-          const T* src = vt + xi * ld;
-          for (int64_t p = 0; p * NR < count; ++p) {
-            const int64_t cnt = std::min(NR, count - p * NR);
-            std::copy_n(src + p * NR, cnt, dst + p * kc * NR);
-            std::fill(dst + p * kc * NR + cnt, dst + p * kc * NR + NR, T(0));  // the panel's unused columns
-          }
-        }
-      }
+      for (int64_t c = 0; c < C; ++c)
+        winograd::transform_into_panels<F>(grid, x + ((n * C + c) * g.in_d + id) * HW, t0, count, c, C, cols_pad, v,
+                                           v_stride, vt, ld, rows);
       return v;
     };
     for (int64_t od = od0; od < od1; ++od) {
@@ -145,16 +127,8 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
         const int64_t id = input_depth(g, od, kd);
         if (id < 0 || id >= g.in_d) continue;
         const T* v = transformed(id, od);
-        const T* u = packed_u + kd * u_size;
-        for (int64_t xi = 0; xi < kPositions; ++xi)
-          for (int64_t k0 = 0; k0 < C; k0 += kKC) {
-            const int64_t kc = std::min(kKC, C - k0);
-            for (int64_t p = 0; p < panels && p * NR < count; ++p)
-              for (int64_t tile = 0; tile < m_pad / kMR; ++tile)
-                any_tile(kc, u + (xi * C + k0) * m_pad + tile * kc * kMR, v + xi * v_stride + k0 * cols_pad + p * kc * NR,
-                         m + xi * m_stride + tile * kMR * cols + p * NR, cols, std::min(kMR, K - tile * kMR),
-                         std::min(NR, count - p * NR), written || k0 > 0);
-          }
+        winograd::position_gemms<F>(packed_u + kd * u_size, C, K, m_pad, v, v_stride, cols_pad, m, m_stride, cols, count,
+                                    written, false);
         written = true;
       }
       if (!written || C == 0) std::fill_n(m, kPositions * m_stride, T(0));  // only padding depths: y = bias
