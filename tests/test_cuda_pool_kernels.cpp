@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "minidl/minidl.h"
+#include "minidl/ops/cuda/pool2d_kernels.h"
 #include "minidl/ops/cuda/pool_kernels.h"
 
 using namespace minidl;
 using namespace minidl::cuda_kernels::pool;
+namespace pool2d = minidl::cuda_kernels::pool2d;
 
 namespace {
 
@@ -71,6 +73,9 @@ std::vector<Case> cases() {
   add({.name = "max 3x3 s2 p1", .input = {2, 5, 9, 7}, .kernel = {1, 3, 3}, .stride = {1, 2, 2}, .padding = {0, 1, 1}});
   add({.name = "max 3x2 dilation 2 ceil", .input = {2, 3, 9, 8}, .kernel = {1, 3, 2}, .stride = {1, 1, 2},
        .padding = {0, 1, 1}, .dilation = {1, 2, 2}, .ceil_mode = true});
+  add({.name = "max 3x3 s1 p1 (each input in up to 9 windows)", .input = {2, 3, 7, 9}, .kernel = {1, 3, 3},
+       .padding = {0, 1, 1}});
+  add({.name = "max 2x2 s3 (inputs in no window)", .input = {1, 4, 8, 10}, .kernel = {1, 2, 2}, .stride = {1, 3, 3}});
   add({.name = "adaptive max 3x2", .input = {2, 4, 7, 5}, .adaptive = true, .adaptive_out = {1, 3, 2}});
   add({.name = "adaptive max 2x2 (disjoint)", .input = {2, 4, 6, 4}, .adaptive = true, .adaptive_out = {1, 2, 2}});
   add({.name = "avg 3x3 s1 p1", .input = {2, 5, 7, 6}, .kernel = {1, 3, 3}, .padding = {0, 1, 1}, .is_max = false});
@@ -99,6 +104,8 @@ void launch(int64_t n, const F& f) {
   for (int64_t i = 0; i < n; ++i) f(Offsets<1>{{i}});
 }
 
+int fast_cases = 0;  // cases the 32-bit 2-D kernels (ops/cuda/pool2d_kernels.h) took
+
 template <class T>
 void check_case(const Case& c, bool channels_last) {
   const MemoryFormat fmt = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
@@ -121,6 +128,16 @@ void check_case(const Case& c, bool channels_last) {
     CHECK(idx == memory<int64_t>(indices, fmt));
     launch(static_cast<int64_t>(gx.size()), MaxPoolBackward<T>{dym.data(), idx.data(), gx.data(), g});
     CHECK(gx == gx_ref);
+    if (const auto p = pool2d::fast_geometry(geometry)) {  // the 32-bit 2-D kernels the GPU takes here
+      std::vector<T> y2(y_ref.size()), gx2(gx_ref.size());
+      std::vector<int64_t> idx2(y_ref.size());
+      launch(static_cast<int64_t>(y2.size()), pool2d::MaxPool2dForward<T>{xm.data(), y2.data(), idx2.data(), *p});
+      CHECK(y2 == y_ref);
+      CHECK(idx2 == idx);
+      launch(static_cast<int64_t>(gx2.size()), pool2d::MaxPool2dBackward<T>{dym.data(), idx2.data(), gx2.data(), *p});
+      CHECK(gx2 == gx_ref);
+      ++fast_cases;
+    }
     if (windows_disjoint(g)) {  // the scatter the kernel takes then
       std::fill(gx.begin(), gx.end(), T(0));
       launch(static_cast<int64_t>(yk.size()), MaxPoolScatter<T>{dym.data(), idx.data(), gx.data(), g});
@@ -148,6 +165,7 @@ TEST_CASE("CUDA pooling functors over every index equal the CPU pooling, planar 
       check_case<float>(c, channels_last);
       check_case<double>(c, channels_last);
     }
+  CHECK(fast_cases >= 8);  // the 2-D window max pools, both layouts, both dtypes
 }
 
 TEST_CASE("the kernels' geometry: 32-bit dividers when indices fit, the channel step") {

@@ -1,5 +1,7 @@
 // CUDA kernels of 2-D and 3-D pooling (ops/pooling.h's kernel interface):
-// max and avg, window or adaptive, forward and backward. Forward is a thread
+// max and avg, window or adaptive, forward and backward (2-D window max
+// pools whose indices fit 31 bits: ops/cuda/pool2d_kernels.h, 32-bit
+// arithmetic, compiled, not yet run on a GPU). Forward is a thread
 // per output walking its window; backward is a thread per input element
 // gathering from the outputs whose window holds it (pool_math.h's
 // outputs_touching), so overlapping windows need no atomics and the sums run
@@ -22,6 +24,7 @@
 #include <algorithm>
 
 #include "minidl/ops/cuda/launch.cuh"
+#include "minidl/ops/cuda/pool2d_kernels.h"
 #include "minidl/ops/cuda/pool_kernels.h"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/pooling.h"
@@ -29,6 +32,8 @@
 namespace minidl {
 
 namespace {
+
+namespace pool2d = cuda_kernels::pool2d;
 
 using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
@@ -70,6 +75,13 @@ void max_pool_forward_cuda(const Tensor& x, const Tensor& y, const Tensor& indic
   MINIDL_CUDA_DISPATCH_FLOATING_AND_HALF(x.dtype(), "max_pool", [&] {
     const LaunchContext ctx(x.device());
     const int64_t n = g.planes * g.out_plane();
+    if (const std::optional<pool2d::Pool2d> p = pool2d::fast_geometry(g)) {
+      cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool"),
+                                       pool2d::MaxPool2dForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
+                                                                          indices.data_ptr<int64_t>(), *p},
+                                       "max_pool");
+      return;
+    }
     cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool"),
                                      MaxPoolForward<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
                                                               indices.data_ptr<int64_t>(), device_geometry(g)},
@@ -91,6 +103,14 @@ void max_pool_backward_cuda(const Tensor& grad_y, const Tensor& indices, const T
       return;
     }
     const int64_t n = g.planes * g.in_plane();
+    if (const std::optional<pool2d::Pool2d> p = pool2d::fast_geometry(g)) {
+      cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool_backward"),
+                                       pool2d::MaxPool2dBackward<scalar_t>{grad_y.data_ptr<scalar_t>(),
+                                                                           indices.data_ptr<int64_t>(),
+                                                                           grad_x.data_ptr<scalar_t>(), *p},
+                                       "max_pool_backward");
+      return;
+    }
     cuda_kernels::launch_elementwise(ctx, n, linear(n, "max_pool_backward"),
                                      MaxPoolBackward<scalar_t>{grad_y.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(),
                                                                grad_x.data_ptr<scalar_t>(), geometry},
