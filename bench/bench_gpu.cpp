@@ -170,11 +170,14 @@ void conv_suite(const Options& o) {
 void norm_suite(const Options& o) {
   const Shape s{128, 64, 32, 32};
   const std::string shape = dims(s);
-  const Tensor rm = zeros({64}).to(o.device), rv = ones({64}).to(o.device);
-  time_op(o, "batch_norm2d_train", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
-          [&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], true); });
-  time_op(o, "batch_norm2d_train_cl", shape, 0, {leaf(s, o, 1.0, true), leaf({64}, o), leaf({64}, o)},
-          [&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], true); });
+  // BatchNorm also at ResNet-18's batch-512 shapes (first and last stage), where its channels-last step trails.
+  for (const Shape& b : {s, Shape{512, 64, 32, 32}, Shape{512, 512, 4, 4}}) {
+    const Tensor brm = zeros({b[1]}).to(o.device), brv = ones({b[1]}).to(o.device);
+    for (bool cl : {false, true})
+      time_op(o, cl ? "batch_norm2d_train_cl" : "batch_norm2d_train", dims(b), 0,
+              {leaf(b, o, 1.0, cl), leaf({b[1]}, o), leaf({b[1]}, o)},
+              [&](const std::vector<Tensor>& v) { return batch_norm(v[0], brm, brv, v[1], v[2], true); });
+  }
   time_op(o, "group_norm32", shape, 0, {leaf(s, o), leaf({64}, o), leaf({64}, o)},
           [](const std::vector<Tensor>& v) { return group_norm(v[0], 32, v[1], v[2]); });
   time_op(o, "layer_norm_chw", shape, 0, {leaf(s, o), leaf({64, 32, 32}, o), leaf({64, 32, 32}, o)},

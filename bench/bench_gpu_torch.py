@@ -90,11 +90,13 @@ def conv_suite(a):
 def norm_suite(a):
     s = (128, 64, 32, 32)
     shape = "x".join(map(str, s))
-    rm, rv = torch.zeros(64, device=a.dev), torch.ones(64, device=a.dev)
-    time_op(a, "batch_norm2d_train", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
-            lambda v: F.batch_norm(v[0], rm, rv, v[1], v[2], True))
-    time_op(a, "batch_norm2d_train_cl", shape, 0, [leaf(s, a.dev, 1.0, True), leaf((64,), a.dev), leaf((64,), a.dev)],
-            lambda v: F.batch_norm(v[0], rm, rv, v[1], v[2], True))
+    # BatchNorm also at ResNet-18's batch-512 shapes (first and last stage), as bench_gpu.cpp.
+    for b in (s, (512, 64, 32, 32), (512, 512, 4, 4)):
+        brm, brv = torch.zeros(b[1], device=a.dev), torch.ones(b[1], device=a.dev)
+        for cl in (False, True):
+            time_op(a, "batch_norm2d_train_cl" if cl else "batch_norm2d_train", "x".join(map(str, b)), 0,
+                    [leaf(b, a.dev, 1.0, cl), leaf((b[1],), a.dev), leaf((b[1],), a.dev)],
+                    lambda v, brm=brm, brv=brv: F.batch_norm(v[0], brm, brv, v[1], v[2], True))
     time_op(a, "group_norm32", shape, 0, [leaf(s, a.dev), leaf((64,), a.dev), leaf((64,), a.dev)],
             lambda v: F.group_norm(v[0], 32, v[1], v[2]))
     time_op(a, "layer_norm_chw", shape, 0, [leaf(s, a.dev), leaf((64, 32, 32), a.dev), leaf((64, 32, 32), a.dev)],
