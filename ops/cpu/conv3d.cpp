@@ -19,6 +19,13 @@
 //
 // Grad weight: conv2d's grad weight of each chunk of forward slices, summed.
 //
+// Forward and grad input (depth stride 1) skip the stacking where conv2d
+// would run Winograd on the stacked slices and a plane has enough tiles:
+// ops/cpu/conv3d_winograd.h transforms each input plane once and sums the
+// depth taps in the transformed domain (the stacking transforms a plane once
+// per output depth reading it). MINIDL_CONV3D_STACKED=1 (read once) keeps
+// the stacked path, to compare.
+//
 // Threads: the work items are (image, chunk of depths); each thread runs
 // whole items, calling conv2d single-threaded, so a call forks and joins once.
 // (Per-item parallel regions inside conv2d plus parallel copies cost 3x on a
@@ -30,7 +37,9 @@
 // 16-bit tensors (BFloat16, Half) are read and written as they are: the
 // copies into the stacked slices widen them to float32, conv2d computes in
 // float32, the copies back round each output once (Float32Compute's bits
-// without its float32 copies of whole volumes).
+// without its float32 copies of whole volumes). bfloat16 on a CPU with
+// AVX512-BF16 runs some passes on conv2d's dot products instead, the slices
+// kept in bfloat16 (dot_products below).
 #include <omp.h>
 
 #include <algorithm>
@@ -185,8 +194,12 @@ bool dot_products(const Conv3dGeometry& g, Conv2dPass pass) {
 constexpr int64_t kWinogradMinTiles = 16;
 
 int winograd3d_tile(const Conv3dGeometry& g, Conv2dPass pass) {
+  static const bool stacked_only = [] {
+    const char* v = std::getenv("MINIDL_CONV3D_STACKED");
+    return v != nullptr && v[0] == '1';
+  }();
   const bool applies = pass == Conv2dPass::kInput ? conv3d_winograd_input_applies(g) : conv3d_winograd_applies(g);
-  if (!applies || std::getenv("MINIDL_CONV3D_STACKED")) return 0;
+  if (!applies || stacked_only) return 0;
   const int tile = [&] {
     switch (conv2d_resolve_algo(forward_slices(g, g.hw.batch), pass)) {
       case Conv2dAlgo::kWinograd: return 2;
@@ -266,11 +279,11 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const E* dy, const E*
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, Cg = C / g.hw.groups, kD = g.kernel_d;
   const int64_t HW = g.hw.in_h * g.hw.in_w, OHW = g.hw.out_h * g.hw.out_w, taps2 = g.hw.kernel_h * g.hw.kernel_w;
   const int64_t sd = g.stride_d;
+  if (const int tile = winograd3d_tile(g, Conv2dPass::kInput))
+    return conv3d_winograd_backward_input(g, dy, w, dx, tile);
   // Per phase p = (id + pd) mod sd: the depth taps that reach it, and w permuted to [k][j][c][tap2].
   std::vector<std::vector<int64_t>> phase_taps(static_cast<size_t>(sd));
   for (int64_t kd = 0; kd < kD; ++kd) phase_taps[static_cast<size_t>(kd * g.dilation_d % sd)].push_back(kd);
-  if (const int tile = winograd3d_tile(g, Conv2dPass::kInput))
-    return conv3d_winograd_backward_input(g, dy, w, dx, tile);
   const bool dot = dot_products<E>(g, Conv2dPass::kInput);
   std::vector<std::vector<T>> phase_w(static_cast<size_t>(sd));
   std::vector<std::vector<E>> phase_w_stored(static_cast<size_t>(sd));  // the dot products' (bfloat16)
