@@ -57,6 +57,8 @@ inline std::optional<Pool2d> fast_geometry(const PoolGeometry& g) {
   return p;
 }
 
+MINIDL_HOST_DEVICE inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
 // Memory index m of a (planes or samples, rows, cols[, step]) tensor: the
 // channel (0 when planar), the row, the column and the plane (the sample
 // when channels-last).
@@ -104,7 +106,6 @@ struct MaxPool2dForward {
     y[o] = cuda_math::from_opmath<T>(best);
     idx[o] = best_i;
   }
-  MINIDL_HOST_DEVICE static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 };
 
 // gx[e] = sum of gy[o] over the outputs o whose window may hold e (rows and
@@ -134,7 +135,6 @@ struct MaxPool2dBackward {
       }
     gx[e] = cuda_math::from_opmath<T>(acc);
   }
-  MINIDL_HOST_DEVICE static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 };
 
 }  // namespace minidl::cuda_kernels::pool2d
