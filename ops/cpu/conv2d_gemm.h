@@ -14,6 +14,7 @@
 namespace minidl::conv2d_gemm {
 
 using conv2d_simd::broadcast;
+using conv2d_simd::in_register;
 using conv2d_simd::kLanes;
 using conv2d_simd::load;
 using conv2d_simd::store;
@@ -117,7 +118,10 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
   if (accumulate) prefetch_tile<T, NV>(c, ldc);
   for (int64_t k = 0; k < kc; ++k, a += kMR, b += NR) {
     V x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = load(b + v * L);
+    for (int v = 0; v < NV; ++v) {
+      x[v] = load(b + v * L);
+      in_register(x[v]);
+    }
     for (int r = 0; r < kMR; ++r) {
       const V ar = broadcast(a[r]);
       for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
@@ -148,6 +152,7 @@ void micro_tile_strided(int64_t kc, const T* a, const T* const* src, const int64
 #pragma GCC unroll 3
     for (int v = 0; v < kNV; ++v) {
       x[v] = load(b[v]);
+      in_register(x[v]);
       b[v] += step[v];
     }
     for (int r = 0; r < kMR; ++r) {

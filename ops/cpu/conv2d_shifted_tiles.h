@@ -15,6 +15,7 @@ namespace minidl::conv2d_shifted {
 using conv2d_simd::kAccRegs;
 using conv2d_simd::kLanes;
 using conv2d_simd::broadcast;
+using conv2d_simd::in_register;
 using conv2d_simd::load;
 using conv2d_simd::store;
 using conv2d_simd::Vec;
@@ -40,7 +41,10 @@ void shifted_tile(const T* w, const T* in, int64_t plane, const int64_t* off, in
     for (int64_t t = 0; t < taps; ++t, w += R) {
       const T* src = in_j + off[t];
       V x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = load(src + v * L);
+      for (int v = 0; v < NV; ++v) {
+        x[v] = load(src + v * L);
+        in_register(x[v]);
+      }
       for (int r = 0; r < R; ++r) {
         const V wr = broadcast(w[r]);
         for (int v = 0; v < NV; ++v) acc[r][v] += wr * x[v];
@@ -81,7 +85,10 @@ void weight_grad_tile(const T* const* src, const T* dyt, int64_t ld_dyt, int64_t
     for (int v = 0; v < NV; ++v) acc[c][v] = V{};
   for (int64_t q = q0; q < q1; ++q) {
     V d[NV];
-    for (int v = 0; v < NV; ++v) d[v] = load(dyt + q * ld_dyt + v * L);
+    for (int v = 0; v < NV; ++v) {
+      d[v] = load(dyt + q * ld_dyt + v * L);
+      in_register(d[v]);
+    }
     for (int c = 0; c < NC; ++c) {
       const V s = broadcast(src[c][q]);
       for (int v = 0; v < NV; ++v) acc[c][v] += s * d[v];
