@@ -1,7 +1,7 @@
 // ops/cpu/packed_sgemm.h (the float32 GEMM behind matmul and linear) against
 // double loops: all four transpose cases, accumulate or overwrite, sizes
 // that cross its blocks (K blocks of 256, row blocks of 128, column blocks
-// of 2016, partial micro-tiles), row pitches wider than the rows, k = 0;
+// of at most 2016, partial micro-tiles), row pitches wider than the rows, k = 0;
 // and detail::gemm_parallel's split over threads gives bit-identical results.
 #include <doctest/doctest.h>
 #include <omp.h>
@@ -58,7 +58,7 @@ TEST_CASE("packed_sgemm matches double loops across its blocks") {
       check_case(ta, tb, 137, 61, 263, false);  // 2 K blocks, 2 row blocks, partial tiles and panels
       check_case(ta, tb, 9, 100, 5, true);
     }
-  check_case(false, true, 20, 2100, 40, true);  // 2 column blocks (2016 + 84)
+  check_case(false, true, 20, 2100, 40, true);  // 2 column blocks (1056 + 1044)
   check_case(false, false, 3, 4, 0, false);     // k = 0: C = 0
   check_case(true, false, 3, 4, 0, true);       // k = 0, accumulate: C unchanged
 }

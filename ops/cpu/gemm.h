@@ -78,11 +78,11 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     return;
   }
   // Split the longer side of C into `threads` blocks, rounded to whole
-  // micro-tiles (48 rows or columns: a multiple of Eigen's AVX-512 tiles
-  // and of packed_sgemm's).
+  // micro-tiles: packed_sgemm's rows (8: a multiple of kMR) or columns (kNR),
+  // 48 for Eigen's (double) AVX-512 tiles. (48 rows split 1024 as 528 + 496.)
   const bool split_rows = m >= n;
   const int64_t len = split_rows ? m : n;
-  const int64_t align = 48;
+  const int64_t align = !std::is_same_v<T, float> ? 48 : split_rows ? 8 : conv2d_gemm::kNR<float>;
   int64_t chunk = (len + threads - 1) / threads;
   chunk = std::min(len, (chunk + align - 1) / align * align);
   const int64_t blocks = (len + chunk - 1) / chunk;
