@@ -85,10 +85,9 @@ void weight_grad_tile(const T* const* src, const T* dyt, int64_t ld_dyt, int64_t
     for (int v = 0; v < NV; ++v) acc[c][v] = V{};
   for (int64_t q = q0; q < q1; ++q) {
     V d[NV];
-    for (int v = 0; v < NV; ++v) {
-      d[v] = load(dyt + q * ld_dyt + v * L);
-      in_register(d[v]);
-    }
+    // Not pinned by in_register, unlike the other tiles: here it made
+    // UNet3d's conv3d forward+backward 10% slower on a Zen 3 (AVX2).
+    for (int v = 0; v < NV; ++v) d[v] = load(dyt + q * ld_dyt + v * L);
     for (int c = 0; c < NC; ++c) {
       const V s = broadcast(src[c][q]);
       for (int v = 0; v < NV; ++v) acc[c][v] += s * d[v];
