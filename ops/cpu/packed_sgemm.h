@@ -30,23 +30,7 @@ inline void transpose_rows(const float* s, int64_t lds, float* d) {
     transpose8::block(s, lds, d, 8);
   } else {
     static_assert(conv2d_gemm::kMR == 4);
-    using transpose8::F8;
-    F8 r[4];
-    for (int i = 0; i < 4; ++i) std::memcpy(&r[i], s + i * lds, sizeof(F8));
-    // t: rows (0, 1) and (2, 3) interleaved; u[k]: columns k and k + 4 of the 4 rows.
-    const F8 t0 = __builtin_shufflevector(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
-    const F8 t1 = __builtin_shufflevector(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
-    const F8 t2 = __builtin_shufflevector(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
-    const F8 t3 = __builtin_shufflevector(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
-    const F8 u[4] = {__builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13),
-                     __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15),
-                     __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13),
-                     __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15)};
-    const F8 out[4] = {__builtin_shufflevector(u[0], u[1], 0, 1, 2, 3, 8, 9, 10, 11),
-                       __builtin_shufflevector(u[2], u[3], 0, 1, 2, 3, 8, 9, 10, 11),
-                       __builtin_shufflevector(u[0], u[1], 4, 5, 6, 7, 12, 13, 14, 15),
-                       __builtin_shufflevector(u[2], u[3], 4, 5, 6, 7, 12, 13, 14, 15)};
-    std::memcpy(d, out, sizeof out);
+    transpose8::block4(s, lds, d);
   }
 }
 

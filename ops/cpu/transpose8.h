@@ -11,21 +11,27 @@ namespace minidl::transpose8 {
 typedef float F8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
 
+// The first two shuffle stages of a transpose: the rows r[0..3] give u[k]
+// (k < 4) holding columns k and k + 4 of the four rows.
+inline void columns_of_four(const F8* r, F8* u) {
+  F8 t[4];  // rows (0, 1) and (2, 3) interleaved
+  for (int k = 0; k < 4; k += 2) {
+    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int h = 0; h < 2; ++h) {
+    u[2 * h] = __builtin_shufflevector(t[h], t[h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[2 * h + 1] = __builtin_shufflevector(t[h], t[h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+}
+
 // dst(k)[r] = r_[r][k]: the rows r_[0..7] stored as columns, column k at
 // dst(k) (8 floats).
 template <class Dst>
 inline void store_columns_at(const F8* r, Dst dst) {
-  F8 t[8], u[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  for (int k = 0; k < 8; k += 4)
-    for (int h = 0; h < 2; ++h) {
-      u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-  // u[k] (k < 4) holds columns k and k + 4 of rows 0-3, u[k + 4] of rows 4-7.
+  F8 u[8];  // u[k] (k < 4): columns k and k + 4 of rows 0-3, u[k + 4] of rows 4-7
+  columns_of_four(r, u);
+  columns_of_four(r + 4, u + 4);
   for (int k = 0; k < 4; ++k) {
     const F8 lo = __builtin_shufflevector(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
     const F8 hi = __builtin_shufflevector(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
@@ -59,6 +65,18 @@ inline void block(const float* s, int64_t lds, float* d, int64_t ldd) {
   F8 r[8];
   for (int k = 0; k < 8; ++k) r[k] = load_run<Step>(s + k * lds);
   store_columns(r, d, ldd);
+}
+
+// d[k * 4 + r] = s[r * lds + k] for r < 4, k < 8: 4 rows as 8 columns of 4.
+inline void block4(const float* s, int64_t lds, float* d) {
+  F8 r[4], u[4];
+  for (int k = 0; k < 4; ++k) std::memcpy(&r[k], s + k * lds, sizeof(F8));
+  columns_of_four(r, u);
+  const F8 out[4] = {__builtin_shufflevector(u[0], u[1], 0, 1, 2, 3, 8, 9, 10, 11),  // columns 0, 1
+                     __builtin_shufflevector(u[2], u[3], 0, 1, 2, 3, 8, 9, 10, 11),
+                     __builtin_shufflevector(u[0], u[1], 4, 5, 6, 7, 12, 13, 14, 15),  // columns 4, 5
+                     __builtin_shufflevector(u[2], u[3], 4, 5, 6, 7, 12, 13, 14, 15)};
+  std::memcpy(d, out, sizeof out);
 }
 
 // d[k * ldd + r] = s[r * lds + o[k]] (0 where o[k] < 0) for r, k < 8, where
