@@ -109,6 +109,37 @@ TEST_CASE("conv2d picks Winograd for 3x3 stride 1 with many channels, else by ma
   CHECK(conv2d_pick_algo(square(64, 64, 128, 32, 3, 2, 1)) == Conv2dAlgo::kShiftedPlanes);  // 16x16 out
 }
 
+TEST_CASE("conv2d kAuto: strided passes by output size and channels per ISA") {
+  auto resolve = [](const Conv2dGeometry& g, Conv2dPass pass) { return conv2d_resolve_algo(g, pass); };
+  const Conv2dGeometry small = square(64, 64, 128, 32, 3, 2, 1);  // 16x16 out, 43 pairs per channel
+  const Conv2dGeometry wide = square(16, 64, 128, 56, 3, 2, 1);   // 28x28 out
+  const Conv2dGeometry narrow = square(8, 16, 32, 128, 3, 2, 1);  // 64x64 out, 11 pairs
+  const Conv2dGeometry one_by_one = square(16, 64, 128, 56, 1, 2, 0);
+  // Grad weight: im2col everywhere; forward: im2col up to 16x16 outputs.
+  for (const Conv2dGeometry& g : {small, wide, narrow, one_by_one})
+    CHECK(resolve(g, Conv2dPass::kWeight) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(small, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(narrow, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(narrow, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(one_by_one, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+#if defined(__AVX512F__)
+  // AVX-512: larger strided outputs and every strided grad input keep the shifted planes.
+  CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+#else
+  // AVX2: im2col from 20 pairs per channel forward, from 32 for 3x3 grad input.
+  CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(square(16, 64, 64, 64, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);  // 32 pairs
+  CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 21 pairs
+  CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
+#endif
+}
+
 TEST_CASE("conv2d kAuto: grad weight under F(4x4) by its own rule") {
   // kAuto's grad weight is bit for bit the forced path's (1 thread): F(4x4)
   // from 32 pairs per channel, also on 4x4 maps where an AVX2 forward takes

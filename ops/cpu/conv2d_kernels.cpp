@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace minidl {
 
@@ -131,6 +132,13 @@ namespace {
 
 constexpr int64_t kShiftedMinPixels = 256;
 constexpr int64_t kStridedForwardIm2colPixels = 16 * 16;  // see resolve
+#if defined(__AVX512F__)
+constexpr double kStridedForwardIm2colPairs = std::numeric_limits<double>::infinity();
+constexpr double kStridedInputIm2colPairs = std::numeric_limits<double>::infinity();
+#else
+constexpr double kStridedForwardIm2colPairs = 20;  // see resolve
+constexpr double kStridedInputIm2colPairs = 32;
+#endif
 constexpr double kWinogradMinPairsPerChannel = 32;
 constexpr double kWinograd4MinPairsPerChannel = 10;
 constexpr int64_t kWinogradMinTiles = 16;
@@ -187,7 +195,17 @@ Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
 // 22.3 against 25.6; 1x1 stride 2 1.9 against 3.3, AVX2 2.9 against 4.7).
 // Larger outputs keep the rule (3x3 stride 2 from 40x40: 10.8 against 10.3),
 // and strided grad input keeps the shifted planes (15.5 against 18.9 ms
-// at 32x32, where the im2col path's col2im scatters).
+// at 32x32, where the im2col path's col2im scatters). Not so with AVX2: on
+// a Zen 3 (x86-64-v3, 2 threads, least of 4 rounds, ms im2col / shifted)
+// the im2col GEMM wins strided forwards of every output size from
+// kStridedForwardIm2colPairs (20) pairs per channel (16 x 64 -> 128 at 56x56,
+// 3x3 stride 2: 12.2-14.7 / 18.2-22.5; 1x1: 1.6-1.8 / 2.7-4.2; 16 x 128 ->
+// 256: 51.5 / 72.3; 8 x 32 -> 64 at 128x128: 11.3 / 13.8) but not below
+// (8 x 16 -> 32 at 128x128: 5.3-5.6 / 3.3-4.9; 32 -> 32: 8.5 / 7.1), and
+// the 3x3 (not 1x1) strided grad inputs from kStridedInputIm2colPairs (32):
+// 64 x 64 -> 128 at 32x32 20.8-28.5 / 26.2-36.3, 16 x 48 -> 96 at 64x64
+// 14.2 / 21.4, 16 x 128 -> 256 at 56x56 51.1 / 82.6; below, the shifted
+// planes (8 x 32 -> 64 at 128x128: 15.1 / 13.7).
 Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dAlgo algo) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
@@ -196,9 +214,14 @@ Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dA
     algo = pairs_per_channel(g) < kWinogradMinPairsPerChannel ? pick_direct(g)
            : winograd4_fewer_products(g) && backends::cpu::conv_allow_winograd4() ? Conv2dAlgo::kWinograd4
                                                                : pick_winograd2(g, true);
-  if (algo == Conv2dAlgo::kShiftedPlanes && strided &&
-      (pass == Conv2dPass::kWeight || (pass == Conv2dPass::kForward && g.out_h * g.out_w <= kStridedForwardIm2colPixels)))
-    algo = Conv2dAlgo::kIm2colGemm;
+  if (algo == Conv2dAlgo::kShiftedPlanes && strided) {
+    const double pairs = pairs_per_channel(g);
+    const bool forward_im2col = g.out_h * g.out_w <= kStridedForwardIm2colPixels || pairs >= kStridedForwardIm2colPairs;
+    const bool input_im2col = g.kernel_h * g.kernel_w > 1 && pairs >= kStridedInputIm2colPairs;
+    if (pass == Conv2dPass::kWeight || (pass == Conv2dPass::kForward && forward_im2col) ||
+        (pass == Conv2dPass::kInput && input_im2col))
+      algo = Conv2dAlgo::kIm2colGemm;
+  }
   return algo;
 }
 
