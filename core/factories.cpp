@@ -42,33 +42,40 @@ void check_shape(const Shape& shape, const char* op, DType dtype = kUInt8) {
                ": Storage size calculation overflowed with sizes=", shape_str(shape));
 }
 
+// A new tensor of `shape` laid out by `strides`, which the caller made dense
+// (storage for numel elements); shape checked.
+Tensor allocate(const Shape& shape, Shape strides, const TensorOptions& options) {
+  MINIDL_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: only CPU tensors can be pinned, got ",
+               options.device_.str());
+  const auto nbytes = static_cast<size_t>(*checked_nbytes(shape, element_size(options.dtype_)));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = std::move(strides);
+  impl->dtype = options.dtype_;
+  Allocator* pinned = options.pinned_memory_ ? pinned_host_allocator() : nullptr;
+  impl->storage = pinned ? std::make_shared<Storage>(nbytes, options.device_, pinned)
+                         : std::make_shared<Storage>(nbytes, options.device_);
+  Tensor t(std::move(impl));
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
 }  // namespace
 
 // The size is checked before its strides are computed (they would overflow first).
 Tensor empty(const Shape& shape, TensorOptions options) {
   check_shape(shape, "empty", options.dtype_);
-  return empty_strided(shape, contiguous_strides(shape), options);
+  return allocate(shape, contiguous_strides(shape), options);
 }
 
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions options) {
   check_shape(shape, "empty", options.dtype_);
   MINIDL_CHECK(strides.size() == shape.size(), "empty_strided: expected ", shape.size(), " strides for size ",
                shape_str(shape), ", got ", strides.size());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->dtype = options.dtype_;
-  const auto nbytes = static_cast<size_t>(*checked_nbytes(shape, element_size(options.dtype_)));
-  MINIDL_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: only CPU tensors can be pinned, got ",
-               options.device_.str());
-  Allocator* pinned = options.pinned_memory_ ? pinned_host_allocator() : nullptr;
-  impl->storage = pinned ? std::make_shared<Storage>(nbytes, options.device_, pinned)
-                         : std::make_shared<Storage>(nbytes, options.device_);
-  Tensor t(std::move(impl));
+  Tensor t = allocate(shape, strides, options);
   // The storage holds numel elements: anything but a dense layout would read past it or alias.
   MINIDL_CHECK(dense_dim_order(t).has_value(), "empty_strided: strides ", shape_str(strides), " for size ",
                shape_str(shape), " are not a dense layout (minidl allocates only permutations of a contiguous one)");
-  if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
 
@@ -77,7 +84,7 @@ Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat fmt) {
                "empty_like");
   if (fmt == MemoryFormat::Contiguous) return empty(shape, options);
   check_shape(shape, "empty", options.dtype_);
-  return empty_strided(shape, channels_last_strides(shape), options);
+  return allocate(shape, channels_last_strides(shape), options);
 }
 
 Tensor empty_like(const Tensor& t, MemoryFormat fmt) {

@@ -72,6 +72,10 @@ void check_scalar_operand(const Tensor& x, double value, const char* op) {
 Tensor binary_scalar_forward(BinaryOp op, const Tensor& a, double s, bool scalar_first, const char* name) {
   check_scalar_operand(a, s, name);
   Tensor out = empty(a.shape(), a.options(), a.suggest_memory_format());  // channels-last stays so
+  if (out.is_contiguous()) {  // the common case, without in_memory_order's copies of the handles
+    binary_scalar_stub(a.device())(op, out, a, s, scalar_first);
+    return out;
+  }
   const std::vector<Tensor> v = in_memory_order(out, {a});
   binary_scalar_stub(a.device())(op, v[0], v[1], s, scalar_first);
   return out;
@@ -94,6 +98,10 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   check_scalar_fits(a.dtype(), alpha, name);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, a.options(), result_format(shape, {a, b}));  // channels-last stays so
+  if (out.is_contiguous()) {  // the common case, without in_memory_order's copies of the handles
+    binary_stub(a.device())(op, alpha, out, broadcast_view(a, shape), broadcast_view(b, shape));
+    return out;
+  }
   const std::vector<Tensor> v = in_memory_order(out, {broadcast_view(a, shape), broadcast_view(b, shape)});
   binary_stub(a.device())(op, alpha, v[0], v[1], v[2]);
   return out;

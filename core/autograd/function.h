@@ -75,11 +75,15 @@ template <class T>
 class CppNode final : public Node {
  public:
   variable_list apply(variable_list&& grads) override;
-  std::string name() const override {
-    if constexpr (requires { T::kName; })
-      return std::string(T::kName) + "Backward";  // a template Function names itself
-    else
-      return demangled_name(typeid(T)) + "Backward";
+  std::string name() const override { return static_name(); }
+  static const std::string& static_name() {  // built once per Function type, not per call
+    if constexpr (requires { T::kName; }) {
+      static const std::string name = std::string(T::kName) + "Backward";  // a template Function names itself
+      return name;
+    } else {
+      static const std::string name = demangled_name(typeid(T)) + "Backward";
+      return name;
+    }
   }
   void release_saved() override { ctx.release_saved(); }
 
@@ -123,6 +127,7 @@ struct Function {
   static auto apply(Args&&... args) {
     variable_list inputs;
     std::vector<bool> is_tensor;
+    inputs.reserve(sizeof...(Args));  // one slot per argument, more for tensor lists
     (detail::collect(inputs, is_tensor, args), ...);
 
     std::vector<bool> needs_grad(inputs.size(), false);
@@ -135,9 +140,9 @@ struct Function {
     }
 
     auto node = std::make_shared<CppNode<T>>();
-    node->ctx.set_needs_input_grad(needs_grad);
-    node->ctx.set_node_name(node->name());
-    node->is_tensor_input = is_tensor;
+    node->ctx.set_needs_input_grad(std::move(needs_grad));
+    node->ctx.set_node_name(CppNode<T>::static_name());
+    node->is_tensor_input = std::move(is_tensor);
 
     using Result = decltype(T::forward(&node->ctx, std::forward<Args>(args)...));
     static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, variable_list>,

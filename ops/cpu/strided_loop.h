@@ -14,12 +14,32 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <utility>
 
 #include "minidl/core/shape.h"
 #include "minidl/core/tensor.h"
 
 namespace minidl {
+
+namespace detail {
+
+// One row of n elements at steps `step`, from offset 0; split into chunks on
+// the threads from min_parallel_numel elements.
+template <size_t N, class RowFn>
+void run_long_row(int64_t n, const std::array<int64_t, N>& step, RowFn& row, int64_t min_parallel_numel) {
+  if (n < min_parallel_numel) return row(std::array<int64_t, N>{}, n, step);
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::array<int64_t, N> off;
+    for (size_t k = 0; k < N; ++k) off[k] = c * kChunk * step[k];
+    row(off, std::min(kChunk, n - c * kChunk), step);
+  }
+}
+
+}  // namespace detail
 
 // The dims of `shape` with size-1 dims dropped and neighbours merged where
 // every operand is contiguous across them (innermost last); `empty` when a
@@ -31,8 +51,11 @@ struct MergedDims {
   bool empty = false;
 };
 
+// One operand's strides, read where they lie (no copy).
+using StridesRef = std::span<const int64_t>;
+
 template <size_t N>
-MergedDims<N> merge_dims(const Shape& shape, const std::array<Shape, N>& strides) {
+MergedDims<N> merge_dims(const Shape& shape, const std::array<StridesRef, N>& strides) {
   MergedDims<N> m;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
@@ -53,17 +76,35 @@ MergedDims<N> merge_dims(const Shape& shape, const std::array<Shape, N>& strides
   return m;
 }
 
+// 1 if `strides` walk `shape` contiguously, 0 if they broadcast one element
+// over it, else -1 (size-1 dims say nothing). Where every operand is 1 or 0,
+// merge_dims would give one row of these steps: for_each_row takes it
+// without merge_dims' allocations (most of the cost of an op on a small tensor).
+inline int64_t flat_step(const Shape& shape, StridesRef strides) {
+  bool contiguous = true, broadcast = true;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    contiguous = contiguous && strides[d] == expected;
+    broadcast = broadcast && strides[d] == 0;
+    expected *= shape[d];
+  }
+  return contiguous ? 1 : broadcast ? 0 : -1;
+}
+
 template <size_t N, class RowFn>
-void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, RowFn&& row,
+void for_each_row(const Shape& shape, const std::array<StridesRef, N>& strides, RowFn&& row,
                   int64_t min_parallel_numel = 32768) {
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  if (numel == 0) return;
+  std::array<int64_t, N> flat;
+  bool all_flat = true;
+  for (size_t k = 0; k < N; ++k) all_flat = all_flat && (flat[k] = flat_step(shape, strides[k])) >= 0;
+  if (all_flat) return detail::run_long_row<N>(numel, flat, row, min_parallel_numel);
   MergedDims<N> m = merge_dims(shape, strides);
-  if (m.empty) return;
   Shape& dims = m.dims;
   std::array<Shape, N>& st = m.strides;
-  if (dims.empty()) {  // a single element
-    dims.push_back(1);
-    for (size_t k = 0; k < N; ++k) st[k].push_back(1);
-  }
   const int64_t ndim = static_cast<int64_t>(dims.size());
   const int64_t inner = dims.back();
   std::array<int64_t, N> inner_step;
@@ -81,15 +122,8 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, RowFn
     }
     row(off, inner, inner_step);
   };
-  if (outer == 1 && inner >= min_parallel_numel) {  // one long row: split it
-    constexpr int64_t kChunk = 16384;
-    const int64_t chunks = (inner + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      std::array<int64_t, N> off;
-      for (size_t k = 0; k < N; ++k) off[k] = c * kChunk * inner_step[k];
-      row(off, std::min(kChunk, inner - c * kChunk), inner_step);
-    }
+  if (outer == 1) {
+    detail::run_long_row<N>(inner, inner_step, row, min_parallel_numel);
   } else if (outer > 1 && outer * inner >= min_parallel_numel) {
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < outer; ++o) run_row(o);
