@@ -87,7 +87,7 @@ Tensor to_layout_of(const Tensor& t, const Tensor& like) {
   return out;
 }
 
-MemoryFormat result_format(const Shape& shape, const std::vector<Tensor>& inputs) {
+MemoryFormat result_format(const Shape& shape, std::initializer_list<Tensor> inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.shape() == shape && t.suggest_memory_format() == MemoryFormat::ChannelsLast)
       return MemoryFormat::ChannelsLast;

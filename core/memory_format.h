@@ -14,6 +14,7 @@
 // any strides and returns contiguous results, as before.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -64,7 +65,7 @@ Tensor to_layout_of(const Tensor& t, const Tensor& like);
 
 // The layout of an elementwise result of `shape`: ChannelsLast when one of
 // `inputs` of that shape suggests it (the first such wins), else Contiguous.
-MemoryFormat result_format(const Shape& shape, const std::vector<Tensor>& inputs);
+MemoryFormat result_format(const Shape& shape, std::initializer_list<Tensor> inputs);
 
 // For kernels that walk their output in order: views of `out` and of each
 // operand (same shape as out, any strides) with the dims permuted into out's

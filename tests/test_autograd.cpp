@@ -219,3 +219,34 @@ TEST_CASE("in-place on a leaf that requires grad is refused under grad mode") {
   CHECK(a.item() == 2.0);
   CHECK(a.version() == 1);
 }
+
+TEST_CASE("saved_data: a map by name (insert, overwrite, at, contains)") {
+  autograd::SavedData d;
+  CHECK(d.empty());
+  d["scale"] = 2.5;
+  d["shape"] = Shape{2, 3};
+  for (int i = 0; i < 6; ++i) d["k" + std::to_string(i)] = i;  // past the first reservation
+  d["scale"] = 4.0;                                             // overwrites, no second entry
+  CHECK(d.size() == 8);
+  CHECK(d.at("scale").to_double() == 4.0);
+  CHECK(d["shape"].to_int_list() == Shape{2, 3});
+  CHECK(d.at("k5").to_int() == 5);
+  CHECK(d.contains("k0"));
+  CHECK_FALSE(d.contains("missing"));
+  CHECK_THROWS_CONTAINS((void)d.at("missing"), "saved_data: no value saved under \"missing\"");
+  CHECK(d.size() == 8);  // at() and contains() insert nothing
+  CHECK(d["missing"].is_none());  // operator[] does, as std::map's
+  CHECK(d.size() == 9);
+}
+
+TEST_CASE("a Function records nothing when no input needs grad, and names its node once") {
+  Tensor x = tensor({1.0, 2.0}, {}, kFloat64);
+  Tensor y = ScaleShift::apply(x, 3.0, x);
+  CHECK_FALSE(y.requires_grad());
+  CHECK(y.grad_fn() == nullptr);
+  CHECK(y.to_vector<double>() == std::vector<double>{4.0, 8.0});
+  Tensor a = leaf({1.0}), b = leaf({2.0});
+  CHECK((a + b).grad_fn()->name() == "AddBackward");
+  CHECK((a - b).grad_fn()->name() == "SubBackward");
+  CHECK(ScaleShift::apply(a, 2.0, b).grad_fn()->name() == "ScaleShiftBackward");
+}

@@ -23,7 +23,6 @@
 
 #include <cstddef>
 #include <cxxabi.h>
-#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -42,7 +41,7 @@ class AutogradContext {
   // against in-place modification when read back.
   void save_for_backward(const variable_list& tensors);
   variable_list get_saved_variables() const;
-  std::map<std::string, IValue> saved_data;  // non-tensor state
+  SavedData saved_data;  // non-tensor state
 
   bool needs_input_grad(size_t index) const;  // by forward-argument slot
   void mark_non_differentiable(const variable_list& outputs);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -50,6 +52,36 @@ class IValue {
   std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>,
                std::vector<double>, Tensor>
       v_;
+};
+
+// ctx->saved_data: an op's non-tensor state by name, used as a std::map
+// (saved_data["k"] = v; saved_data["k"].to_int(); at("k")). A flat list: a
+// node holds a few entries, and a std::map allocated a tree node for each on
+// every op call. References from operator[] last until the next insertion.
+class SavedData {
+ public:
+  IValue& operator[](std::string_view key) {
+    if (IValue* v = find(key)) return *v;
+    if (entries_.empty()) entries_.reserve(4);
+    return entries_.emplace_back(std::string(key), IValue()).second;
+  }
+  const IValue& at(std::string_view key) const {
+    const IValue* v = const_cast<SavedData*>(this)->find(key);
+    MINIDL_CHECK(v != nullptr, "saved_data: no value saved under \"", key, "\"");
+    return *v;
+  }
+  bool contains(std::string_view key) const { return const_cast<SavedData*>(this)->find(key) != nullptr; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void clear() { entries_.clear(); }
+
+ private:
+  IValue* find(std::string_view key) {
+    for (auto& [k, v] : entries_)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  std::vector<std::pair<std::string, IValue>> entries_;
 };
 
 }  // namespace minidl::autograd
