@@ -24,23 +24,9 @@
 
 using namespace minidl;
 using namespace minidl::cuda_math;
+using minidl::testing::element_offset;
 using minidl::testing::two_pass;
 using minidl::testing::TwoPass;
-
-namespace {
-
-// Offsets of the element with linear index i (row-major over shape), by
-// unravelling against the uncollapsed strides.
-int64_t brute_offset(const Shape& shape, const Shape& strides, int64_t i) {
-  int64_t off = 0;
-  for (size_t d = shape.size(); d-- > 0;) {
-    off += (i % shape[d]) * strides[d];
-    i /= shape[d];
-  }
-  return off;
-}
-
-}  // namespace
 
 TEST_CASE("OffsetCalculator matches brute-force unravelling for views and broadcasts") {
   std::mt19937 rng(7);
@@ -64,9 +50,9 @@ TEST_CASE("OffsetCalculator matches brute-force unravelling for views and broadc
     for (int64_t i = 0; i < n; ++i) {
       for (const OffsetCalculator<3>* c : {&calc, &slow}) {
         const Offsets<3> o = c->get(i);
-        CHECK(o.v[0] == brute_offset(shape, s0, i));
-        CHECK(o.v[1] == brute_offset(shape, s1, i));
-        CHECK(o.v[2] == brute_offset(shape, s2, i));
+        CHECK(o.v[0] == element_offset(shape, s0, i));
+        CHECK(o.v[1] == element_offset(shape, s1, i));
+        CHECK(o.v[2] == element_offset(shape, s2, i));
       }
     }
   }

@@ -16,16 +16,6 @@ using namespace minidl;
 
 namespace {
 
-// Offsets of element i (row-major index into shape) under strides.
-int64_t offset_of(const Shape& shape, const Shape& strides, int64_t i) {
-  int64_t off = 0;
-  for (size_t d = shape.size(); d-- > 0;) {
-    off += (i % shape[d]) * strides[d];
-    i /= shape[d];
-  }
-  return off;
-}
-
 // Runs for_each_row<2> serially or on threads and checks that the (out, in)
 // offset pairs it visits are exactly those of the shape's elements, each
 // once; returns the number of rows it used.
@@ -33,7 +23,7 @@ int64_t check_rows(const Shape& shape, const Shape& out_strides, const Shape& in
   std::map<std::pair<int64_t, int64_t>, int> expected, seen;
   int64_t numel = 1;
   for (int64_t n : shape) numel *= n;
-  for (int64_t i = 0; i < numel; ++i) ++expected[{offset_of(shape, out_strides, i), offset_of(shape, in_strides, i)}];
+  for (int64_t i = 0; i < numel; ++i) ++expected[{testing::element_offset(shape, out_strides, i), testing::element_offset(shape, in_strides, i)}];
   std::vector<std::vector<std::pair<int64_t, int64_t>>> rows;
   for_each_row<2>(
       shape, {out_strides, in_strides},

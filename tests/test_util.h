@@ -14,6 +14,17 @@
 
 namespace minidl::testing {
 
+// The offset of the element with row-major index i of `shape` under
+// `strides`, by unravelling i: the reference for the strided loops.
+inline int64_t element_offset(const Shape& shape, const Shape& strides, int64_t i) {
+  int64_t off = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
 // Checks backward against central differences. `inputs` are float64 leaves
 // (those with requires_grad are checked). The scalar checked is
 // L = sum(f(inputs) * probe) for a fixed random probe, so every output element
