@@ -116,7 +116,8 @@ inline std::string run_ranks(int world, const std::function<void(int rank, int w
                              std::chrono::seconds deadline = std::chrono::seconds(120), bool init = true,
                              dist::Milliseconds collective_timeout = dist::Milliseconds(60000),
                              const std::string& backend = "gloo") {
-  const std::string rdzv = "file://" + fresh_rendezvous_path();
+  const std::string rdzv_path = fresh_rendezvous_path();
+  const std::string rdzv = "file://" + rdzv_path;
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -168,6 +169,9 @@ inline std::string run_ranks(int world, const std::function<void(int rank, int w
     }
     if (remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  // The last rank to close the store deletes the file; a rank that failed or
+  // was killed never closes it, so the file would outlive the test.
+  std::remove(rdzv_path.c_str());
   return failures;
 }
 
