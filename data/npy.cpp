@@ -12,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "minidl/core/atomic_file.h"
 #include "minidl/core/check.h"
+#include "minidl/core/shape.h"
 
 namespace minidl::data {
 
@@ -66,7 +68,8 @@ std::string escaped(const uint8_t* p, size_t n) {
   return s;
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+// A shape as NumPy writes it: "(2, 3)", "(5,)", "()".
+std::string tuple_str(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) s += ",";
@@ -226,11 +229,7 @@ uint64_t le(const uint8_t* p, int bytes) {
 const char* npy_descr(NpyDType dtype) { return info(dtype).descr; }
 size_t npy_itemsize(NpyDType dtype) { return info(dtype).itemsize; }
 
-int64_t NpyArray::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t NpyArray::numel() const { return numel_of(shape); }
 
 namespace {
 
@@ -259,13 +258,14 @@ size_t parse_header(const uint8_t* b, size_t size, const std::string& name, NpyA
 
   HeaderParser(b, header_start, data_start, name).parse(out);
 
-  const size_t item = npy_itemsize(out.dtype);
-  uint64_t need = item;
-  for (int64_t d : out.shape)
-    if (__builtin_mul_overflow(need, static_cast<uint64_t>(d), &need))
-      fail(header_start, "the shape ", shape_str(out.shape), " is too large");
+  // The running product in int64, as a Tensor counts it: (2^62, 4, 0) holds
+  // no element but is refused (numel() and the tensor made from it would
+  // overflow on the way to the 0).
+  const std::optional<int64_t> nbytes = checked_nbytes(out.shape, npy_itemsize(out.dtype));
+  if (!nbytes) fail(header_start, "the shape ", tuple_str(out.shape), " is too large (its size overflows int64)");
+  const uint64_t need = static_cast<uint64_t>(*nbytes);
   const uint64_t have = size - data_start;
-  const std::string what = std::string("shape ") + shape_str(out.shape) + " of '" + npy_descr(out.dtype) + "'";
+  const std::string what = std::string("shape ") + tuple_str(out.shape) + " of '" + npy_descr(out.dtype) + "'";
   if (have < need)
     fail(size, "truncated file: the ", what, " needs ", need, " data bytes from byte ", data_start,
          ", but the file ends at byte ", size, " (", have, " data bytes)");
@@ -314,14 +314,16 @@ NpyArray load_npy(const std::string& path) {
 }
 
 std::string format_npy(const NpyArray& array) {
-  for (int64_t d : array.shape) MINIDL_CHECK(d >= 0, "save_npy: negative dimension in shape ", shape_str(array.shape));
-  const size_t need = static_cast<size_t>(array.numel()) * npy_itemsize(array.dtype);
-  MINIDL_CHECK(array.data.size() == need, "save_npy: the ", shape_str(array.shape), " '", npy_descr(array.dtype),
+  for (int64_t d : array.shape) MINIDL_CHECK(d >= 0, "save_npy: negative dimension in shape ", tuple_str(array.shape));
+  const std::optional<int64_t> nbytes = checked_nbytes(array.shape, npy_itemsize(array.dtype));
+  MINIDL_CHECK(nbytes.has_value(), "save_npy: the shape ", tuple_str(array.shape), " is too large (its size overflows int64)");
+  const size_t need = static_cast<size_t>(*nbytes);
+  MINIDL_CHECK(array.data.size() == need, "save_npy: the ", tuple_str(array.shape), " '", npy_descr(array.dtype),
                "' array needs ", need, " data bytes, got ", array.data.size());
   // np.save's layout: dict keys sorted, the header padded with spaces so the
   // data starts 64-byte aligned, a final '\n'.
   std::string dict = std::string("{'descr': '") + npy_descr(array.dtype) +
-                     "', 'fortran_order': False, 'shape': " + shape_str(array.shape) + ", }";
+                     "', 'fortran_order': False, 'shape': " + tuple_str(array.shape) + ", }";
   int major = 1;
   size_t prefix = kMagicLen + 2 + 2;
   if (prefix + dict.size() + 1 > 65535) {

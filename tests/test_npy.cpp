@@ -198,6 +198,10 @@ TEST_CASE("npy: every malformed-header class is refused with the file name and b
   check_refused(npy_file(d, kData), at(d, "9999"), "dimension too large");
   d = "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }";
   check_refused(npy_file(d, kData), 10, "the shape (4294967296, 4294967296) is too large");
+  // Found by fuzz_npy: no element (a 0 dimension), but the running product
+  // passes 2^63 before the 0; numel() overflowed.
+  d = "{'descr': '|b1', 'fortran_order': False, 'shape': (3037000500, 3037000500, 0), }";
+  check_refused(npy_file(d), 10, "the shape (3037000500, 3037000500, 0) is too large (its size overflows int64)");
   d = "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2, 3), }";
   check_refused(npy_file(d, kData), at(d, "maybe"), "expected True or False, got 'm'");
 
@@ -247,6 +251,9 @@ TEST_CASE("npy: load_npy and save_npy name the path when the file system refuses
   NpyArray short_data = npy_pattern(NpyDType::Float32, {2, 2});
   short_data.data.pop_back();
   CHECK_THROWS_CONTAINS(data::format_npy(short_data), "needs 16 data bytes, got 15");
+  NpyArray empty_but_huge = npy_pattern(NpyDType::Float64, {0});
+  empty_but_huge.shape = {int64_t{1} << 61, 2, 0};  // no element, but 2^62 * 8 bytes on the way
+  CHECK_THROWS_CONTAINS(data::format_npy(empty_but_huge), "is too large (its size overflows int64)");
 }
 
 TEST_CASE("npy: mutated and truncated files either parse or throw minidl::Error") {
