@@ -124,19 +124,23 @@ inline void check_channels_last_piece(Device device, DType dtype, double rtol, d
   }
 }
 
-// A channels-last BatchNorm step on `device` against NCHW on the CPU at a size
-// whose N*H*W = 8192 rows of 64 channels span many column chunks of the CUDA
-// column reduction (statistics and backward sums). Leaves are detached copies:
+// A channels-last BatchNorm step on `device` against NCHW on the CPU. The
+// default size's N*H*W = 8192 rows of 64 channels span many 128-row column
+// chunks of the CUDA column reduction (statistics and backward sums); callers
+// pass longer ones (more than 128 x 128 rows: longer chunks, at most 128 of
+// them, ops/cuda/reduce_math.h's ColumnTiling). Leaves are detached copies:
 // w.to(kCPU) is w itself, so requires_grad_ on it would make the device run's
 // w.to(device) a non-leaf without a .grad.
-inline void check_channels_last_batch_norm(Device device, double rtol, double atol) {
+inline void check_channels_last_batch_norm(Device device, double rtol, double atol,
+                                           const Shape& shape = {32, 64, 16, 16}) {
   manual_seed(21);
-  const Tensor x = randn({32, 64, 16, 16}) * 3.0 + 2.0, dy = randn({32, 64, 16, 16});
-  const Tensor w = rand({64}) + 0.5, b = randn({64});
+  const int64_t C = shape[1];
+  const Tensor x = randn(shape) * 3.0 + 2.0, dy = randn(shape);
+  const Tensor w = rand({C}) + 0.5, b = randn({C});
   auto run = [&](Device d, MemoryFormat fmt) {
     Tensor xi = x.to(d).contiguous(fmt).detach().requires_grad_(true);
     Tensor wi = w.to(d).detach().requires_grad_(true), bi = b.to(d).detach().requires_grad_(true);
-    Tensor rm = zeros({64}, d), rv = ones({64}, d);
+    Tensor rm = zeros({C}, d), rv = ones({C}, d);
     const Tensor y = batch_norm(xi, rm, rv, wi, bi, true, 0.1, 1e-5);
     CHECK(y.device() == d);
     CHECK(y.is_contiguous(fmt));

@@ -185,6 +185,7 @@ TEST_CASE("channels-last BatchNorm with N*H*W = 8192 rows on the CPU and the tes
   register_test_device();
   minidl::testing::check_channels_last_batch_norm(kCPU, 1e-4, 1e-4);
   minidl::testing::check_channels_last_batch_norm(Device(DeviceType::Test, 0), 1e-4, 1e-4);
+  minidl::testing::check_channels_last_batch_norm(Device(DeviceType::Test, 0), 1e-4, 1e-4, {3, 40, 59, 113});
 }
 
 TEST_CASE("under bfloat16 autocast a channels-last network stays channels-last (autocast's casts keep the layout)") {

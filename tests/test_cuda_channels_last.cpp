@@ -37,6 +37,12 @@ TEST_CASE("channels-last BatchNorm on the GPU with many column chunks (N*H*W = 8
   minidl::testing::check_channels_last_batch_norm(kGpu, 1e-4, 1e-4);
 }
 
+TEST_CASE("channels-last BatchNorm on the GPU with long columns (N*H*W = 20001 rows of 40 channels)") {
+  // 126 chunks of 160 rows, the last one row long; 40 channels leave the
+  // second 32-column tile partly empty.
+  minidl::testing::check_channels_last_batch_norm(kGpu, 1e-4, 1e-4, {3, 40, 59, 113});
+}
+
 TEST_CASE("cuDNN convolutions channels-last: forward, grad input and grad weight against the CPU, 16-bit too") {
   backends::BackendSettingsGuard exact({.cudnn_allow_tf32 = false});
   manual_seed(23);

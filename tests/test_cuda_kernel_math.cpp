@@ -507,16 +507,22 @@ TEST_CASE("groups that are channels: one reduction gives the group sums and the 
 
 TEST_CASE("ColumnTiling: each row of a column once, in a fixed order") {
   // Row counts around the slice and chunk sizes (1 row, 8 rows a slice, a
-  // chunk of 128, beyond), as the tiled column reduction walks them.
-  for (const int64_t len : {1, 15, 16, 17, 127, 128, 129, 300, 1000}) {
+  // chunk of 128, beyond), and long columns whose chunks grow (more than
+  // kMaxChunks x 128 rows: channels-last BatchNorm's N*H*W), as the tiled
+  // column reduction walks them.
+  for (const int64_t len : {1, 15, 16, 17, 127, 128, 129, 300, 1000, 16384, 16385, 20000, 131072, 524288 + 5}) {
     CAPTURE(len);
+    const int64_t rows = ColumnTiling::chunk_rows(len);
+    REQUIRE(rows % ColumnTiling::kSlices == 0);
+    REQUIRE(rows >= ColumnTiling::kMinChunkRows);
+    REQUIRE(ColumnTiling::chunks(len) <= ColumnTiling::kMaxChunks);
     std::vector<int> seen(static_cast<size_t>(len), 0);
     for (int64_t b = 0; b < ColumnTiling::chunks(len); ++b)
       for (int t = 0; t < ColumnTiling::kSlices; ++t)
-        for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) {
-          const int64_t j = ColumnTiling::row(b, t, k);
-          REQUIRE(j < (b + 1) * ColumnTiling::kChunkRows);
-          if (j < ColumnTiling::chunk_end(b, len)) ++seen[static_cast<size_t>(j)];
+        for (int64_t k = 0; k < rows / ColumnTiling::kSlices; ++k) {
+          const int64_t j = ColumnTiling::row(rows, b, t, k);
+          REQUIRE(j < (b + 1) * rows);
+          if (j < ColumnTiling::chunk_end(rows, b, len)) ++seen[static_cast<size_t>(j)];
         }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
     // Integers sum exactly in any order; the list of visited rows shows the order.
@@ -525,11 +531,18 @@ TEST_CASE("ColumnTiling: each row of a column once, in a fixed order") {
     std::vector<int64_t> order;
     column_tiled_reduce(len, 0, [&](int64_t j) { order.push_back(j); return 0; }, std::plus<int>());
     REQUIRE(order.size() == static_cast<size_t>(len));
-    if (len >= 129) {  // slice 0 of chunk 0 takes rows 0, 16, ..., 112, then slice 1 from row 1
-      for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) CHECK(order[static_cast<size_t>(k)] == 16 * k);
-      CHECK(order[8] == 1);
+    if (len >= 129) {  // slice 0 of chunk 0 takes rows 0, 16, ..., then slice 1 from row 1
+      const int64_t per_slice = rows / ColumnTiling::kSlices;
+      for (int64_t k = 0; k < per_slice; ++k) CHECK(order[static_cast<size_t>(k)] == 16 * k);
+      CHECK(order[static_cast<size_t>(per_slice)] == 1);
     }
   }
+  // The grids: 128-row chunks up to 128 x 128 rows; (128, 64, 32, 32)
+  // channels-last BatchNorm's 131072 rows in 128 chunks of 1024.
+  CHECK(ColumnTiling::chunk_rows(16384) == 128);
+  CHECK(ColumnTiling::chunk_rows(16385) == 144);
+  CHECK(ColumnTiling::chunk_rows(131072) == 1024);
+  CHECK(ColumnTiling::chunks(131072) == 128);
 }
 
 TEST_CASE("softmax math: column layout and formulas") {

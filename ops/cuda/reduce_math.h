@@ -84,29 +84,42 @@ MINIDL_HOST_DEVICE inline double variance_from_deviations(const Deviations& d, i
 
 // The tiled column reduction (ops/cuda/column_reduce.cuh): many columns whose
 // j-th values are neighbours in memory (LayerNorm's per-channel sums over
-// rows), a block per 32 columns x one chunk of kChunkRows rows. Slice t of
-// the block (threadIdx.y) sums rows chunk kChunkRows + t + k kSlices,
-// k = 0, 1, ... in that order; the block then combines its slices in slice
-// order, and a second pass (launch_row_reduce over the partials) combines the
-// chunks: in chunk order when there are <= 32 chunks or >= 1024 columns (a
-// thread per column, column_tiled_reduce below), else in its block order.
-// The order depends on the sizes and these constants only: deterministic,
-// whatever the device or the grid. On an H100: 32 columns of float is one 128-byte
-// line per warp load; 16 slices make 512-thread blocks (4 resident per SM);
-// 8 rows per thread keep 16 independent loads (dy, x) in flight; 128-row
-// chunks give 128 x 65536 LayerNorm's backward 2048 blocks (about 4 waves
-// over 132 SMs x 4) and need the second pass only above 128 rows.
+// rows, channels-last BatchNorm's over N*H*W), a block per 32 columns x one
+// chunk of chunk_rows(len) rows. Slice t of the block (threadIdx.y) sums rows
+// b chunk_rows + t + k kSlices, k = 0, 1, ... in that order; the block then
+// combines its slices in slice order, and a second pass (launch_row_reduce
+// over the partials) combines the chunks: in chunk order when there are <= 32
+// chunks or >= 1024 columns (a thread per column, column_tiled_reduce below),
+// else in its block order. The order depends on the sizes and these constants
+// only: deterministic, whatever the device or the grid. On an H100: 32
+// columns of float is one 128-byte line per warp load; 16 slices make
+// 512-thread blocks (4 resident per SM); chunks of at least 128 rows (8 a
+// thread) give 128 x 65536 LayerNorm's backward 2048 blocks (about 4 waves
+// over 132 SMs x 4) and need the second pass only above 128 rows. Long
+// columns take at most kMaxChunks chunks, PyTorch's grid for channels-last
+// BatchNorm (MAX_H_BLOCK): with 128-row chunks channels-last BatchNorm's
+// statistics on (128, 64, 32, 32) were 2048 blocks of 8 rows a thread, and its
+// forward 0.58x PyTorch's on an H100 (2026-11-28); now 256 blocks of 64 rows
+// a thread.
 struct ColumnTiling {
   static constexpr int kCols = 32, kSlices = 16;
-  static constexpr int64_t kChunkRows = 128;
-  static constexpr int kRowsPerSlice = static_cast<int>(kChunkRows / kSlices);
-  MINIDL_HOST_DEVICE static int64_t chunks(int64_t len) { return (len + kChunkRows - 1) / kChunkRows; }
-  // The k-th row of slice t in chunk b; counts only when < chunk_end(b, len).
-  MINIDL_HOST_DEVICE static int64_t row(int64_t b, int t, int k) {
-    return b * kChunkRows + t + static_cast<int64_t>(k) * kSlices;
+  static constexpr int64_t kMinChunkRows = 128, kMaxChunks = 128;
+  // Rows of a chunk: a multiple of kSlices, at least kMinChunkRows.
+  MINIDL_HOST_DEVICE static int64_t chunk_rows(int64_t len) {
+    const int64_t even = (len + kMaxChunks - 1) / kMaxChunks;
+    const int64_t rows = (even + kSlices - 1) / kSlices * kSlices;
+    return rows > kMinChunkRows ? rows : kMinChunkRows;
   }
-  MINIDL_HOST_DEVICE static int64_t chunk_end(int64_t b, int64_t len) {
-    return (b + 1) * kChunkRows < len ? (b + 1) * kChunkRows : len;
+  MINIDL_HOST_DEVICE static int64_t chunks(int64_t len) {
+    const int64_t rows = chunk_rows(len);
+    return (len + rows - 1) / rows;
+  }
+  // Row k of slice t in chunk b (chunks of `rows` rows); counts only when < chunk_end.
+  MINIDL_HOST_DEVICE static int64_t row(int64_t rows, int64_t b, int t, int64_t k) {
+    return b * rows + t + k * kSlices;
+  }
+  MINIDL_HOST_DEVICE static int64_t chunk_end(int64_t rows, int64_t b, int64_t len) {
+    return (b + 1) * rows < len ? (b + 1) * rows : len;
   }
 };
 
@@ -115,14 +128,15 @@ struct ColumnTiling {
 // or >= 1024 columns; otherwise the chunks are combined in another fixed order).
 template <class Acc, class Value, class Combine>
 Acc column_tiled_reduce(int64_t len, Acc init, const Value& value, const Combine& combine) {
+  const int64_t rows = ColumnTiling::chunk_rows(len);
   Acc total = init;
   for (int64_t b = 0; b < ColumnTiling::chunks(len); ++b) {
     Acc block = init;
     for (int t = 0; t < ColumnTiling::kSlices; ++t) {
       Acc acc = init;
-      for (int k = 0; k < ColumnTiling::kRowsPerSlice; ++k) {
-        const int64_t j = ColumnTiling::row(b, t, k);
-        if (j < ColumnTiling::chunk_end(b, len)) acc = combine(acc, value(j));
+      for (int64_t k = 0; k < rows / ColumnTiling::kSlices; ++k) {
+        const int64_t j = ColumnTiling::row(rows, b, t, k);
+        if (j < ColumnTiling::chunk_end(rows, b, len)) acc = combine(acc, value(j));
       }
       block = t == 0 ? acc : combine(block, acc);
     }
