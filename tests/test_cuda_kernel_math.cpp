@@ -393,6 +393,9 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
         CHECK(s.group_of(off) == g);
         CHECK(s.channel_in_group(g, j) == s.channel_of(off));
         CHECK(s.channel_of(off) == NormShape{s.A, s.G, s.K, s.S, s.P}.channel_of(off));  // the 64-bit formulas
+        // One weight a group when K == 1: the CUDA passes' per-group factors
+        // (ops/cuda/norm_core.cu, FactorStatsStore/FactorParamStore) take channel g % P.
+        if (s.K == 1) CHECK(s.channel_of(off) == g % s.P);
         ++seen[off];
       }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));

@@ -8,7 +8,9 @@
 // per-channel backward sums likewise (one reduction for both when groups are
 // channels, BatchNorm; with S == 1 the tiled column reduction of
 // ops/cuda/column_reduce.cuh); the rest is elementwise, with 16-byte vector
-// loads when aligned (ops/cuda/vectorized.cuh). SyncBN's given sums and count
+// loads when aligned (ops/cuda/vectorized.cuh), from per-group factors that
+// the reductions' stores make where a group has one weight (K == 1: BatchNorm,
+// InstanceNorm; compiled, not run on a GPU, 2026-11-28). SyncBN's given sums and count
 // are read on the device, so the host never waits. Math in
 // ops/cuda/norm_math.h, shared with the CPU tests. float16/bfloat16 inputs
 // (with grad_out and outputs in that dtype) take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
@@ -36,6 +38,7 @@ using cuda_kernels::LaunchContext;
 using cuda_kernels::linear;
 using cuda_math::NormShape;
 using cuda_math::Offsets;
+using cuda_math::from_opmath;
 using cuda_math::opmath_t;
 using cuda_math::to_opmath;
 
@@ -75,6 +78,56 @@ struct NormalizeFunctor {
   }
 };
 
+// Groups of one weight (K == 1: BatchNorm, InstanceNorm; channel g % P):
+// the statistics' store also makes each group's normalize factors, so the
+// pass below does a few compute-type operations per element instead of the
+// double math of NormalizeFunctor (cuda_math::NormalizeFactors; the same
+// roundings, so the same values).
+template <class T, class W>
+struct FactorStatsStore {
+  using C = opmath_t<T>;
+  stats::StatsStore stats;
+  const W *w, *b;  // optional
+  cuda_math::NormalizeFactors<C>* factors;
+  int64_t P;
+  __device__ void store(int64_t g, const cuda_math::Welford& welford) const {
+    const cuda_math::GroupStatistics s = stats.store(g, welford);
+    const int64_t c = g % P;
+    factors[g] = cuda_math::normalize_factors<C>(s.mean, s.invstd, w ? convert<double>(w[c]) : 1.0,
+                                                 b ? static_cast<C>(to_opmath(b[c])) : C(0));
+  }
+};
+
+template <class T>
+struct FactorNormalizeFunctor {
+  T* y;
+  const T* x;
+  const cuda_math::NormalizeFactors<opmath_t<T>>* factors;
+  NormShape shape;
+  __device__ T value(int64_t i, T xi) const {
+    return from_opmath<T>(cuda_math::normalize_with(to_opmath(xi), factors[shape.group_of(i)]));
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { y[i] = value(i, x[i]); }
+  template <int N>  // as NormalizeFunctor's
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> xv = cuda_kernels::load_vec<T, N>(x + i0);
+    cuda_kernels::Vec<T, N> yv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) yv.v[k] = value(i0 + k, xv.v[k]);
+    cuda_kernels::store_vec<T, N>(y + i0, yv);
+  }
+};
+
+// The elementwise pass of functor f over n values: 16-byte loads and stores
+// when aligned (ops/cuda/vectorized.cuh; not with the legacy kernels).
+template <class T, class F>
+void launch_norm_pass(const LaunchContext& ctx, int64_t n, std::initializer_list<const void*> ptrs, const F& f,
+                      const char* op) {
+  if (!stats::legacy_kernels() && cuda_kernels::launch_vectorized<T>(ctx, n, ptrs, f, op)) return;
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, op), f, op);
+}
+
 // Calls f.template operator()<W>() with the parameters' element type: float
 // when the input is 16-bit and `p` (the args' param_dtype_source(), the op has
 // checked the combination) is float32, else the input's own.
@@ -99,16 +152,22 @@ void forward_typed(const NormForwardArgs& args) {
                                       data_or_null<W>(args.bias), store);
     return;
   }
-  if (args.use_input_stats) {
-    stats::launch_group_stats<T>(ctx, shape, x, store);
-  }
-  if (!args.output.defined()) return;
   const int64_t n = args.geo.numel();
-  const NormalizeFunctor<T, W> f{args.output.data_ptr<T>(), x, data_or_null<W>(args.weight),
-                                 data_or_null<W>(args.bias), mean, invstd, shape};
-  // 16-byte loads and stores when aligned (ops/cuda/vectorized.cuh); not with the legacy kernels.
-  if (!stats::legacy_kernels() && cuda_kernels::launch_vectorized<T>(ctx, n, {f.x, f.y}, f, "normalization")) return;
-  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization"), f, "normalization");
+  T* y = args.output.defined() ? args.output.data_ptr<T>() : nullptr;
+  if (args.use_input_stats && y && shape.K == 1 && !stats::legacy_kernels()) {
+    using Factors = cuda_math::NormalizeFactors<opmath_t<T>>;
+    const Tensor buffer = cuda_kernels::temp_buffer(shape.G * static_cast<int64_t>(sizeof(Factors)), ctx.device);
+    Factors* factors = static_cast<Factors*>(buffer.raw_data());
+    stats::launch_group_stats<T>(
+        ctx, shape, x,
+        FactorStatsStore<T, W>{store, data_or_null<W>(args.weight), data_or_null<W>(args.bias), factors, shape.P});
+    launch_norm_pass<T>(ctx, n, {x, y}, FactorNormalizeFunctor<T>{y, x, factors, shape}, "normalization");
+    return;  // the buffer goes back to the cache; the stream orders its reuse after the pass
+  }
+  if (args.use_input_stats) stats::launch_group_stats<T>(ctx, shape, x, store);
+  if (!y) return;
+  const NormalizeFunctor<T, W> f{y, x, data_or_null<W>(args.weight), data_or_null<W>(args.bias), mean, invstd, shape};
+  launch_norm_pass<T>(ctx, n, {x, y}, f, "normalization");
 }
 
 void forward_cuda(const NormForwardArgs& args) {
@@ -193,14 +252,58 @@ struct GroupParamStore {
   const double* invstd;
   double *s1, *s2;
   W *dw, *db;
-  template <class Row>
-  __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
+  __device__ cuda_math::GroupParamSums store(int64_t g, const DySums& u) const {
     const cuda_math::GroupParamSums r =
         cuda_math::group_param_sums(u.dy, u.dy_xmu, w ? convert<double>(w[g]) : 1.0, invstd[g]);
     if (s1) s1[g] = r.sum_dy;
     if (s2) s2[g] = r.sum_dy_xmu;
     if (dw) dw[g] = convert<W>(r.grad_weight);
     if (db) db[g] = convert<W>(r.grad_bias);
+    return r;
+  }
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
+    store(g, u);
+  }
+};
+
+// GroupParamStore that also makes each group's dx factors from its sums
+// (cuda_math::BackwardFactors; the local sums and count, not SyncBN's given
+// ones), for FactorBackwardFunctor's pass.
+template <class T, class W>
+struct FactorParamStore {
+  using C = opmath_t<T>;
+  GroupParamStore<W> sums;
+  const double* mean;
+  bool batch_stats;
+  double count;
+  cuda_math::BackwardFactors<C>* factors;
+  template <class Row>
+  __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
+    const cuda_math::GroupParamSums r = sums.store(g, u);
+    factors[g] = cuda_math::backward_factors<C>(mean[g], sums.invstd[g], sums.w ? convert<double>(sums.w[g]) : 1.0,
+                                                batch_stats, r.sum_dy, r.sum_dy_xmu, count);
+  }
+};
+
+template <class T>
+struct FactorBackwardFunctor {
+  T* dx;
+  const T *dy, *x;
+  const cuda_math::BackwardFactors<opmath_t<T>>* factors;
+  NormShape shape;
+  __device__ T value(int64_t i, T dyi, T xi) const {
+    return from_opmath<T>(cuda_math::backward_with(to_opmath(dyi), to_opmath(xi), factors[shape.group_of(i)]));
+  }
+  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
+  __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i]); }
+  template <int N>  // ops/cuda/vectorized.cuh
+  __device__ void vec(int64_t i0) const {
+    const cuda_kernels::Vec<T, N> dyv = cuda_kernels::load_vec<T, N>(dy + i0), xv = cuda_kernels::load_vec<T, N>(x + i0);
+    cuda_kernels::Vec<T, N> dxv;
+#pragma unroll
+    for (int k = 0; k < N; ++k) dxv.v[k] = value(i0 + k, dyv.v[k], xv.v[k]);
+    cuda_kernels::store_vec<T, N>(dx + i0, dxv);
   }
 };
 
@@ -309,12 +412,24 @@ void backward_typed(const NormBackwardArgs& args) {
     // neighbours, so the tiled column reduction reads coalesced.
     const GroupDyLoader<T, W> load{dy, x, nullptr, mean, shape};
     const GroupParamStore<W> store{w, invstd, s1, s2, dw, db};
-    if (shape.S == 1 && cuda_kernels::column_reduce_applies(shape.G, shape.group_size()))
-      cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
-                                         "normalization backward");
-    else
-      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
-                                      "normalization backward");
+    auto reduce = [&](const auto& finish) {
+      if (shape.S == 1 && cuda_kernels::column_reduce_applies(shape.G, shape.group_size()))
+        cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), finish,
+                                           "normalization backward");
+      else
+        cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), finish,
+                                        "normalization backward");
+    };
+    if (want_dx && !given) {  // the dx pass from per-group factors
+      using Factors = cuda_math::BackwardFactors<opmath_t<T>>;
+      const Tensor buffer = cuda_kernels::temp_buffer(shape.G * static_cast<int64_t>(sizeof(Factors)), device);
+      Factors* factors = static_cast<Factors*>(buffer.raw_data());
+      reduce(FactorParamStore<T, W>{store, mean, args.batch_stats, static_cast<double>(shape.group_size()), factors});
+      launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
+                          FactorBackwardFunctor<T>{f.dx, dy, x, factors, shape}, "normalization backward");
+      return;
+    }
+    reduce(store);
   } else if ((dw || db) && !fused_params) {
     const ChannelDyLoader<T> load{dy, x, mean, invstd, shape};
     // With S == 1 (LayerNorm) neighbouring channels are neighbours in memory:
@@ -356,11 +471,7 @@ void backward_typed(const NormBackwardArgs& args) {
                                       cuda_kernels::RowAccess::kInterleaved);
     return;
   }
-  const int64_t n = args.geo.numel();
-  if (!stats::legacy_kernels() &&
-      cuda_kernels::launch_vectorized<T>(ctx, n, {f.dx, f.dy, f.x}, f, "normalization backward"))
-    return;
-  cuda_kernels::launch_elementwise(ctx, n, linear(n, "normalization backward"), f, "normalization backward");
+  launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x}, f, "normalization backward");
 }
 
 void backward_cuda(const NormBackwardArgs& args) {

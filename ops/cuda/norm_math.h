@@ -183,25 +183,63 @@ MINIDL_HOST_DEVICE inline GroupStatistics statistics_of(const Welford& w, double
   return GroupStatistics{w.mean, var, 1.0 / std::sqrt(var + eps)};
 }
 
+// The elementwise passes in two steps: a group's factors (double math,
+// rounded to the compute type T), then the few T operations per element.
+// Where a group has one weight (K == 1: BatchNorm, InstanceNorm) the CUDA
+// kernels make the factors once per group (ops/cuda/norm_core.cu): per element
+// they were 2 double divisions, ~6 double products and 4-5 conversions, which
+// bound the dx pass rather than memory on an H100 (~55 us for 96 MiB).
+template <class T>
+struct NormalizeFactors {
+  T mean, scale, bias;
+};
+
 // y = (x - mean) * (invstd * w) + b, the factors rounded to T as the CPU kernel.
 template <class T>
-MINIDL_HOST_DEVICE inline T normalize_value(T x, double mean, double invstd, double weight, T bias) {
-  return (x - static_cast<T>(mean)) * static_cast<T>(invstd * weight) + bias;
+MINIDL_HOST_DEVICE inline NormalizeFactors<T> normalize_factors(double mean, double invstd, double weight, T bias) {
+  return NormalizeFactors<T>{static_cast<T>(mean), static_cast<T>(invstd * weight), bias};
 }
+
+template <class T>
+MINIDL_HOST_DEVICE inline T normalize_with(T x, const NormalizeFactors<T>& f) {
+  return (x - f.mean) * f.scale + f.bias;
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T normalize_value(T x, double mean, double invstd, double weight, T bias) {
+  return normalize_with(x, normalize_factors<T>(mean, invstd, weight, bias));
+}
+
+template <class T>
+struct BackwardFactors {
+  T scale, mean, beta, gamma;
+};
 
 // dx = dy * invstd * w + (x - mean) * beta + gamma with, for batch statistics,
 // beta = -invstd^3 sum_dy_xmu / count and gamma = -invstd sum_dy / count
 // (sums w-weighted), both 0 when the statistics were constants.
 template <class T>
-MINIDL_HOST_DEVICE inline T norm_backward_value(T dy, T x, double mean, double invstd, double weight, bool batch_stats,
-                                                double sum_dy, double sum_dy_xmu, double count) {
+MINIDL_HOST_DEVICE inline BackwardFactors<T> backward_factors(double mean, double invstd, double weight,
+                                                              bool batch_stats, double sum_dy, double sum_dy_xmu,
+                                                              double count) {
   double beta = 0, gamma = 0;
   if (batch_stats) {
     beta = -invstd * invstd * invstd * sum_dy_xmu / count;
     gamma = -invstd * sum_dy / count;
   }
-  return dy * static_cast<T>(invstd * weight) + (x - static_cast<T>(mean)) * static_cast<T>(beta) +
-         static_cast<T>(gamma);
+  return BackwardFactors<T>{static_cast<T>(invstd * weight), static_cast<T>(mean), static_cast<T>(beta),
+                            static_cast<T>(gamma)};
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T backward_with(T dy, T x, const BackwardFactors<T>& f) {
+  return dy * f.scale + (x - f.mean) * f.beta + f.gamma;
+}
+
+template <class T>
+MINIDL_HOST_DEVICE inline T norm_backward_value(T dy, T x, double mean, double invstd, double weight, bool batch_stats,
+                                                double sum_dy, double sum_dy_xmu, double count) {
+  return backward_with(dy, x, backward_factors<T>(mean, invstd, weight, batch_stats, sum_dy, sum_dy_xmu, count));
 }
 
 // The two on stored values (float16/bfloat16 inputs compute in float and

@@ -54,14 +54,18 @@ inline bool dx_in_column_pass() {
   return on;
 }
 
+// Where a group's statistics go, once per group. A Store for the launch
+// below is this or wraps it (ops/cuda/norm_core.cu's FactorStatsStore: also
+// the normalize factors).
 struct StatsStore {
   double *mean, *invstd, *var;  // var optional
   double eps;
-  __device__ void store(int64_t g, const Welford& w) const {
+  __device__ cuda_math::GroupStatistics store(int64_t g, const Welford& w) const {
     const cuda_math::GroupStatistics s = cuda_math::statistics_of(w, eps);
     mean[g] = s.mean;
     invstd[g] = s.invstd;
     if (var) var[g] = s.var;
+    return s;
   }
 };
 
@@ -81,8 +85,9 @@ struct WelfordMerge {
   __device__ Welford operator()(const Welford& a, const Welford& b) const { return cuda_math::welford_merge(a, b); }
 };
 
+template <class Store>
 struct WelfordFinish {
-  StatsStore out;
+  Store out;
   __device__ void operator()(int64_t g, int64_t, const Welford& w) const { out.store(g, w); }
 };
 
@@ -109,8 +114,9 @@ struct ShiftedAdd {
   }
 };
 
+template <class Store>
 struct ShiftedFinish {
-  StatsStore out;
+  Store out;
   double n;
   template <class Row>
   __device__ void operator()(int64_t g, const Row& r, const ShiftedSums& s) const {
@@ -120,20 +126,19 @@ struct ShiftedFinish {
 
 // ShiftedFinish for the column reduction, whose second pass hands over the
 // column index instead of the loader's row: the shift is read again.
-template <class T>
+template <class T, class Store>
 struct ShiftedColumnFinish {
   ShiftedLoader<T> load;
-  ShiftedFinish finish;
+  ShiftedFinish<Store> finish;
   __device__ void operator()(int64_t g, const typename ShiftedLoader<T>::Row& r, const ShiftedSums& s) const {
     finish(g, r, s);
   }
   __device__ void operator()(int64_t g, int64_t, const ShiftedSums& s) const { finish(g, load.row(g), s); }
 };
 
-template <class T>
-void launch_group_stats(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, const T* x,
-                        const StatsStore& out) {
-  const ShiftedFinish finish{out, static_cast<double>(shape.group_size())};
+template <class T, class Store>
+void launch_group_stats(const cuda_kernels::LaunchContext& ctx, const NormShape& shape, const T* x, const Store& out) {
+  const ShiftedFinish<Store> finish{out, static_cast<double>(shape.group_size())};
   // Groups that are columns (K == S == 1: channels-last BatchNorm's N*H*W
   // rows of C values): value j of neighbouring groups are neighbours, so the
   // tiled column reduction reads coalesced where a block per group would
@@ -142,12 +147,12 @@ void launch_group_stats(const cuda_kernels::LaunchContext& ctx, const NormShape&
       cuda_kernels::column_reduce_applies(shape.G, shape.group_size())) {
     const ShiftedLoader<T> load{x, shape};
     cuda_kernels::launch_column_reduce(ctx, shape.G, shape.group_size(), ShiftedSums{}, load, ShiftedAdd(),
-                                       ShiftedColumnFinish<T>{load, finish}, "normalization");
+                                       ShiftedColumnFinish<T, Store>{load, finish}, "normalization");
     return;
   }
   if (legacy_kernels()) {
     cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), Welford{}, WelfordLoader<T>{x, shape},
-                                    WelfordMerge(), WelfordFinish{out}, "normalization");
+                                    WelfordMerge(), WelfordFinish<Store>{out}, "normalization");
     return;
   }
   cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), ShiftedSums{}, ShiftedLoader<T>{x, shape},
