@@ -52,23 +52,16 @@ const T* data_or_null(const Tensor& t) {
 
 // ---- forward ------------------------------------------------------------------
 
-// T: the input's dtype; W: the parameters' (T, or float32 next to a 16-bit input).
-template <class T, class W>
-struct NormalizeFunctor {
+// The normalize pass: y[i] = value(i, x[i]), one element or N at a time
+// (ops/cuda/vectorized.cuh); y may alias x (the thread loads before it stores).
+template <class T, class Value>
+struct NormalizePass {
   T* y;
   const T* x;
-  const W *w, *b;  // w, b optional
-  const double *mean, *invstd;
-  NormShape shape;
-  __device__ T value(int64_t i, T xi) const {
-    using C = opmath_t<T>;
-    const int64_t g = shape.group_of(i), c = shape.channel_of(i);
-    return cuda_math::normalize_value_stored<T>(xi, mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
-                                                b ? static_cast<C>(to_opmath(b[c])) : C(0));
-  }
+  Value value;
   __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
   __device__ void scalar(int64_t i) const { y[i] = value(i, x[i]); }
-  template <int N>  // ops/cuda/vectorized.cuh; y may alias x (the thread loads before it stores)
+  template <int N>
   __device__ void vec(int64_t i0) const {
     const cuda_kernels::Vec<T, N> xv = cuda_kernels::load_vec<T, N>(x + i0);
     cuda_kernels::Vec<T, N> yv;
@@ -78,10 +71,24 @@ struct NormalizeFunctor {
   }
 };
 
+// T: the input's dtype; W: the parameters' (T, or float32 next to a 16-bit input).
+template <class T, class W>
+struct NormalizeValue {
+  const W *w, *b;  // w, b optional
+  const double *mean, *invstd;
+  NormShape shape;
+  __device__ T operator()(int64_t i, T xi) const {
+    using C = opmath_t<T>;
+    const int64_t g = shape.group_of(i), c = shape.channel_of(i);
+    return cuda_math::normalize_value_stored<T>(xi, mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
+                                                b ? static_cast<C>(to_opmath(b[c])) : C(0));
+  }
+};
+
 // Groups of one weight (K == 1: BatchNorm, InstanceNorm; channel g % P):
 // the statistics' store also makes each group's normalize factors, so the
 // pass below does a few compute-type operations per element instead of the
-// double math of NormalizeFunctor (cuda_math::NormalizeFactors; the same
+// double math of NormalizeValue (cuda_math::NormalizeFactors; the same
 // roundings, so the same values).
 template <class T, class W>
 struct FactorStatsStore {
@@ -99,23 +106,11 @@ struct FactorStatsStore {
 };
 
 template <class T>
-struct FactorNormalizeFunctor {
-  T* y;
-  const T* x;
+struct FactorNormalizeValue {
   const cuda_math::NormalizeFactors<opmath_t<T>>* factors;
   NormShape shape;
-  __device__ T value(int64_t i, T xi) const {
+  __device__ T operator()(int64_t i, T xi) const {
     return from_opmath<T>(cuda_math::normalize_with(to_opmath(xi), factors[shape.group_of(i)]));
-  }
-  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
-  __device__ void scalar(int64_t i) const { y[i] = value(i, x[i]); }
-  template <int N>  // as NormalizeFunctor's
-  __device__ void vec(int64_t i0) const {
-    const cuda_kernels::Vec<T, N> xv = cuda_kernels::load_vec<T, N>(x + i0);
-    cuda_kernels::Vec<T, N> yv;
-#pragma unroll
-    for (int k = 0; k < N; ++k) yv.v[k] = value(i0 + k, xv.v[k]);
-    cuda_kernels::store_vec<T, N>(y + i0, yv);
   }
 };
 
@@ -161,13 +156,14 @@ void forward_typed(const NormForwardArgs& args) {
     stats::launch_group_stats<T>(
         ctx, shape, x,
         FactorStatsStore<T, W>{store, data_or_null<W>(args.weight), data_or_null<W>(args.bias), factors, shape.P});
-    launch_norm_pass<T>(ctx, n, {x, y}, FactorNormalizeFunctor<T>{y, x, factors, shape}, "normalization");
+    launch_norm_pass<T>(ctx, n, {x, y}, NormalizePass<T, FactorNormalizeValue<T>>{y, x, {factors, shape}},
+                        "normalization");
     return;  // the buffer goes back to the cache; the stream orders its reuse after the pass
   }
   if (args.use_input_stats) stats::launch_group_stats<T>(ctx, shape, x, store);
   if (!y) return;
-  const NormalizeFunctor<T, W> f{y, x, data_or_null<W>(args.weight), data_or_null<W>(args.bias), mean, invstd, shape};
-  launch_norm_pass<T>(ctx, n, {x, y}, f, "normalization");
+  const NormalizeValue<T, W> value{data_or_null<W>(args.weight), data_or_null<W>(args.bias), mean, invstd, shape};
+  launch_norm_pass<T>(ctx, n, {x, y}, NormalizePass<T, NormalizeValue<T, W>>{y, x, value}, "normalization");
 }
 
 void forward_cuda(const NormForwardArgs& args) {
