@@ -135,6 +135,17 @@ TEST_CASE("decode_image: a JPEG scan using an undefined Huffman table is refused
                         "uses AC Huffman table 0, which no DHT segment before it defines");
 }
 
+// A JPEG without any DQT segment: stb 2.27 does not zero its decoder, so it
+// dequantized with leftover heap memory (pixels made of whatever the heap
+// held); found by fuzz_image as UBSan's signed overflow of such a garbage
+// quantizer times a DC coefficient (only inside a fuzzing process: a fresh
+// process's heap happened to give small values).
+TEST_CASE("decode_image: a JPEG scan whose quantization table nothing defined is refused") {
+  CHECK_THROWS_CONTAINS(decode_fuzz_image(fuzz_input("image-jpeg-undefined-quant-table")),
+                        "fuzz.png: corrupt JPEG: the scan at byte offset 548 uses quantization table 0 (component 1), "
+                        "which no DQT segment before it defines");
+}
+
 TEST_CASE("decode_image: formats stb reads but ImageFolder does not are refused") {
   CHECK_THROWS_CONTAINS(data::decode_image("8BPS\x00\x01", 3, "a.png"), "a.png: not a PNG, JPEG, BMP, GIF or TGA");
   CHECK_THROWS_CONTAINS(data::decode_image("P6\n1 1\n255\n\x01\x02\x03", 3, "b.jpg"), "b.jpg: not a PNG");
