@@ -213,6 +213,13 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     CHECK(close(gpu[4], cpu[4]));
     compare("batch_norm eval", [](auto& v) { return batch_norm(v[0], v[3], v[4], v[1], v[2], false); },
             {leaf({5, 3, 2, 2}, dt), leaf({3}, dt), leaf({3}, dt), rm, rv});
+    // InstanceNorm from running statistics: N * C groups of one channel each
+    // (the per-group factors read channel g % C), with and without affine.
+    compare("instance_norm eval, affine", [](auto& v) {
+      return instance_norm(v[0], v[3], v[4], v[1], v[2], false);
+    }, {leaf({4, 3, 5, 5}, dt), leaf({3}, dt), leaf({3}, dt), rm, rv});
+    compare("instance_norm eval", [](auto& v) { return instance_norm(v[0], v[1], v[2], Tensor(), Tensor(), false); },
+            {leaf({2, 3, 7}, dt), rm, rv});
     // Groups that are channels: one reduction gives the group sums and the
     // parameter gradients (ops/cuda/norm_core.cu, one_pass); its edges.
     compare("batch_norm weight only", [](auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); },

@@ -8,9 +8,9 @@
 // per-channel backward sums likewise (one reduction for both when groups are
 // channels, BatchNorm; with S == 1 the tiled column reduction of
 // ops/cuda/column_reduce.cuh); the rest is elementwise, with 16-byte vector
-// loads when aligned (ops/cuda/vectorized.cuh), from per-group factors that
-// the reductions' stores make where a group has one weight (K == 1: BatchNorm,
-// InstanceNorm; compiled, not run on a GPU, 2026-11-28). SyncBN's given sums and count
+// loads when aligned (ops/cuda/vectorized.cuh), from per-group factors where a
+// group has one weight (K == 1: BatchNorm, InstanceNorm; ops/cuda/norm_factors.cuh;
+// compiled, not run on a GPU, 2026-11-28/29). SyncBN's given sums and count
 // are read on the device, so the host never waits. Math in
 // ops/cuda/norm_math.h, shared with the CPU tests. float16/bfloat16 inputs
 // (with grad_out and outputs in that dtype) take float32 or same-dtype weight/bias, as the CPU kernel (autocast's
@@ -23,8 +23,9 @@
 // with the default ones (tests/test_cuda_ops_half).
 #include "minidl/ops/cuda/column_reduce.cuh"
 #include "minidl/ops/cuda/launch.cuh"
-#include "minidl/ops/cuda/norm_math.h"
+#include "minidl/ops/cuda/norm_factors.cuh"
 #include "minidl/ops/cuda/norm_fused.cuh"
+#include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/norm_stats.cuh"
 #include "minidl/ops/cuda/row_reduce.cuh"
 #include "minidl/ops/cuda/vectorized.cuh"
@@ -83,34 +84,9 @@ struct NormalizeValue {
     return cuda_math::normalize_value_stored<T>(xi, mean[g], invstd[g], w ? convert<double>(w[c]) : 1.0,
                                                 b ? static_cast<C>(to_opmath(b[c])) : C(0));
   }
-};
-
-// Groups of one weight (K == 1: BatchNorm, InstanceNorm; channel g % P):
-// the statistics' store also makes each group's normalize factors, so the
-// pass below does a few compute-type operations per element instead of the
-// double math of NormalizeValue (cuda_math::NormalizeFactors; the same
-// roundings, so the same values).
-template <class T, class W>
-struct FactorStatsStore {
-  using C = opmath_t<T>;
-  stats::StatsStore stats;
-  const W *w, *b;  // optional
-  cuda_math::NormalizeFactors<C>* factors;
-  int64_t P;
-  __device__ void store(int64_t g, const cuda_math::Welford& welford) const {
-    const cuda_math::GroupStatistics s = stats.store(g, welford);
-    const int64_t c = g % P;
-    factors[g] = cuda_math::normalize_factors<C>(s.mean, s.invstd, w ? convert<double>(w[c]) : 1.0,
-                                                 b ? static_cast<C>(to_opmath(b[c])) : C(0));
-  }
-};
-
-template <class T>
-struct FactorNormalizeValue {
-  const cuda_math::NormalizeFactors<opmath_t<T>>* factors;
-  NormShape shape;
-  __device__ T operator()(int64_t i, T xi) const {
-    return from_opmath<T>(cuda_math::normalize_with(to_opmath(xi), factors[shape.group_of(i)]));
+  // K == 1 (ops/cuda/norm_factors.cuh): group g's factors, the values operator() makes for its elements.
+  __device__ factors::Normalize<T> group_factors(int64_t g) const {
+    return factors::normalize_of<T, W>(mean[g], invstd[g], w, b, g % shape.P);
   }
 };
 
@@ -149,20 +125,19 @@ void forward_typed(const NormForwardArgs& args) {
   }
   const int64_t n = args.geo.numel();
   T* y = args.output.defined() ? args.output.data_ptr<T>() : nullptr;
-  if (args.use_input_stats && y && shape.K == 1 && !stats::legacy_kernels()) {
-    using Factors = cuda_math::NormalizeFactors<opmath_t<T>>;
-    const Tensor buffer = cuda_kernels::temp_buffer(shape.G * static_cast<int64_t>(sizeof(Factors)), ctx.device);
-    Factors* factors = static_cast<Factors*>(buffer.raw_data());
-    stats::launch_group_stats<T>(
-        ctx, shape, x,
-        FactorStatsStore<T, W>{store, data_or_null<W>(args.weight), data_or_null<W>(args.bias), factors, shape.P});
-    launch_norm_pass<T>(ctx, n, {x, y}, NormalizePass<T, FactorNormalizeValue<T>>{y, x, {factors, shape}},
+  const NormalizeValue<T, W> value{data_or_null<W>(args.weight), data_or_null<W>(args.bias), mean, invstd, shape};
+  if (y && shape.K == 1 && !stats::legacy_kernels()) {  // per-group factors (ops/cuda/norm_factors.cuh)
+    const factors::Buffer<factors::Normalize<T>> f(shape.G, ctx.device);
+    if (args.use_input_stats)  // the statistics' store makes them
+      stats::launch_group_stats<T>(ctx, shape, x, factors::StatsStore<T, W>{store, value.w, value.b, f.data, shape.P});
+    else  // eval mode: from the running statistics
+      factors::launch_from_memory(ctx, shape.G, value, f.data, "normalization");
+    launch_norm_pass<T>(ctx, n, {x, y}, NormalizePass<T, factors::NormalizeValue<T>>{y, x, {f.data, shape}},
                         "normalization");
-    return;  // the buffer goes back to the cache; the stream orders its reuse after the pass
+    return;
   }
   if (args.use_input_stats) stats::launch_group_stats<T>(ctx, shape, x, store);
   if (!y) return;
-  const NormalizeValue<T, W> value{data_or_null<W>(args.weight), data_or_null<W>(args.bias), mean, invstd, shape};
   launch_norm_pass<T>(ctx, n, {x, y}, NormalizePass<T, NormalizeValue<T, W>>{y, x, value}, "normalization");
 }
 
@@ -264,42 +239,19 @@ struct GroupParamStore {
 };
 
 // GroupParamStore that also makes each group's dx factors from its sums
-// (cuda_math::BackwardFactors; the local sums and count, not SyncBN's given
-// ones), for FactorBackwardFunctor's pass.
+// (ops/cuda/norm_factors.cuh; the local sums and count, not SyncBN's given ones).
 template <class T, class W>
 struct FactorParamStore {
-  using C = opmath_t<T>;
   GroupParamStore<W> sums;
   const double* mean;
   bool batch_stats;
   double count;
-  cuda_math::BackwardFactors<C>* factors;
+  factors::Backward<T>* factors;
   template <class Row>
   __device__ void operator()(int64_t g, const Row&, const DySums& u) const {
     const cuda_math::GroupParamSums r = sums.store(g, u);
-    factors[g] = cuda_math::backward_factors<C>(mean[g], sums.invstd[g], sums.w ? convert<double>(sums.w[g]) : 1.0,
-                                                batch_stats, r.sum_dy, r.sum_dy_xmu, count);
-  }
-};
-
-template <class T>
-struct FactorBackwardFunctor {
-  T* dx;
-  const T *dy, *x;
-  const cuda_math::BackwardFactors<opmath_t<T>>* factors;
-  NormShape shape;
-  __device__ T value(int64_t i, T dyi, T xi) const {
-    return from_opmath<T>(cuda_math::backward_with(to_opmath(dyi), to_opmath(xi), factors[shape.group_of(i)]));
-  }
-  __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
-  __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i]); }
-  template <int N>  // ops/cuda/vectorized.cuh
-  __device__ void vec(int64_t i0) const {
-    const cuda_kernels::Vec<T, N> dyv = cuda_kernels::load_vec<T, N>(dy + i0), xv = cuda_kernels::load_vec<T, N>(x + i0);
-    cuda_kernels::Vec<T, N> dxv;
-#pragma unroll
-    for (int k = 0; k < N; ++k) dxv.v[k] = value(i0 + k, dyv.v[k], xv.v[k]);
-    cuda_kernels::store_vec<T, N>(dx + i0, dxv);
+    factors[g] = factors::backward_of<T, W>(mean[g], sums.invstd[g], sums.w, g, batch_stats, r.sum_dy,
+                                            r.sum_dy_xmu, count);
   }
 };
 
@@ -318,6 +270,11 @@ struct NormBackwardFunctor {
     return cuda_math::norm_backward_value_stored<T>(dyi, xi, mean[g], invstd[g],
                                                     w ? convert<double>(w[shape.channel_of(i)]) : 1.0, batch_stats,
                                                     batch_stats ? s1[g] : 0.0, batch_stats ? s2[g] : 0.0, n);
+  }
+  // K == 1 (ops/cuda/norm_factors.cuh): group g's factors, the values value() makes for its elements.
+  __device__ factors::Backward<T> group_factors(int64_t g) const {
+    return factors::backward_of<T, W>(mean[g], invstd[g], w, g % shape.P, batch_stats, batch_stats ? s1[g] : 0.0,
+                                      batch_stats ? s2[g] : 0.0, count_ptr ? *count_ptr : count);
   }
   __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
   __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i], count_ptr ? *count_ptr : count); }
@@ -416,13 +373,11 @@ void backward_typed(const NormBackwardArgs& args) {
         cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), finish,
                                         "normalization backward");
     };
-    if (want_dx && !given) {  // the dx pass from per-group factors
-      using Factors = cuda_math::BackwardFactors<opmath_t<T>>;
-      const Tensor buffer = cuda_kernels::temp_buffer(shape.G * static_cast<int64_t>(sizeof(Factors)), device);
-      Factors* factors = static_cast<Factors*>(buffer.raw_data());
-      reduce(FactorParamStore<T, W>{store, mean, args.batch_stats, static_cast<double>(shape.group_size()), factors});
+    if (want_dx && !given) {  // the dx pass from per-group factors the store makes
+      const factors::Buffer<factors::Backward<T>> b(shape.G, device);
+      reduce(FactorParamStore<T, W>{store, mean, args.batch_stats, static_cast<double>(shape.group_size()), b.data});
       launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
-                          FactorBackwardFunctor<T>{f.dx, dy, x, factors, shape}, "normalization backward");
+                          factors::BackwardPass<T>{f.dx, dy, x, b.data, shape}, "normalization backward");
       return;
     }
     reduce(store);
@@ -465,6 +420,13 @@ void backward_typed(const NormBackwardArgs& args) {
                                       ChannelPartialLoader{partial, shape.K, shape.P}, AddDySums(),
                                       ParamGradStore<W>{dw, db}, "normalization backward",
                                       cuda_kernels::RowAccess::kInterleaved);
+    return;
+  }
+  if (shape.K == 1 && !stats::legacy_kernels()) {  // per-group factors from the sums in memory (SyncBN's given ones)
+    const factors::Buffer<factors::Backward<T>> b(shape.G, device);
+    factors::launch_from_memory(ctx, shape.G, f, b.data, "normalization backward");
+    launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
+                        factors::BackwardPass<T>{f.dx, dy, x, b.data, shape}, "normalization backward");
     return;
   }
   launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x}, f, "normalization backward");
