@@ -139,16 +139,55 @@ void profile_resnet18_convs(int64_t n, int reps, const examples::MixedPrecision&
   }
 }
 
-// cpu_ms: the least process CPU time of one step divided by threads (negative: not measured).
-void print_step(const std::string& model_name, int64_t batch, const std::string& shape, double ms, int threads,
-                double cpu_ms = -1.0) {
+// A step's times (bench_train's JSON: median_ms, cpu_ms).
+struct StepTimes {
+  double ms;      // median wall time over reps
+  double cpu_ms;  // least process CPU time of one call divided by threads
+};
+
+void print_step(const std::string& model_name, int64_t batch, const std::string& shape, const StepTimes& t,
+                int threads) {
   std::printf(
       "{\"impl\":\"minidl\",\"op\":\"train_step_%s\",\"shape\":\"%s\",\"median_ms\":%.3f,\"gflops\":0.0,"
-      "\"threads\":%d,\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f",
-      model_name.c_str(), shape.c_str(), ms, threads, 1000.0 * static_cast<double>(batch) / ms, peak_rss_mib());
-  if (cpu_ms >= 0) std::printf(",\"cpu_ms\":%.3f", cpu_ms);
+      "\"threads\":%d,\"version\":\"minidl\",\"images_per_s\":%.1f,\"peak_rss_mib\":%.1f,\"cpu_ms\":%.3f",
+      model_name.c_str(), shape.c_str(), t.ms, threads, 1000.0 * static_cast<double>(batch) / t.ms, peak_rss_mib(),
+      t.cpu_ms);
   std::printf("}\n");
   std::fflush(stdout);
+}
+
+// f() timed over options.reps calls after a warm-up (bench::median_ms).
+template <class F>
+StepTimes time_step(const F& f, const bench::Options& options) {
+  double cpu_ms = 1e30;
+  const double ms = bench::median_ms(
+      [&] {
+        const double c0 = process_cpu_ms();
+        f();
+        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
+      },
+      options.reps);
+  return {ms, cpu_ms};
+}
+
+// A training step: the forward under amp's autocast, loss_of(logits in
+// float32), zero_grad, backward, the optimizer's step.
+template <class Model, class LossOf>
+StepTimes time_training_step(const Model& model, optim::Optimizer& optimizer, const Tensor& x, const LossOf& loss_of,
+                             const examples::MixedPrecision& amp, const bench::Options& options) {
+  return time_step(
+      [&] {
+        Tensor logits;
+        {
+          auto region = amp.autocast();
+          logits = model->forward(x);
+        }
+        Tensor loss = loss_of(logits.to(kFloat32));
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+      },
+      options);
 }
 
 // The training step of examples/train_unet3d on one (batch, 1, 32, 64, 64)
@@ -161,25 +200,11 @@ int unet3d_step(int64_t batch, const bench::Options& options, const examples::Mi
   optim::Adam adam(model->parameters(), 2e-4, {0.9, 0.999}, 1e-8, 1e-4);
   const Tensor x = randn({batch, 1, 32, 64, 64});
   const Tensor y = gt(rand({batch, 1, 32, 64, 64}), 0.8);  // about 20% foreground, as the grain data
-  double cpu_ms = 1e30;
-  const double ms = bench::median_ms(
-      [&] {
-        const double c0 = process_cpu_ms();
-        Tensor logits;
-        {
-          auto region = amp.autocast();
-          logits = model->forward(x);
-        }
-        Tensor loss = bce_dice_loss(logits.to(kFloat32), y);
-        adam.zero_grad();
-        loss.backward();
-        adam.step();
-        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
-      },
-      options.reps);
+  const StepTimes t = time_training_step(
+      model, adam, x, [&](const Tensor& logits) { return bce_dice_loss(logits, y); }, amp, options);
   print_step("unet3d", batch,
-             "batch " + std::to_string(batch) + " patch 32x64x64" + (amp.enabled() ? " " + amp_mode : ""), ms,
-             options.threads, cpu_ms);
+             "batch " + std::to_string(batch) + " patch 32x64x64" + (amp.enabled() ? " " + amp_mode : ""), t,
+             options.threads);
   return 0;
 }
 
@@ -197,16 +222,11 @@ int unet3d_predict(const bench::Options& options) {
   sw.overlap = 0.5;
   sw.mode = nn::BlendMode::kGaussian;
   sw.sw_batch_size = 4;
-  double cpu_ms = 1e30;
-  const double ms = bench::median_ms(
-      [&] {
-        const double c0 = process_cpu_ms();
-        (void)nn::sliding_window_inference(volume, sw, [&](const Tensor& w) { return model->forward(w); });
-        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
-      },
-      options.reps);
-  print_step("unet3d_predict", 1, "volume 64x128x128, windows 32x64x64, overlap 0.5, gaussian, 4 a batch", ms,
-             options.threads, cpu_ms);
+  const StepTimes t = time_step(
+      [&] { (void)nn::sliding_window_inference(volume, sw, [&](const Tensor& w) { return model->forward(w); }); },
+      options);
+  print_step("unet3d_predict", 1, "volume 64x128x128, windows 32x64x64, overlap 0.5, gaussian, 4 a batch", t,
+             options.threads);
   return 0;
 }
 
@@ -238,24 +258,10 @@ static int program(int argc, char** argv) {
   const Tensor x = randn({batch, 3, 32, 32});
   const Tensor y = randint(0, 10, {batch});
 
-  double cpu_ms = 1e30;
-  const double ms = bench::median_ms(
-      [&] {
-        const double c0 = process_cpu_ms();
-        Tensor logits;
-        {
-          auto region = amp.autocast();
-          logits = model->forward(x);
-        }
-        Tensor loss = cross_entropy(logits.to(kFloat32), y);
-        sgd.zero_grad();
-        loss.backward();
-        sgd.step();
-        cpu_ms = std::min(cpu_ms, (process_cpu_ms() - c0) / options.threads);
-      },
-      options.reps);
-  print_step(model_name, batch, "batch " + std::to_string(batch) + (amp.enabled() ? " " + amp_mode : ""), ms,
-             options.threads, cpu_ms);
+  const StepTimes t = time_training_step(
+      model, sgd, x, [&](const Tensor& logits) { return cross_entropy(logits, y); }, amp, options);
+  print_step(model_name, batch, "batch " + std::to_string(batch) + (amp.enabled() ? " " + amp_mode : ""), t,
+             options.threads);
 
   if (profile) {
     // Phase times, each the median over reps steps (the phases of one step
