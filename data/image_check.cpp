@@ -80,11 +80,10 @@ void check_jpeg_tables(std::string_view b, size_t pos, const std::string& name) 
       const bool dc = params < b.size() && at(b, params) == 0;          // Ss = 0: DC coefficients
       const bool ac = params + 1 < b.size() && at(b, params + 1) > 0;  // Se > 0: AC coefficients
       for (size_t i = 0; i < n && pos + 6 + 2 * i < b.size(); ++i) {
-        const int quant = quant_of_component[at(b, pos + 5 + 2 * i)];
+        const uint8_t component = at(b, pos + 5 + 2 * i);
+        const int quant = quant_of_component[component];
         if (quant >= 0 && quant <= 3 && !quant_defined[quant])
-          undefined(pos,
-                    "quantization table " + std::to_string(quant) + " (component " +
-                        std::to_string(at(b, pos + 5 + 2 * i)) + ")",
+          undefined(pos, "quantization table " + std::to_string(quant) + " (component " + std::to_string(component) + ")",
                     "DQT");
         const uint8_t tables = at(b, pos + 6 + 2 * i);
         for (int kind : {0, 1}) {
