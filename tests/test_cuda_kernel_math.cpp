@@ -8,6 +8,7 @@
 // two-pass float64.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -441,6 +442,18 @@ TEST_CASE("norm formulas: normalize, backward with batch statistics, running upd
   }
   CHECK(norm_backward_value(2.0, 5.0, 1.0, 0.5, 3.0, false, 9.0, 9.0, 5.0) == 3.0);
   CHECK(running_update(1.0, 3.0, 0.1) == doctest::Approx(1.2));
+  // K > 1 dx (ops/cuda/norm_factors.cuh): a group's factors made with weight 1
+  // and the element's scale put in are the element's factors, bit for bit.
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  for (int t = 0; t < 1000; ++t) {
+    const double mean = u(gen), invstd = std::exp(u(gen)), weight = u(gen), sdy = u(gen) * 50, sxmu = u(gen) * 50;
+    const double count = 1 + t;
+    BackwardFactors<float> group = backward_factors<float>(mean, invstd, 1.0, true, sdy, sxmu, count);
+    group.scale = backward_scale<float>(invstd, weight);
+    const BackwardFactors<float> element = backward_factors<float>(mean, invstd, weight, true, sdy, sxmu, count);
+    CHECK(std::memcmp(&group, &element, sizeof group) == 0);
+  }
 }
 
 TEST_CASE("groups that are channels: one reduction gives the group sums and the parameter gradients") {

@@ -293,19 +293,20 @@ struct NormBackwardFunctor {
 // column reduction (LayerNorm, S == 1): it calls each element once, so dx
 // needs no pass of its own (one read of dy and x less: 160 MiB instead of
 // 224 for LayerNorm (C, H, W) on (128, 64, 32, 32); its backward took 0.165
-// ms on an H100 with the separate pass, 2026-11-27). dx is
-// NormBackwardFunctor's value of the same element.
+// ms on an H100 with the separate pass, 2026-11-27). dx from the group
+// factors the group sums' store made (ops/cuda/norm_factors.cuh).
 template <class T, class W>
 struct ChannelDyDxLoader {
   ChannelDyLoader<T> sums;
-  NormBackwardFunctor<T, W> dx;
+  T* dx;
+  factors::WeightedBackwardValue<T, W> value;
   using Row = int64_t;
   __device__ Row row(int64_t c) const { return c; }
   __device__ DySums operator()(Row c, int64_t j) const {
     int64_t g = 0;
     const int64_t i = sums.shape.channel_offset(c, j, g);
     const T dyi = sums.dy[i], xi = sums.x[i];
-    dx.dx[i] = dx.value(i, dyi, xi, dx.count_ptr ? *dx.count_ptr : dx.count);
+    dx[i] = value(i, dyi, xi);
     const double d = convert<double>(dyi), mean = sums.mean[g];
     return DySums{d, d * (convert<double>(xi) - mean) * sums.invstd[g]};
   }
@@ -346,11 +347,26 @@ void backward_typed(const NormBackwardArgs& args) {
     s1 = args.out_sum_dy.defined() ? args.out_sum_dy.data_ptr<double>() : static_cast<double*>(tmp.raw_data());
     s2 = args.out_sum_dy_xmu.defined() ? args.out_sum_dy_xmu.data_ptr<double>()
                                        : static_cast<double*>(tmp.raw_data()) + shape.G;
-    if (!fuse && !one_pass)
-      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{},
-                                      GroupDyLoader<T, W>{dy, x, w, mean, shape}, AddDySums(), GroupSumsStore{s1, s2},
+  }
+  // The w-weighted group sums by a reduction of their own (LayerNorm,
+  // GroupNorm outside the fused kernels); where dx follows, its store also
+  // makes the groups' dx factors (ops/cuda/norm_factors.cuh).
+  const bool sums_pass = need_local && !fuse && !one_pass;
+  const bool sums_factors = sums_pass && want_dx && args.batch_stats && !given && !stats::legacy_kernels();
+  const factors::Buffer<factors::Backward<T>> sf(sums_factors ? shape.G : 0, device);
+  if (sums_pass) {
+    const GroupDyLoader<T, W> load{dy, x, w, mean, shape};
+    const GroupSumsStore store{s1, s2};
+    if (sums_factors)
+      cuda_kernels::launch_row_reduce(
+          ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(),
+          factors::SumsStore<T, GroupSumsStore>{store, mean, invstd, static_cast<double>(shape.group_size()), sf.data},
+          "normalization backward");
+    else
+      cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
                                       "normalization backward");
   }
+  const factors::WeightedBackwardValue<T, W> weighted{sf.data, w, invstd, shape};
   // dx's function (the dx pass, or inside LayerNorm's column pass).
   const bool given_count = given && args.given_count_tensor.defined();
   const NormBackwardFunctor<T, W> f{want_dx ? args.grad_input.data_ptr<T>() : nullptr, dy, x, w, mean, invstd,
@@ -377,7 +393,8 @@ void backward_typed(const NormBackwardArgs& args) {
       const factors::Buffer<factors::Backward<T>> b(shape.G, device);
       reduce(FactorParamStore<T, W>{store, mean, args.batch_stats, static_cast<double>(shape.group_size()), b.data});
       launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
-                          factors::BackwardPass<T>{f.dx, dy, x, b.data, shape}, "normalization backward");
+                          factors::DxPass<T, factors::BackwardValue<T>>{f.dx, dy, x, {b.data, shape}},
+                          "normalization backward");
       return;
     }
     reduce(store);
@@ -391,9 +408,10 @@ void backward_typed(const NormBackwardArgs& args) {
     // coalesced, but walks all rows alone. Otherwise a block per channel.
     if (shape.S == 1 && !stats::legacy_kernels() &&
         cuda_kernels::column_reduce_applies(shape.channels(), shape.channel_size())) {
-      if (want_dx && !fuse && stats::dx_in_column_pass()) {
+      if (sums_factors && stats::dx_in_column_pass()) {
         cuda_kernels::launch_column_reduce(ctx, shape.channels(), shape.channel_size(), DySums{},
-                                           ChannelDyDxLoader<T, W>{load, f}, AddDySums(), ParamGradStore<W>{dw, db},
+                                           ChannelDyDxLoader<T, W>{load, f.dx, weighted}, AddDySums(),
+                                           ParamGradStore<W>{dw, db},
                                            "normalization backward");
         return;  // dx written
       }
@@ -422,11 +440,18 @@ void backward_typed(const NormBackwardArgs& args) {
                                       cuda_kernels::RowAccess::kInterleaved);
     return;
   }
+  if (sums_factors) {
+    launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
+                        factors::DxPass<T, factors::WeightedBackwardValue<T, W>>{f.dx, dy, x, weighted},
+                        "normalization backward");
+    return;
+  }
   if (shape.K == 1 && !stats::legacy_kernels()) {  // per-group factors from the sums in memory (SyncBN's given ones)
     const factors::Buffer<factors::Backward<T>> b(shape.G, device);
     factors::launch_from_memory(ctx, shape.G, f, b.data, "normalization backward");
     launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
-                        factors::BackwardPass<T>{f.dx, dy, x, b.data, shape}, "normalization backward");
+                        factors::DxPass<T, factors::BackwardValue<T>>{f.dx, dy, x, {b.data, shape}},
+                        "normalization backward");
     return;
   }
   launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x}, f, "normalization backward");

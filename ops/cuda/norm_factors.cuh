@@ -1,17 +1,19 @@
-// Per-group factors for ops/cuda/norm_core.cu's elementwise passes where a
-// group has one weight (K == 1: BatchNorm NCHW and channels-last,
-// InstanceNorm outside its fused kernels; that group g's channel is g % P is
-// checked in tests/test_cuda_kernel_math). The double math of the formulas
-// (invstd * w; dx's beta and gamma with their divisions by the count) is done
-// once a group, rounded to the compute type exactly as the per-element
-// functions round it (cuda_math::NormalizeFactors / BackwardFactors: the same
-// expressions, so the same values), and the passes do 2-4 compute-type
-// operations an element. The factors come from the reductions' stores where a
-// reduction runs anyway (training), else from a thread per group over
-// statistics and sums already in memory (eval mode's running statistics,
-// SyncBN's all-reduced sums, a backward without batch statistics).
-// Compiled, not run on a GPU (2026-11-28/29); MINIDL_CUDA_NORM_KERNELS=legacy
-// keeps the per-element passes.
+// Per-group factors for ops/cuda/norm_core.cu's elementwise passes: the
+// double math of the formulas (invstd * w; dx's beta and gamma with their
+// divisions by the count) done once a group, rounded to the compute type
+// exactly as the per-element functions round it (cuda_math::NormalizeFactors /
+// BackwardFactors: the same expressions, so the same values), so that a pass
+// does 2-4 compute-type operations an element. Where a group has one weight
+// (K == 1: BatchNorm NCHW and channels-last, InstanceNorm outside its fused
+// kernels; that group g's channel is g % P is checked in
+// tests/test_cuda_kernel_math) the factors are whole; where it spans channels
+// (LayerNorm, GroupNorm outside the fused kernels) dx's scale invstd * w is
+// made per element (one double product) and the rest per group. The factors
+// come from the reductions' stores where a reduction runs anyway (training),
+// else from a thread per group over statistics and sums already in memory
+// (eval mode's running statistics, SyncBN's all-reduced sums, a backward
+// without batch statistics). Compiled, not run on a GPU (2026-11-28/29);
+// MINIDL_CUDA_NORM_KERNELS=legacy keeps the per-element passes.
 #pragma once
 
 #include "minidl/ops/cuda/launch.cuh"
@@ -71,17 +73,13 @@ struct NormalizeValue {
   }
 };
 
-// The dx pass: dx = dy * scale + (x - mean) * beta + gamma, with 16-byte
-// vectors when aligned (ops/cuda/vectorized.cuh).
-template <class T>
-struct BackwardPass {
+// The dx pass: dx[i] = value(i, dy[i], x[i]), one element or N at a time
+// (16-byte vectors when aligned, ops/cuda/vectorized.cuh).
+template <class T, class Value>
+struct DxPass {
   T* dx;
   const T *dy, *x;
-  const Backward<T>* factors;
-  NormShape shape;
-  __device__ T value(int64_t i, T dyi, T xi) const {
-    return from_opmath<T>(cuda_math::backward_with(to_opmath(dyi), to_opmath(xi), factors[shape.group_of(i)]));
-  }
+  Value value;
   __device__ void operator()(const Offsets<1>& o) const { scalar(o.v[0]); }
   __device__ void scalar(int64_t i) const { dx[i] = value(i, dy[i], x[i]); }
   template <int N>
@@ -94,12 +92,57 @@ struct BackwardPass {
   }
 };
 
-// A buffer of G factors of type F, for the launches that fill and read it.
+// dx = dy * scale + (x - mean) * beta + gamma from the group's factors (K == 1,
+// or no weight: the factors' scale is the element's).
+template <class T>
+struct BackwardValue {
+  const Backward<T>* factors;
+  NormShape shape;
+  __device__ T operator()(int64_t i, T dyi, T xi) const {
+    return from_opmath<T>(cuda_math::backward_with(to_opmath(dyi), to_opmath(xi), factors[shape.group_of(i)]));
+  }
+};
+
+// K > 1 (LayerNorm, GroupNorm): a group spans channels of different weights,
+// so scale = invstd * w is made per element (as backward_factors makes it: one
+// double product, rounded) and mean, beta and gamma come from the group's
+// factors: no division per element.
+template <class T, class W>
+struct WeightedBackwardValue {
+  const Backward<T>* factors;
+  const W* w;  // optional
+  const double* invstd;
+  NormShape shape;
+  __device__ T operator()(int64_t i, T dyi, T xi) const {
+    const int64_t g = shape.group_of(i);
+    Backward<T> f = factors[g];
+    if (w) f.scale = cuda_math::backward_scale<opmath_t<T>>(invstd[g], convert<double>(w[shape.channel_of(i)]));
+    return from_opmath<T>(cuda_math::backward_with(to_opmath(dyi), to_opmath(xi), f));
+  }
+};
+
+// The store of the row reduction of the w-weighted group sums (K > 1, or
+// groups that are not channels) that also makes each group's dx factors with
+// weight 1 (WeightedBackwardValue puts the weight in per element).
+template <class T, class Sums>
+struct SumsStore {
+  Sums sums;  // norm_core.cu's GroupSumsStore
+  const double *mean, *invstd;
+  double count;
+  Backward<T>* factors;
+  template <class Row, class S>
+  __device__ void operator()(int64_t g, const Row& row, const S& s) const {
+    sums(g, row, s);
+    factors[g] = cuda_math::backward_factors<opmath_t<T>>(mean[g], invstd[g], 1.0, true, s.dy, s.dy_xmu, count);
+  }
+};
+
+// A buffer of G factors of type F (none for G == 0), for the launches that fill and read it.
 template <class F>
 struct Buffer {
   Buffer(int64_t groups, Device device)
-      : tensor(cuda_kernels::temp_buffer(groups * static_cast<int64_t>(sizeof(F)), device)),
-        data(static_cast<F*>(tensor.raw_data())) {}
+      : tensor(groups > 0 ? cuda_kernels::temp_buffer(groups * static_cast<int64_t>(sizeof(F)), device) : Tensor()),
+        data(groups > 0 ? static_cast<F*>(tensor.raw_data()) : nullptr) {}
   Tensor tensor;  // keep alive until the pass is enqueued (the cache reuses it in stream order)
   F* data;
 };

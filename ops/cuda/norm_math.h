@@ -218,6 +218,13 @@ struct BackwardFactors {
 // dx = dy * invstd * w + (x - mean) * beta + gamma with, for batch statistics,
 // beta = -invstd^3 sum_dy_xmu / count and gamma = -invstd sum_dy / count
 // (sums w-weighted), both 0 when the statistics were constants.
+// dx's scale, invstd * w rounded once; K > 1 passes make it per element
+// (a group spans channels of different weights), the rest per group.
+template <class T>
+MINIDL_HOST_DEVICE inline T backward_scale(double invstd, double weight) {
+  return static_cast<T>(invstd * weight);
+}
+
 template <class T>
 MINIDL_HOST_DEVICE inline BackwardFactors<T> backward_factors(double mean, double invstd, double weight,
                                                               bool batch_stats, double sum_dy, double sum_dy_xmu,
@@ -227,7 +234,7 @@ MINIDL_HOST_DEVICE inline BackwardFactors<T> backward_factors(double mean, doubl
     beta = -invstd * invstd * invstd * sum_dy_xmu / count;
     gamma = -invstd * sum_dy / count;
   }
-  return BackwardFactors<T>{static_cast<T>(invstd * weight), static_cast<T>(mean), static_cast<T>(beta),
+  return BackwardFactors<T>{backward_scale<T>(invstd, weight), static_cast<T>(mean), static_cast<T>(beta),
                             static_cast<T>(gamma)};
 }
 
