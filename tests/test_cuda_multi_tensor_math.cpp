@@ -52,8 +52,9 @@ void run_like_the_kernel(const Op& op, const OpLists<Op>& lists) {
   for (const MultiTensorLaunch& l : plan)
     for (const auto& [slot, c] : l.blocks) {
       const auto k = static_cast<size_t>(l.tensors[static_cast<size_t>(slot)]);
+      const auto element = op.bind(lists.extras[k]);  // once a block, as the kernel
       for (int64_t i = chunk_begin(c, kMultiTensorChunk); i < chunk_end(c, kMultiTensorChunk, lists.numels[k]); ++i)
-        op(lists.ptrs[k].data(), lists.extras[k], i);
+        element(lists.ptrs[k].data(), i);
     }
 }
 

@@ -121,7 +121,9 @@ struct ClipFunctor {
   T* g;
   const double* total;
   double max_norm;
-  __device__ void operator()(const Offsets<1>& o) const { cuda_math::clip_scale(g[o.v[0]], max_norm, *total); }
+  __device__ void operator()(const Offsets<1>& o) const {
+    cuda_math::clip_scale(g[o.v[0]], cuda_math::clip_factor<T>(max_norm, *total));
+  }
 };
 
 void clip_grad_scale_cuda(const Tensor& grad, const Tensor& total_norm, double max_norm) {

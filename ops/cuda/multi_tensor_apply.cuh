@@ -23,7 +23,8 @@ struct TensorListMeta {
   int block_to_chunk[cuda_math::kMultiTensorBlocks];
 };
 
-// Block b runs op over chunk block_to_chunk[b] of the tensor in slot block_to_slot[b].
+// Block b runs op, bound to the tensor in slot block_to_slot[b] (once a
+// block: ops/cuda/multi_tensor_math.h), over chunk block_to_chunk[b] of it.
 template <class Op>
 __global__ void __launch_bounds__(cuda_math::kMultiTensorThreads)
     multi_tensor_kernel(TensorListMeta<Op::kDepth, typename Op::Extra> meta, Op op) {
@@ -31,11 +32,11 @@ __global__ void __launch_bounds__(cuda_math::kMultiTensorThreads)
   void* ptr[Op::kDepth];
 #pragma unroll
   for (int k = 0; k < Op::kDepth; ++k) ptr[k] = meta.ptrs[k][slot];
-  const typename Op::Extra extra = meta.extra[slot];
+  const auto element = op.bind(meta.extra[slot]);
   const int64_t c = meta.block_to_chunk[blockIdx.x];
   const int64_t end = cuda_math::chunk_end(c, cuda_math::kMultiTensorChunk, meta.numel[slot]);
   for (int64_t i = cuda_math::chunk_begin(c, cuda_math::kMultiTensorChunk) + threadIdx.x; i < end; i += blockDim.x)
-    op(ptr, extra, i);
+    element(ptr, i);
 }
 
 // Calls launch(meta, blocks) once per launch of the plan for these lists:
@@ -63,7 +64,7 @@ void for_each_launch(const cuda_math::MultiTensorLists<L, Extra>& lists, Launch&
   }
 }
 
-// op(ptr, extra, i) for every element i of every tensor of the lists.
+// op.bind(extra)(ptr, i) for every element i of every tensor of the lists.
 template <class Op>
 void multi_tensor_apply(const LaunchContext& ctx, const cuda_math::MultiTensorLists<Op::kDepth, typename Op::Extra>& lists,
                         const Op& op, const char* name) {

@@ -71,17 +71,32 @@ MINIDL_HOST_DEVICE inline int64_t chunk_end(int64_t c, int64_t chunk, int64_t n)
   return (c + 1) * chunk < n ? (c + 1) * chunk : n;
 }
 
+// Each op below is bound to one tensor's scalar (its Extra) by
+// op.bind(extra), which gives the function of an element, f(ptr, i): what
+// depends on the tensor only (the capturable optimizers' bias corrections from
+// device memory, the clip coefficient) is computed once a block in the kernel,
+// not once an element.
+
+// SGD over one tensor's elements with its scalars.
+template <class T>
+struct SgdElement {
+  SgdScalars<opmath_t<T>> s;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, int64_t i) const {
+    T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
+    sgd_update(s, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
+  }
+};
+
 // SGD over lists (param, grad, momentum_buffer); a tensor's own scalar: first_step.
 template <class T>
 struct SgdMultiOp {
   static constexpr int kDepth = 3;
   using Extra = bool;
   SgdScalars<opmath_t<T>> s;  // shared hyperparameters; s.first_step is ignored
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra first_step, int64_t i) const {
-    SgdScalars<opmath_t<T>> own = s;
-    own.first_step = first_step;
-    T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
-    sgd_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
+  MINIDL_HOST_DEVICE SgdElement<T> bind(Extra first_step) const {
+    SgdElement<T> e{s};
+    e.s.first_step = first_step;
+    return e;
   }
 };
 
@@ -92,19 +107,28 @@ struct AdamTensorScalars {
   opmath_t<T> neg_step, bc2;
 };
 
+// Adam over one tensor's elements with its scalars.
+template <class T>
+struct AdamElement {
+  AdamScalars<opmath_t<T>> s;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, int64_t i) const {
+    T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
+    adam_update(s, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], static_cast<T*>(ptr[2])[i],
+                static_cast<T*>(ptr[3])[i], v_max);
+  }
+};
+
 // Adam over lists (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq).
 template <class T>
 struct AdamMultiOp {
   static constexpr int kDepth = 5;
   using Extra = AdamTensorScalars<T>;
   AdamScalars<opmath_t<T>> s;  // shared hyperparameters; s.neg_step and s.bc2 are ignored
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra e, int64_t i) const {
-    AdamScalars<opmath_t<T>> own = s;
-    own.neg_step = e.neg_step;
-    own.bc2 = e.bc2;
-    T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
-    adam_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], static_cast<T*>(ptr[2])[i],
-                static_cast<T*>(ptr[3])[i], v_max);
+  MINIDL_HOST_DEVICE AdamElement<T> bind(Extra e) const {
+    AdamElement<T> a{s};
+    a.s.neg_step = e.neg_step;
+    a.s.bc2 = e.bc2;
+    return a;
   }
 };
 
@@ -138,12 +162,11 @@ struct SgdCapturableOp {
   using Extra = bool;
   SgdScalars<opmath_t<T>> s;  // as SgdMultiOp's; s.neg_lr is ignored
   const double* lr;
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra first_step, int64_t i) const {
-    SgdScalars<opmath_t<T>> own = s;
-    own.first_step = first_step;
-    own.neg_lr = static_cast<opmath_t<T>>(-*lr);
-    T* buf = s.has_buf ? static_cast<T*>(ptr[2]) + i : nullptr;
-    sgd_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], buf);
+  MINIDL_HOST_DEVICE SgdElement<T> bind(Extra first_step) const {
+    SgdElement<T> e{s};
+    e.s.first_step = first_step;
+    e.s.neg_lr = static_cast<opmath_t<T>>(-*lr);
+    return e;
   }
 };
 
@@ -166,12 +189,10 @@ struct AdamCapturableOp {
   AdamScalars<opmath_t<T>> s;  // as AdamMultiOp's; neg_step, bc2 and shrink are computed here
   const double* lr;
   double beta1, beta2, weight_decay;
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra step, int64_t i) const {
-    AdamScalars<opmath_t<T>> own = s;
-    adam_capturable_scalars(own, *lr, static_cast<double>(*step), beta1, beta2, weight_decay);
-    T* v_max = s.amsgrad ? static_cast<T*>(ptr[4]) + i : nullptr;
-    adam_update(own, static_cast<T*>(ptr[0])[i], static_cast<const T*>(ptr[1])[i], static_cast<T*>(ptr[2])[i],
-                static_cast<T*>(ptr[3])[i], v_max);
+  MINIDL_HOST_DEVICE AdamElement<T> bind(Extra step) const {
+    AdamElement<T> a{s};
+    adam_capturable_scalars(a.s, *lr, static_cast<double>(*step), beta1, beta2, weight_decay);
+    return a;
   }
 };
 
@@ -179,7 +200,8 @@ struct AdamCapturableOp {
 struct StepIncrementOp {
   static constexpr int kDepth = 1;
   using Extra = unsigned char;  // none
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra, int64_t i) const { static_cast<float*>(ptr[0])[i] += 1.0f; }
+  MINIDL_HOST_DEVICE StepIncrementOp bind(Extra) const { return *this; }
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, int64_t i) const { static_cast<float*>(ptr[0])[i] += 1.0f; }
 };
 
 // The lists of a call as the kernel takes them: per tensor, its buffers in
@@ -292,9 +314,20 @@ MINIDL_HOST_DEVICE inline double finish_from_partials(const double* partials, in
 // grad *= clip_coefficient(max_norm, *total) rounded to the compute type
 // (clip_grad_scale's per-element math), over one list.
 template <class T>
-MINIDL_HOST_DEVICE inline void clip_scale(T& g, double max_norm, double total) {
-  g = from_opmath<T>(to_opmath(g) * static_cast<opmath_t<T>>(clip_coefficient(max_norm, total)));
+MINIDL_HOST_DEVICE inline opmath_t<T> clip_factor(double max_norm, double total) {
+  return static_cast<opmath_t<T>>(clip_coefficient(max_norm, total));
 }
+
+template <class T>
+MINIDL_HOST_DEVICE inline void clip_scale(T& g, opmath_t<T> factor) {
+  g = from_opmath<T>(to_opmath(g) * factor);
+}
+
+template <class T>
+struct ClipElement {
+  opmath_t<T> factor;
+  MINIDL_HOST_DEVICE void operator()(void* const* ptr, int64_t i) const { clip_scale(static_cast<T*>(ptr[0])[i], factor); }
+};
 
 template <class T>
 struct ClipScaleOp {
@@ -302,9 +335,7 @@ struct ClipScaleOp {
   using Extra = unsigned char;  // none
   const double* total;
   double max_norm;
-  MINIDL_HOST_DEVICE void operator()(void* const* ptr, Extra, int64_t i) const {
-    clip_scale(static_cast<T*>(ptr[0])[i], max_norm, *total);
-  }
+  MINIDL_HOST_DEVICE ClipElement<T> bind(Extra) const { return {clip_factor<T>(max_norm, *total)}; }
 };
 
 }  // namespace minidl::cuda_math
