@@ -24,7 +24,9 @@
 // train_step_cl_*, batch_norm2d_train_cl, *_pool*_cl: channels-last images and
 // activations (core/memory_format.h; PyTorch's twin: model and input
 // .to(memory_format=torch.channels_last)). --suite pools: the pools alone
-// (SmallNet's 2x2 max pool, ResNet's 3x3 stride-2 one, the global average).
+// (SmallNet's 2x2 max pool, ResNet's 3x3 stride-2 one, the global average)
+// and softmax (a classifier's log_softmax over 1000 logits, a 3-D
+// segmentation's softmax over 4 classes).
 //
 // --suite graph (not part of all: PyTorch's twin has no such entry): a
 // training step eager and replayed from a CUDA graph at batch 32
@@ -197,6 +199,13 @@ void pool_suite(const Options& o) {
     time_op(o, "global_avg_pool" + suffix, dims(head), 0, {leaf(head, o, 1.0, cl)},
             [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {1, 1}); });
   }
+  // Softmax over a classifier's logits (the last dim) and over a 3-D
+  // segmentation's classes (dim 1 of (N, C, D, H, W): columns H*W*D apart).
+  const Shape logits{8192, 1000}, volume{2, 4, 32, 64, 64};
+  time_op(o, "log_softmax_rows", dims(logits), 0, {leaf(logits, o)},
+          [](const std::vector<Tensor>& v) { return log_softmax(v[0], -1); });
+  time_op(o, "softmax_channels", dims(volume), 0, {leaf(volume, o)},
+          [](const std::vector<Tensor>& v) { return softmax(v[0], 1); });
 }
 
 void matmul_suite(const Options& o) {

@@ -114,6 +114,11 @@ def pool_suite(a):
                 lambda v: F.max_pool2d(v[0], 3, 2, 1))
         time_op(a, "global_avg_pool" + suffix, "x".join(map(str, head)), 0, [leaf(head, a.dev, 1.0, cl)],
                 lambda v: F.adaptive_avg_pool2d(v[0], 1))
+    logits, volume = (8192, 1000), (2, 4, 32, 64, 64)
+    time_op(a, "log_softmax_rows", "x".join(map(str, logits)), 0, [leaf(logits, a.dev)],
+            lambda v: F.log_softmax(v[0], -1))
+    time_op(a, "softmax_channels", "x".join(map(str, volume)), 0, [leaf(volume, a.dev)],
+            lambda v: F.softmax(v[0], 1))
 
 
 def matmul_suite(a):

@@ -33,7 +33,7 @@ SoftmaxShape shape_of(const Shape& shape, int64_t dim) {
   for (int64_t d = 0; d < dim; ++d) g.outer *= shape[d];
   g.dim_size = shape[dim];
   for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) g.inner *= shape[d];
-  return g;
+  return g.with_dividers();
 }
 
 // Softmax over an inner dim: neighbouring columns are neighbours in memory.
@@ -77,23 +77,28 @@ struct ExpSumLoader {
   }
 };
 
-struct SumStore {
-  double* out;
+// The column's output factor (cuda_math::softmax_column_factor) from its sum.
+template <class C>
+struct FactorStore {
+  C* factor;
+  bool log;
   template <class Row>
-  __device__ void operator()(int64_t c, const Row&, double v) const { out[c] = v; }
+  __device__ void operator()(int64_t c, const Row& row, double sum) const {
+    factor[c] = cuda_math::softmax_column_factor<C>(row.max, sum, log);
+  }
 };
 
 template <class T>
 struct SoftmaxOutput {
   T* y;
   const T* x;
-  const opmath_t<T>* max;
-  const double* sum;
+  const opmath_t<T>*max, *factor;
   SoftmaxShape g;
   bool log;
   __device__ void operator()(const Offsets<1>& o) const {
     const int64_t i = o.v[0], c = g.column_of(i);
-    y[i] = from_opmath<T>(cuda_math::softmax_output<opmath_t<T>>(to_opmath(x[i]), max[c], sum[c], log));
+    const opmath_t<T> m = log ? opmath_t<T>(0) : max[c];  // log_softmax needs its factor only
+    y[i] = from_opmath<T>(cuda_math::softmax_output_with<opmath_t<T>>(to_opmath(x[i]), m, factor[c], log));
   }
 };
 
@@ -106,15 +111,16 @@ void forward_typed(const Tensor& x, const Tensor& y, const SoftmaxShape& g, bool
   if (n == 0) return;
   const LaunchContext ctx(x.device());
   Tensor max_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(C)), x.device());
-  Tensor sum_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(double)), x.device());
+  Tensor factor_buf = cuda_kernels::temp_buffer(columns * static_cast<int64_t>(sizeof(C)), x.device());
   auto* mx = static_cast<C*>(max_buf.raw_data());
-  auto* sum = static_cast<double*>(sum_buf.raw_data());
+  auto* factor = static_cast<C*>(factor_buf.raw_data());
   const T* xp = x.data_ptr<T>();
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, -std::numeric_limits<C>::infinity(),
                                   ColumnMaxLoader<T>{xp, g}, MaxOp<C>(), StoreTo<C>{mx}, op, access_of(g));
   cuda_kernels::launch_row_reduce(ctx, columns, g.dim_size, 0.0, ExpSumLoader<T>{xp, mx, g},
-                                  cuda_kernels::SumOp<double>(), SumStore{sum}, op, access_of(g));
-  cuda_kernels::launch_elementwise(ctx, n, linear(n, op), SoftmaxOutput<T>{y.data_ptr<T>(), xp, mx, sum, g, log}, op);
+                                  cuda_kernels::SumOp<double>(), FactorStore<C>{factor, log}, op, access_of(g));
+  cuda_kernels::launch_elementwise(ctx, n, linear(n, op), SoftmaxOutput<T>{y.data_ptr<T>(), xp, mx, factor, g, log},
+                                   op);
 }
 
 void softmax_forward_cuda(const Tensor& x, const Tensor& y, int64_t dim, bool log) {
