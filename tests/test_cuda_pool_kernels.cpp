@@ -76,6 +76,8 @@ std::vector<Case> cases() {
   add({.name = "max 3x3 s1 p1 (each input in up to 9 windows)", .input = {2, 3, 7, 9}, .kernel = {1, 3, 3},
        .padding = {0, 1, 1}});
   add({.name = "max 2x2 s3 (inputs in no window)", .input = {1, 4, 8, 10}, .kernel = {1, 2, 2}, .stride = {1, 3, 3}});
+  add({.name = "max 2x2 dilation 2 on 1x1 planes (windows with no tap: -inf, an index past the plane)",
+       .input = {2, 3, 1, 1}, .kernel = {1, 2, 2}, .stride = {1, 3, 3}, .padding = {0, 1, 1}, .dilation = {1, 2, 2}});
   add({.name = "adaptive max 3x2", .input = {2, 4, 7, 5}, .adaptive = true, .adaptive_out = {1, 3, 2}});
   add({.name = "adaptive max 2x2 (disjoint)", .input = {2, 4, 6, 4}, .adaptive = true, .adaptive_out = {1, 2, 2}});
   add({.name = "avg 3x3 s1 p1", .input = {2, 5, 7, 6}, .kernel = {1, 3, 3}, .padding = {0, 1, 1}, .is_max = false});
@@ -184,4 +186,23 @@ TEST_CASE("the kernels' geometry: 32-bit dividers when indices fit, the channel 
   CHECK(device_geometry(geometry).step == 1);
   geometry.planes = int64_t{1} << 22;  // 2^22 planes of 1024 values: past 31 bits
   CHECK_FALSE(device_geometry(geometry).fast);
+}
+
+TEST_CASE("the 32-bit 2-D max-pool kernels refuse strides and dilations past 31 bits") {
+  PoolGeometry g;
+  g.planes = 1;
+  g.in = {1, 4, 4};
+  g.out = {1, 1, 1};
+  g.kernel = {1, 2, 2};
+  g.stride = {1, 2, 2};
+  CHECK(pool2d::fast_geometry(g).has_value());
+  g.stride = {1, int64_t{1} << 32, 2};  // was truncated to a 0 divisor
+  CHECK_FALSE(pool2d::fast_geometry(g).has_value());
+  g.stride = {1, 1, 1};
+  g.kernel = {1, 1, 1};  // a kernel of 1 never moves by its dilation, which still is the loop's step
+  g.out = {1, 4, 4};
+  g.dilation = {1, int64_t{1} << 32, 1};  // was a 0 step: an endless loop
+  CHECK_FALSE(pool2d::fast_geometry(g).has_value());
+  g.dilation = {1, (int64_t{1} << 31) - 2, 1};  // was h += dilation past INT32_MAX
+  CHECK_FALSE(pool2d::fast_geometry(g).has_value());
 }

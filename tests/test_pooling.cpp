@@ -192,6 +192,34 @@ TEST_CASE("max_pool2d treats padding as -inf and routes the gradient to the firs
   check_values(z.grad(), {0, 0, 0, 0, 10, 0, 0, 0, 0});
 }
 
+TEST_CASE("a max-pool window with no tap inside the input: -inf, PyTorch's index, no gradient") {
+  // Kernel 2 dilated by 2 with padding 1 on a 1x1 plane taps (-1, 1): both
+  // outside. PyTorch gives -inf and index 2 (past the plane) and a zero
+  // gradient; the backward must not write at that index (it did: past gx).
+  for (const DType dt : {kFloat64, kFloat32, kBFloat16}) {
+    for (const bool cl : {false, true}) {
+      CAPTURE(dt);
+      CAPTURE(cl);
+      Tensor x = full({2, 3, 1, 1}, 5.0, dt);
+      if (cl) x = x.contiguous(MemoryFormat::ChannelsLast);
+      x.requires_grad_();
+      const auto [y, idx] = max_pool2d_with_indices(x, {2, 2}, {3, 3}, {1, 1}, {2, 2});
+      REQUIRE(y.shape() == Shape{2, 3, 1, 1});
+      for (double v : y.to(kFloat64).to_vector<double>()) CHECK(v == -std::numeric_limits<double>::infinity());
+      for (int64_t i : idx.to_vector<int64_t>()) CHECK(i == 2);
+      y.backward(ones_like(y));
+      for (double g : x.grad().to(kFloat64).to_vector<double>()) CHECK(g == 0.0);
+    }
+  }
+  // 3-D: the same window along W (no accepted geometry mixes such windows
+  // with windows that have taps: padding is at most half the kernel).
+  Tensor u = full({1, 2, 1, 1, 1}, 5.0, kFloat64).requires_grad_();
+  Tensor e = max_pool3d(u, {1, 1, 2}, {1, 1, 3}, {0, 0, 1}, {1, 1, 2});
+  e.backward(ones_like(e));
+  for (double v : e.to_vector<double>()) CHECK(v == -std::numeric_limits<double>::infinity());
+  check_values(u.grad(), {0, 0});
+}
+
 TEST_CASE("max pools propagate NaN") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = tensor({nan, 1, 2, 3}, {1, 1, 2, 2}, kFloat64);

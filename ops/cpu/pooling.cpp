@@ -23,6 +23,7 @@
 #include "minidl/ops/cpu/pooling_channels_last.h"
 #include "minidl/ops/cpu/sum_span.h"
 #include "minidl/ops/cpu/transpose8.h"
+#include "minidl/ops/cuda/pool_math.h"
 #include "minidl/ops/pooling.h"
 
 namespace minidl {
@@ -275,11 +276,13 @@ void max_pool_backward_kernel(const T* gy, const int64_t* idx, T* gx, const Pool
     if constexpr (is_half_v<T>) {
       thread_local std::vector<float> sum;
       sum.assign(static_cast<size_t>(in_plane), 0.0f);
-      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) sum[static_cast<size_t>(idx[o])] += load(gy[o]);
+      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o)
+        if (cuda_math::index_in_plane(idx[o], in_plane)) sum[static_cast<size_t>(idx[o])] += load(gy[o]);
       narrow_row(sum.data(), gxp, in_plane);
     } else {
       std::fill(gxp, gxp + in_plane, T(0));
-      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) gxp[idx[o]] += gy[o];
+      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o)
+        if (cuda_math::index_in_plane(idx[o], in_plane)) gxp[idx[o]] += gy[o];
     }
   }
 }

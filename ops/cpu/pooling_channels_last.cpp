@@ -171,7 +171,8 @@ void max_pool_backward_channels_last(const T* gy, const int64_t* indices, T* gx,
     for (int64_t o = 0; o < tasks.out_plane; ++o) {  // in output order: the planar kernel's sums
       const T* go = gy + ct.out_offset + o * C;
       const int64_t* io = indices + ct.out_offset + o * C;
-      for (int64_t k = 0; k < ct.count; ++k) sums.at(io[k])[k] += static_cast<Compute<T>>(go[k]);
+      for (int64_t k = 0; k < ct.count; ++k)
+        if (cuda_math::index_in_plane(io[k], tasks.in_plane)) sums.at(io[k])[k] += static_cast<Compute<T>>(go[k]);
     }
     sums.finish();
   }

@@ -38,9 +38,14 @@ struct Pool2d {
 inline std::optional<Pool2d> fast_geometry(const PoolGeometry& g) {
   const bool two_d = g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.padding[0] == 0;
   if (!two_d || g.adaptive || g.planes <= 0 || g.in_plane() <= 0 || g.out_plane() <= 0) return std::nullopt;
+  // The general kernels' bound (PoolDim::with_dividers): stride and dilation
+  // are 32-bit divisors and steps (h < H before h += dilation), so each must
+  // fit too, also where the kernel is 1 and the dilation never moves a tap.
   for (int i = 1; i < 3; ++i)
     if (g.stride[i] <= 0 || g.dilation[i] <= 0 || g.kernel[i] <= 0 || g.padding[i] < 0 ||
-        g.in[i] + g.padding[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 >= cuda_math::kIntDividerLimit)
+        g.stride[i] >= cuda_math::kIntDividerLimit || g.dilation[i] >= cuda_math::kIntDividerLimit ||
+        g.in[i] + g.padding[i] + g.stride[i] + g.dilation[i] + g.kernel[i] * g.dilation[i] >=
+            cuda_math::kIntDividerLimit)
       return std::nullopt;
   if (!cuda_math::fits_int_divider(g.planes * std::max(g.in_plane(), g.out_plane()))) return std::nullopt;
   Pool2d p;

@@ -188,6 +188,7 @@ struct MaxPoolScatter {
   MINIDL_HOST_DEVICE void operator()(const Offsets<1>& off) const {
     const int64_t o = off.v[0];
     const cuda_math::ChannelSplit s = cuda_math::split_channel(o, g.step, g.by_step, g.fast);
+    if (!cuda_math::index_in_plane(idx[o], g.in_plane)) return;  // an empty window's
     const int64_t outer = cuda_math::quotient(s.rest, g.out_plane, g.by_out_plane, g.fast);
     gx[(outer * g.in_plane + idx[o]) * g.step + s.inner] = gy[o];
   }

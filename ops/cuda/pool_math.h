@@ -166,4 +166,10 @@ MINIDL_HOST_DEVICE inline bool empty_window(const Taps& td, const Taps& th, cons
   return td.hi <= td.lo || th.hi <= th.lo || tw.hi <= tw.lo;
 }
 
+// Whether a saved max-pool index is a position of the input plane. A window
+// with no tap inside the input (dilation stepping over a small plane) keeps
+// PyTorch's index, the first tap past the padding, which can lie beyond the
+// plane: its output is -inf and it routes no gradient.
+MINIDL_HOST_DEVICE inline bool index_in_plane(int64_t i, int64_t in_plane) { return i >= 0 && i < in_plane; }
+
 }  // namespace minidl::cuda_math
