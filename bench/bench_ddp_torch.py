@@ -15,7 +15,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch import median_ms, small_net  # noqa: E402
+from bench_torch import median_ms  # noqa: E402
+from torch_models import small_net  # noqa: E402
 
 
 def worker(rank, world, port, args):

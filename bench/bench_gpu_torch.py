@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch import ResNet18Cifar, small_net  # noqa: E402
+from torch_models import ResNet18Cifar, small_net  # noqa: E402
 
 
 def sync(dev):

@@ -1,8 +1,8 @@
 // The __host__ __device__ math of the CUDA kernels, run on the CPU in every
 // build: the CUDA kernels call the same functions, so this checks their
 // index math and formulas without a GPU. This file: strided offsets,
-// elementwise, reduction, softmax and normalization math; the layer
-// kernels' math (losses, pooling, optimizers, SyncBN, Philox dropout) is in
+// elementwise, reduction and normalization math; the layer kernels' math
+// (softmax, losses, pooling, optimizers, SyncBN, Philox dropout) is in
 // tests/test_cuda_layer_math.cpp, pad's and upsample's in
 // tests/test_cuda_pad_upsample_math.cpp. Against brute force, the CPU ops and
 // two-pass float64.
@@ -19,7 +19,6 @@
 #include "minidl/ops/cuda/norm_math.h"
 #include "minidl/ops/cuda/offset_calculator.h"
 #include "minidl/ops/cuda/reduce_math.h"
-#include "minidl/ops/cuda/softmax_math.h"
 #include "tests/norm_reference.h"
 #include "tests/test_util.h"
 
@@ -559,49 +558,4 @@ TEST_CASE("ColumnTiling: each row of a column once, in a fixed order") {
   CHECK(ColumnTiling::chunk_rows(16385) == 144);
   CHECK(ColumnTiling::chunk_rows(131072) == 1024);
   CHECK(ColumnTiling::chunks(131072) == 128);
-}
-
-TEST_CASE("softmax math: column layout and formulas") {
-  // Each element in one column, with and without the dividers (inner 1: the last dim).
-  for (const SoftmaxShape plain : {SoftmaxShape{2, 3, 4}, SoftmaxShape{5, 7, 1}, SoftmaxShape{1, 3, 33},
-                                   SoftmaxShape{3, 1, 6}, SoftmaxShape{1, 1000, 1}})
-    for (const SoftmaxShape& g : {plain, plain.with_dividers()}) {
-      INFO("outer ", g.outer, " dim ", g.dim_size, " inner ", g.inner, " fast ", g.fast);
-      const int64_t n = g.outer * g.dim_size * g.inner;
-      std::vector<int> seen(static_cast<size_t>(n), 0);
-      for (int64_t c = 0; c < g.outer * g.inner; ++c)
-        for (int64_t d = 0; d < g.dim_size; ++d) {
-          const int64_t i = g.column_start(c) + d * g.inner;
-          CHECK(g.column_of(i) == c);
-          ++seen[static_cast<size_t>(i)];
-        }
-      CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
-    }
-  CHECK(SoftmaxShape{2, 3, 4}.with_dividers().fast);
-  CHECK(!SoftmaxShape{0, 3, 4}.with_dividers().fast);
-  // The per-column factor gives the per-element formula's bits.
-  std::mt19937 gen(3);
-  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
-  for (int t = 0; t < 1000; ++t) {
-    const float xv = u(gen), mx = u(gen);
-    const double sum = std::exp(static_cast<double>(u(gen)) / 4);
-    for (const bool log : {false, true}) {
-      const float direct =
-          log ? xv - (mx + static_cast<float>(std::log(sum))) : std::exp(xv - mx) * static_cast<float>(1.0 / sum);
-      const float via = softmax_output_with(xv, mx, softmax_column_factor(mx, sum, log), log);
-      CHECK(std::memcmp(&direct, &via, sizeof via) == 0);
-    }
-  }
-  const std::vector<double> x{1.0, 2.0, 0.5};
-  double sum = 0;
-  for (double v : x) sum += std::exp(v - 2.0);
-  double total = 0;
-  for (double v : x) {
-    total += softmax_output(v, 2.0, sum, false);
-    CHECK(softmax_output(v, 2.0, sum, true) == doctest::Approx(std::log(softmax_output(v, 2.0, sum, false))));
-  }
-  CHECK(total == doctest::Approx(1.0));
-  // log_softmax backward with grad = one-hot equals onehot - softmax.
-  const double y0 = softmax_output(x[0], 2.0, sum, true);
-  CHECK(softmax_backward_input(1.0, y0, 1.0, true) == doctest::Approx(1.0 - std::exp(y0)));
 }
