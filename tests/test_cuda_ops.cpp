@@ -409,6 +409,15 @@ TEST_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") {
     // divide the input, a global max; the cases above with overlap gather.
     compare("max_pool2d disjoint pad ceil", [](auto& v) { return max_pool2d(v[0], {2, 2}, {2, 3}, {1, 1}, {1, 1}, true); },
             {leaf({2, 3, 7, 8}, dt)});
+    // Windows with no tap inside the input (dilation 2 over a 1-wide plane):
+    // -inf, an index naming another row's element, and no gradient; gathered
+    // (overlapping rows) and scattered (disjoint).
+    compare("max_pool2d windows with no tap, overlapping", [](auto& v) {
+      return max_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}, {1, 2});
+    }, {leaf({2, 3, 3, 1}, dt)});
+    compare("max_pool2d windows with no tap, disjoint", [](auto& v) {
+      return max_pool2d(v[0], {1, 2}, {1, 3}, {0, 1}, {1, 2});
+    }, {leaf({2, 3, 3, 1}, dt)});
     compare("adaptive_max_pool2d dividing, global", [](auto& v) {
       return add(sum(adaptive_max_pool2d(v[0], {2, 3})), sum(adaptive_max_pool2d(v[0], {1, 1})));
     }, {leaf({2, 3, 4, 9}, dt)});

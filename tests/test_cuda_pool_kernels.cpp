@@ -78,6 +78,14 @@ std::vector<Case> cases() {
   add({.name = "max 2x2 s3 (inputs in no window)", .input = {1, 4, 8, 10}, .kernel = {1, 2, 2}, .stride = {1, 3, 3}});
   add({.name = "max 2x2 dilation 2 on 1x1 planes (windows with no tap: -inf, an index past the plane)",
        .input = {2, 3, 1, 1}, .kernel = {1, 2, 2}, .stride = {1, 3, 3}, .padding = {0, 1, 1}, .dilation = {1, 2, 2}});
+  // Windows with no tap whose index names a real element (of the next row):
+  // gathered (stride 1 along W) and scattered (stride 3: disjoint).
+  add({.name = "max 2x2 dilation (1, 2) on 1-wide planes (no tap; the index names a row of the window's range)",
+       .input = {2, 3, 3, 1}, .kernel = {1, 2, 2}, .padding = {0, 1, 1}, .dilation = {1, 1, 2}});
+  add({.name = "max 1x2 dilation 2 on 1-wide planes, stride 3 (disjoint: the scatter)", .input = {2, 3, 3, 1},
+       .kernel = {1, 1, 2}, .stride = {1, 1, 3}, .padding = {0, 0, 1}, .dilation = {1, 1, 2}});
+  add({.name = "max 3-D 1x1x2 dilation 2 on 1-wide planes (no tap)", .input = {1, 2, 2, 3, 1}, .kernel = {1, 1, 2},
+       .padding = {0, 0, 1}, .dilation = {1, 1, 2}});
   add({.name = "adaptive max 3x2", .input = {2, 4, 7, 5}, .adaptive = true, .adaptive_out = {1, 3, 2}});
   add({.name = "adaptive max 2x2 (disjoint)", .input = {2, 4, 6, 4}, .adaptive = true, .adaptive_out = {1, 2, 2}});
   add({.name = "avg 3x3 s1 p1", .input = {2, 5, 7, 6}, .kernel = {1, 3, 3}, .padding = {0, 1, 1}, .is_max = false});
@@ -167,7 +175,7 @@ TEST_CASE("CUDA pooling functors over every index equal the CPU pooling, planar 
       check_case<float>(c, channels_last);
       check_case<double>(c, channels_last);
     }
-  CHECK(fast_cases >= 8);  // the 2-D window max pools, both layouts, both dtypes
+  CHECK(fast_cases >= 16);  // the 2-D window max pools, both layouts, both dtypes
 }
 
 TEST_CASE("the kernels' geometry: 32-bit dividers when indices fit, the channel step") {
@@ -186,6 +194,26 @@ TEST_CASE("the kernels' geometry: 32-bit dividers when indices fit, the channel 
   CHECK(device_geometry(geometry).step == 1);
   geometry.planes = int64_t{1} << 22;  // 2^22 planes of 1024 values: past 31 bits
   CHECK_FALSE(device_geometry(geometry).fast);
+}
+
+TEST_CASE("the kernels' geometry knows when a max-pool window has no tap inside the input") {
+  PoolGeometry geometry;
+  geometry.planes = 6;
+  geometry.in = {1, 3, 1};
+  geometry.out = {1, 3, 1};
+  geometry.kernel = {1, 1, 2};
+  geometry.padding = {0, 0, 1};
+  geometry.dilation = {1, 1, 2};  // taps -1 and 1 of a 1-wide plane
+  CHECK(device_geometry(geometry).some_window_empty);
+  geometry.dilation = {1, 1, 1};  // taps -1 and 0
+  CHECK_FALSE(device_geometry(geometry).some_window_empty);
+  geometry.in = {1, 3, 5};  // stride 2, dilation 2: taps -1, 1 | 1, 3 | 3, 5
+  geometry.out = {1, 3, 3};
+  geometry.stride = {1, 1, 2};
+  geometry.dilation = {1, 1, 2};
+  CHECK_FALSE(device_geometry(geometry).some_window_empty);
+  geometry.out = {1, 3, 4};  // a last window starting at 5, past the input: no tap
+  CHECK(device_geometry(geometry).some_window_empty);
 }
 
 TEST_CASE("the 32-bit 2-D max-pool kernels refuse strides and dilations past 31 bits") {

@@ -220,6 +220,38 @@ TEST_CASE("a max-pool window with no tap inside the input: -inf, PyTorch's index
   check_values(u.grad(), {0, 0});
 }
 
+TEST_CASE("a max-pool window with no tap whose index names a real element routes no gradient") {
+  // Kernel 2 dilated by 2 with padding 1 along a 1-wide W taps columns -1
+  // and 1: none. PyTorch's index of row h is h * 1 + 1, the next row's
+  // element (or past the plane for the last row). The output depends on no
+  // input, so its gradient is 0. (PyTorch 2.15's CPU backward adds dy to
+  // the named element, and for the last row past the plane: on this input it
+  // corrupts the heap, "double free or corruption".)
+  for (const DType dt : {kFloat64, kFloat32, kBFloat16}) {
+    for (const bool cl : {false, true}) {
+      for (const int64_t stride : {1, 3}) {  // overlapping (CUDA: a gather) and disjoint windows (a scatter)
+        CAPTURE(dt);
+        CAPTURE(cl);
+        CAPTURE(stride);
+        Tensor x = arange(0, 18, 1, dt).reshape({2, 3, 3, 1});
+        if (cl) x = x.contiguous(MemoryFormat::ChannelsLast);
+        x.requires_grad_();
+        const auto [y, idx] = max_pool2d_with_indices(x, {1, 2}, {1, stride}, {0, 1}, {1, 2});
+        REQUIRE(y.shape() == Shape{2, 3, 3, 1});
+        for (double v : y.to(kFloat64).to_vector<double>()) CHECK(v == -std::numeric_limits<double>::infinity());
+        const std::vector<int64_t> expected_idx = {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3};
+        CHECK(idx.contiguous().to_vector<int64_t>() == expected_idx);
+        y.backward(arange(1, 19, 1, dt).reshape({2, 3, 3, 1}));
+        for (double g : x.grad().to(kFloat64).to_vector<double>()) CHECK(g == 0.0);
+      }
+    }
+  }
+  Tensor u = arange(0, 6, 1, kFloat64).reshape({1, 1, 2, 3, 1}).requires_grad_();  // 3-D: the same along W
+  Tensor e = max_pool3d(u, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {1, 1, 2});
+  e.backward(ones_like(e));
+  check_values(u.grad(), {0, 0, 0, 0, 0, 0});
+}
+
 TEST_CASE("max pools propagate NaN") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = tensor({nan, 1, 2, 3}, {1, 1, 2, 2}, kFloat64);

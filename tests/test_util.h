@@ -79,7 +79,7 @@ inline bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, doubl
   if (a.shape() != b.shape()) return false;
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i)
-    if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
+    if (!(x[i] == y[i] || std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;  // equal infinities too
   return true;
 }
 

@@ -20,6 +20,7 @@
 
 #include "minidl/core/half.h"
 #include "minidl/ops/cpu/convert_half.h"
+#include "minidl/ops/cpu/pool_windows.h"
 #include "minidl/ops/cpu/pooling_channels_last.h"
 #include "minidl/ops/cpu/sum_span.h"
 #include "minidl/ops/cpu/transpose8.h"
@@ -32,38 +33,11 @@ namespace {
 
 constexpr int64_t kParallelWork = 32768;
 
-// Taps pos = start + i*step for i in [lo, hi) lie inside the input; `padded` is
-// the window's extent clipped to the padded input (avg's count_include_pad divisor).
-struct Taps {
-  int64_t start, lo, hi, step, padded;
-};
-
-// One Taps per output index along dimension `dim` of g.
-std::vector<Taps> taps_along(const PoolGeometry& g, int dim) {
-  const int64_t in = g.in[dim], k = g.kernel[dim], s = g.stride[dim], p = g.padding[dim], dil = g.dilation[dim];
-  std::vector<Taps> taps(static_cast<size_t>(g.out[dim]));
-  for (int64_t o = 0; o < g.out[dim]; ++o) {
-    Taps& t = taps[static_cast<size_t>(o)];
-    if (g.adaptive) {  // PyTorch's bins [floor(o*in/out), ceil((o+1)*in/out))
-      const int64_t b0 = (o * in) / g.out[dim], b1 = ((o + 1) * in + g.out[dim] - 1) / g.out[dim];
-      t = {b0, 0, b1 - b0, 1, b1 - b0};
-      continue;
-    }
-    t.start = o * s - p;
-    t.step = dil;
-    t.lo = t.start < 0 ? (-t.start + dil - 1) / dil : 0;
-    t.hi = std::max(t.lo, std::min(k, (in - t.start + dil - 1) / dil));
-    t.padded = std::min(t.start + k, in + p) - t.start;  // avg has dilation 1
-  }
-  return taps;
-}
-
-struct PlaneTaps {
-  std::vector<Taps> d, h, w;
-  explicit PlaneTaps(const PoolGeometry& g) : d(taps_along(g, 0)), h(taps_along(g, 1)), w(taps_along(g, 2)) {}
-};
-
-inline int64_t pos(const Taps& t, int64_t i) { return t.start + i * t.step; }
+using cpu::divisor;
+using cpu::pos;
+using cpu::Taps;
+using cpu::WindowTaps;
+using cuda_math::empty_window;
 
 // ---- max -----------------------------------------------------------------------
 
@@ -159,7 +133,7 @@ bool is_vector_2d(const PoolGeometry& g) {
 }
 
 template <int S, class T>
-void max_pool_plane_vec(const T* xp, T* yp, int64_t* ip, const PoolGeometry& g, const PlaneTaps& t) {
+void max_pool_plane_vec(const T* xp, T* yp, int64_t* ip, const PoolGeometry& g, const WindowTaps& t) {
   using transpose8::F8;
   using transpose8::I8;
   const int64_t H = g.in[1], W = g.in[2], OW = g.out[2], k = g.kernel[2], p = g.padding[2];
@@ -224,7 +198,7 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
     }
     return;
   }
-  const PlaneTaps t(g);
+  const WindowTaps t(g);
   if constexpr (std::is_same_v<Compute<T>, float>) {  // float32 and the 16-bit types (widened rows)
     if (is_vector_2d(g)) {
 #pragma omp parallel for schedule(static) if (g.work(g.taps_per_output()) >= kParallelWork)
@@ -266,45 +240,37 @@ void max_pool_forward_kernel(const T* x, T* y, int64_t* idx, const PoolGeometry 
 }
 
 // Routes each dy to its argmax (windows may overlap: contributions add, for
-// the 16-bit types in a float32 plane rounded once).
+// the 16-bit types in a float32 plane rounded once); windows with no tap
+// inside the input route nothing (cpu::gradient_routes).
 template <class T>
 void max_pool_backward_kernel(const T* gy, const int64_t* idx, T* gx, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
+  const std::vector<uint8_t> routes = cpu::gradient_routes(WindowTaps(g));
 #pragma omp parallel for schedule(static) if (g.planes * (in_plane + out_plane) >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     T* gxp = gx + p * in_plane;
+    const T* gyp = gy + p * out_plane;
+    const int64_t* ip = idx + p * out_plane;
     if constexpr (is_half_v<T>) {
       thread_local std::vector<float> sum;
       sum.assign(static_cast<size_t>(in_plane), 0.0f);
-      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o)
-        if (cuda_math::index_in_plane(idx[o], in_plane)) sum[static_cast<size_t>(idx[o])] += load(gy[o]);
+      for (int64_t o = 0; o < out_plane; ++o)
+        if (routes[static_cast<size_t>(o)]) sum[static_cast<size_t>(ip[o])] += load(gyp[o]);
       narrow_row(sum.data(), gxp, in_plane);
     } else {
       std::fill(gxp, gxp + in_plane, T(0));
-      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o)
-        if (cuda_math::index_in_plane(idx[o], in_plane)) gxp[idx[o]] += gy[o];
+      for (int64_t o = 0; o < out_plane; ++o)
+        if (routes[static_cast<size_t>(o)]) gxp[ip[o]] += gyp[o];
     }
   }
 }
 
 // ---- avg -----------------------------------------------------------------------
 
-// PyTorch's divisor: divisor_override, else the window clipped to the padded input
-// (count_include_pad) or to the input. 0 only for an empty window (output 0).
-inline double divisor(const PoolGeometry& g, const Taps& td, const Taps& th, const Taps& tw) {
-  if (g.divisor_override != 0) return static_cast<double>(g.divisor_override);
-  if (g.count_include_pad) return static_cast<double>(td.padded * th.padded * tw.padded);
-  return static_cast<double>((td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo));
-}
-
-inline bool empty_window(const Taps& td, const Taps& th, const Taps& tw) {
-  return td.hi <= td.lo || th.hi <= th.lo || tw.hi <= tw.lo;
-}
-
 // One plane of avg pooling in T (float or double): sums in double, the mean
 // rounded once to T.
 template <class T>
-void avg_pool_plane(const T* xp, T* yp, const PlaneTaps& t, const PoolGeometry& g) {
+void avg_pool_plane(const T* xp, T* yp, const WindowTaps& t, const PoolGeometry& g) {
   const int64_t H = g.in[1], W = g.in[2];
   int64_t o = 0;
   for (const Taps& td : t.d)
@@ -348,7 +314,7 @@ void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
   const bool global = g.adaptive && out_plane == 1;  // global average pooling: one mean per plane
   const int64_t work = global ? g.planes * in_plane : g.work(g.taps_per_output());
-  const PlaneTaps t(g);
+  const WindowTaps t(g);
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     const T* xp = x + p * in_plane;
@@ -371,7 +337,7 @@ void avg_pool_forward_kernel(const T* x, T* y, const PoolGeometry g) {
 // One plane of the gradient in T: each output's dy / divisor (rounded to T)
 // added to its window's taps (overwrite: the plane is zeroed first).
 template <class T>
-void avg_pool_backward_plane(const T* gyp, T* gxp, const PlaneTaps& t, const PoolGeometry& g) {
+void avg_pool_backward_plane(const T* gyp, T* gxp, const WindowTaps& t, const PoolGeometry& g) {
   const int64_t H = g.in[1], W = g.in[2];
   std::fill(gxp, gxp + g.in_plane(), T(0));
   int64_t o = 0;
@@ -394,7 +360,7 @@ void avg_pool_backward_kernel(const T* gy, T* gx, const PoolGeometry g) {
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
   const bool global = g.adaptive && out_plane == 1;
   const int64_t work = global ? g.planes * in_plane : g.planes * (in_plane + g.work(g.taps_per_output()));
-  const PlaneTaps t(g);
+  const WindowTaps t(g);
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t p = 0; p < g.planes; ++p) {
     if (global) {  // dy / n to every value (for 16-bit: rounded to float32, then to T)

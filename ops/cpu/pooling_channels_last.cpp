@@ -3,7 +3,7 @@
 // channels: the innermost loops run over up to kBlock contiguous channels
 // (vectorized by the compiler), one task per (sample, block of channels);
 // channels are independent, so the backward's scatter needs no atomics.
-// Taps come from ops/cuda/pool_math.h (the CUDA kernels' window math) in
+// Taps come from ops/cpu/pool_windows.h (the CUDA kernels' window math) in
 // the planar kernels' order (ops/cpu/pooling.cpp), with their tie, NaN and
 // rounding rules: max pooling gives the planar kernels' values and indices
 // bit for bit, window averages too; global averages may differ in the last
@@ -18,13 +18,12 @@
 #include <vector>
 
 #include "minidl/core/half.h"
+#include "minidl/ops/cpu/pool_windows.h"
 #include "minidl/ops/cuda/pool_math.h"
 
 namespace minidl::cpu {
 
 namespace {
-
-using cuda_math::Taps;
 
 constexpr int64_t kBlock = 64;  // channels per task and per register pass
 constexpr int64_t kParallelWork = 32768;
@@ -32,21 +31,6 @@ constexpr int64_t kParallelWork = 32768;
 template <class T>
 using Compute = std::conditional_t<is_half_v<T>, float, T>;
 
-// The taps of every output along D, H and W.
-struct WindowTaps {
-  std::vector<Taps> d, h, w;
-  explicit WindowTaps(const PoolGeometry& g) : d(along(g, 0)), h(along(g, 1)), w(along(g, 2)) {}
-  static std::vector<Taps> along(const PoolGeometry& g, int i) {
-    cuda_math::PoolDim dim;  // no dividers: plain `/` on the CPU
-    dim.in = g.in[i], dim.out = g.out[i], dim.kernel = g.kernel[i], dim.stride = g.stride[i];
-    dim.padding = g.padding[i], dim.dilation = g.dilation[i], dim.adaptive = g.adaptive;
-    std::vector<Taps> taps(static_cast<size_t>(g.out[i]));
-    for (int64_t o = 0; o < g.out[i]; ++o) taps[static_cast<size_t>(o)] = cuda_math::taps_of(dim, o);
-    return taps;
-  }
-};
-
-inline int64_t pos(const Taps& t, int64_t i) { return t.start + i * t.step; }
 
 // Task t of a (sample, channel block) split: offsets of its first channel in
 // the input and the output, and how many channels it holds.
@@ -67,30 +51,6 @@ struct ChannelTasks {
     return {n * in_plane * C + c0, n * out_plane * C + c0, c0, std::min(kBlock, C - c0)};
   }
 };
-
-// Calls f(o, td, th, tw) for every output o of a plane, in memory order.
-template <class F>
-void for_each_output(const WindowTaps& t, F&& f) {
-  int64_t o = 0;
-  for (const Taps& td : t.d)
-    for (const Taps& th : t.h)
-      for (const Taps& tw : t.w) f(o++, td, th, tw);
-}
-
-// Calls f(i) for every tap position i (in the plane) of a window, in the planar kernels' order.
-template <class F>
-void for_each_tap(const PoolGeometry& g, const Taps& td, const Taps& th, const Taps& tw, F&& f) {
-  for (int64_t a = td.lo; a < td.hi; ++a)
-    for (int64_t b = th.lo; b < th.hi; ++b) {
-      const int64_t row = (pos(td, a) * g.in[1] + pos(th, b)) * g.in[2];
-      for (int64_t c = tw.lo; c < tw.hi; ++c) f(row + pos(tw, c));
-    }
-}
-
-// avg's divisor (PyTorch's rules; pool_math.h), 0 never reached: empty windows write 0.
-double divisor(const PoolGeometry& g, const Taps& td, const Taps& th, const Taps& tw) {
-  return cuda_math::pool_divisor(td, th, tw, g.count_include_pad, g.divisor_override);
-}
 
 // Where a task sums its gradient: a float32 buffer for the 16-bit types
 // (rounded once by finish()), the gradient itself for float and double.
@@ -164,15 +124,16 @@ template <class T>
 void max_pool_backward_channels_last(const T* gy, const int64_t* indices, T* gx, const PoolGeometry& g) {
   const ChannelTasks tasks(g);
   const int64_t C = tasks.C;
+  const std::vector<uint8_t> routes = gradient_routes(WindowTaps(g));  // windows with no tap route nothing
 #pragma omp parallel for schedule(static) if (g.planes * (tasks.in_plane + tasks.out_plane) >= kParallelWork)
   for (int64_t task = 0; task < tasks.tasks; ++task) {
     const ChannelTask ct = tasks[task];
     GradientSums<T> sums(gx + ct.in_offset, C, ct.count, tasks.in_plane);
     for (int64_t o = 0; o < tasks.out_plane; ++o) {  // in output order: the planar kernel's sums
+      if (!routes[static_cast<size_t>(o)]) continue;
       const T* go = gy + ct.out_offset + o * C;
       const int64_t* io = indices + ct.out_offset + o * C;
-      for (int64_t k = 0; k < ct.count; ++k)
-        if (cuda_math::index_in_plane(io[k], tasks.in_plane)) sums.at(io[k])[k] += static_cast<Compute<T>>(go[k]);
+      for (int64_t k = 0; k < ct.count; ++k) sums.at(io[k])[k] += static_cast<Compute<T>>(go[k]);
     }
     sums.finish();
   }

@@ -97,7 +97,9 @@ struct MaxPool2dForward {
     while (h0 < 0) h0 += p.dh;
     while (w0 < 0) w0 += p.dw;
     const T* xp = x + q.outer * static_cast<uint32_t>(p.H * p.W * p.step) + q.inner;
-    int32_t best_i = h0 * p.W + w0;  // the first tap inside the input: PyTorch's index when all are -inf
+    // The first tap inside the input: PyTorch's index when all are -inf (in 64
+    // bits: a window with no tap starts past the plane, maybe past 31 bits).
+    int64_t best_i = static_cast<int64_t>(h0) * p.W + w0;
     opmath_t<T> best = -INFINITY;
     for (int32_t h = h0; h < h1; h += p.dh)
       for (int32_t w = w0; w < w1; w += p.dw) {
@@ -114,7 +116,9 @@ struct MaxPool2dForward {
 };
 
 // gx[e] = sum of gy[o] over the outputs o whose window may hold e (rows and
-// columns by the stride) and whose saved argmax is e, in increasing o.
+// columns by the stride) and whose saved argmax is e, in increasing o; a
+// match whose window does not hold e (dilation steps over it: the window has
+// no tap, cuda_math::routes_gradient) routes nothing.
 template <class T>
 struct MaxPool2dBackward {
   const T* gy;
@@ -136,7 +140,8 @@ struct MaxPool2dBackward {
     for (int32_t oh = oh0; oh < oh1; ++oh)
       for (int32_t ow = ow0; ow < ow1; ++ow) {
         const uint32_t o = (plane + static_cast<uint32_t>(oh * p.Wo + ow)) * static_cast<uint32_t>(p.step) + q.inner;
-        if (idx[o] == flat) acc += cuda_math::to_opmath(gy[o]);
+        if (idx[o] == flat && (h - oh * p.sh) % p.dh == 0 && (w - ow * p.sw) % p.dw == 0)
+          acc += cuda_math::to_opmath(gy[o]);
       }
     gx[e] = cuda_math::from_opmath<T>(acc);
   }

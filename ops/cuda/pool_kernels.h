@@ -36,6 +36,7 @@ struct Pool3 {
   int64_t divisor_override;
   int64_t in_plane, out_plane, step;
   bool fast;
+  bool some_window_empty;  // an output's window has no tap inside the input (cuda_math::routes_gradient)
   IntDivider by_in_plane, by_out_plane, by_in_w, by_in_h, by_out_w, by_out_h, by_step;
 };
 
@@ -49,6 +50,8 @@ inline Pool3 device_geometry(const PoolGeometry& g) {
   p.in_plane = g.in_plane();
   p.out_plane = g.out_plane();
   p.step = g.channels_last > 0 ? g.channels_last : 1;
+  p.some_window_empty = cuda_math::some_window_empty(p.d[0]) || cuda_math::some_window_empty(p.d[1]) ||
+                        cuda_math::some_window_empty(p.d[2]);
   p.fast = g.planes > 0 && p.in_plane > 0 && p.out_plane > 0 &&
            cuda_math::fits_int_divider(g.planes * std::max(p.in_plane, p.out_plane));
   if (p.fast) {
@@ -149,10 +152,12 @@ MINIDL_HOST_DEVICE inline void for_each_touching_output(const Pool3& g, int64_t 
 }
 
 // gx[e] = sum of gy[o] over the outputs whose argmax is e, in increasing
-// output order. A saved argmax is always one of its output's taps, so the
-// index compare alone decides: no taps of the candidates are computed (they
-// made this gather ~5x PyTorch's max_pool_backward_nchw on an H100: 3x3
-// stride 2 on 128x64x32x32, 0.54 ms against 0.11, 2026-11-28).
+// output order. The index compare decides, and only a match computes the
+// output's taps (computing them for every candidate made this gather ~5x
+// PyTorch's max_pool_backward_nchw on an H100: 3x3 stride 2 on
+// 128x64x32x32, 0.54 ms against 0.11, 2026-11-28): a saved argmax is one of
+// its output's taps unless the window has none, whose index can name e
+// without e being in the window (cuda_math::routes_gradient).
 template <class T>
 struct MaxPoolBackward {
   const T* gy;
@@ -165,8 +170,10 @@ struct MaxPoolBackward {
     const cuda_math::Index4 in = input_position(g, s);
     const int64_t flat = (in.d * g.d[1].in + in.h) * g.d[2].in + in.w;
     opmath_t<T> acc = 0;
-    for_each_candidate_output(g, s, in, [&](int64_t o, int64_t, int64_t, int64_t) {
-      if (idx[o] == flat) acc += to_opmath(gy[o]);
+    for_each_candidate_output(g, s, in, [&](int64_t o, int64_t od, int64_t oh, int64_t ow) {
+      if (idx[o] == flat && cuda_math::is_tap(cuda_math::taps_of(g.d[0], od), in.d) &&
+          cuda_math::is_tap(cuda_math::taps_of(g.d[1], oh), in.h) && cuda_math::is_tap(cuda_math::taps_of(g.d[2], ow), in.w))
+        acc += to_opmath(gy[o]);
     });
     gx[e] = from_opmath<T>(acc);
   }
@@ -187,8 +194,11 @@ struct MaxPoolScatter {
   Pool3 g;
   MINIDL_HOST_DEVICE void operator()(const Offsets<1>& off) const {
     const int64_t o = off.v[0];
+    if (g.some_window_empty) {  // then ask the window (which costs divisions)
+      const OutputWindow w = window_of(g, o);
+      if (!cuda_math::routes_gradient(w.t[0], w.t[1], w.t[2])) return;
+    }
     const cuda_math::ChannelSplit s = cuda_math::split_channel(o, g.step, g.by_step, g.fast);
-    if (!cuda_math::index_in_plane(idx[o], g.in_plane)) return;  // an empty window's
     const int64_t outer = cuda_math::quotient(s.rest, g.out_plane, g.by_out_plane, g.fast);
     gx[(outer * g.in_plane + idx[o]) * g.step + s.inner] = gy[o];
   }

@@ -166,10 +166,31 @@ MINIDL_HOST_DEVICE inline bool empty_window(const Taps& td, const Taps& th, cons
   return td.hi <= td.lo || th.hi <= th.lo || tw.hi <= tw.lo;
 }
 
-// Whether a saved max-pool index is a position of the input plane. A window
-// with no tap inside the input (dilation stepping over a small plane) keeps
-// PyTorch's index, the first tap past the padding, which can lie beyond the
-// plane: its output is -inf and it routes no gradient.
-MINIDL_HOST_DEVICE inline bool index_in_plane(int64_t i, int64_t in_plane) { return i >= 0 && i < in_plane; }
+// Whether max pooling's gradient goes to an output's saved index: only when
+// its window has a tap inside the input along every dimension. A window with
+// none (dilation stepping over a small plane from the padding) has output
+// -inf and PyTorch's index of its first position past the padding, which is
+// no tap of the window (an element of a later row, or one past the plane):
+// the output depends on no input, so it routes nothing (its gradient, 0, as
+// finite differences give). PyTorch's CPU backward adds it to the element
+// the index names (or past the plane); its CUDA gather to that element when
+// the output is among those whose windows' range covers it.
+MINIDL_HOST_DEVICE inline bool routes_gradient(const Taps& td, const Taps& th, const Taps& tw) {
+  return !empty_window(td, th, tw);
+}
+
+// Whether some output along d has a window with no tap inside the input.
+// Only a window starting in the padding (start < 0) or past the input's end
+// can have none, and the starts grow with o: the first outputs and the last
+// one (ceil_mode's) decide.
+MINIDL_HOST_DEVICE inline bool some_window_empty(const PoolDim& d) {
+  auto empty = [&d](int64_t o) {
+    const Taps t = taps_of(d, o);
+    return t.hi <= t.lo;
+  };
+  for (int64_t o = 0; o < d.out && o * d.stride < d.padding; ++o)
+    if (empty(o)) return true;
+  return d.out > 0 && empty(d.out - 1);
+}
 
 }  // namespace minidl::cuda_math
