@@ -106,9 +106,13 @@ Tensor full(const Shape& shape, double value, TensorOptions options) {
   check_shape(shape, "full");
   MINIDL_CHECK(!scalar_overflows(options.dtype_, value), "full: value cannot be converted to type ",
                c10_type_name(options.dtype_), " without overflow");
+  if (!is_floating(options.dtype_)) {  // truncated, as PyTorch's full; NaN, inf and values past the type refused
+    const double lo = options.dtype_ == kUInt8 ? 0.0 : -0x1p63, end = options.dtype_ == kUInt8 ? 256.0 : 0x1p63;
+    MINIDL_CHECK(value >= lo && value < end, "full: value cannot be converted to type ", c10_type_name(options.dtype_),
+                 " without overflow");
+    value = std::trunc(value);
+  }
   if (options.device_.is_cpu()) return host_tensor(shape, options, [value](int64_t) { return value; });
-  // As on the host, an integer dtype takes the value truncated (as PyTorch's full).
-  if (!is_floating(options.dtype_) && std::isfinite(value)) value = std::trunc(value);
   Tensor t = empty(shape, options.requires_grad(false));
   {
     NoGradGuard no_grad;  // a fresh leaf: nothing to record
@@ -128,7 +132,11 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   MINIDL_CHECK(count < 9.2e18, "arange: invalid size, possible overflow? (", count, " elements from ", start,
                " to ", end, " by ", step, ")");
   const auto n = static_cast<int64_t>(count);
-  return host_tensor({n}, options, [=](int64_t i) { return start + static_cast<double>(i) * step; });
+  // An integer dtype counts with the given bounds but steps from the truncated
+  // start by the truncated step (PyTorch: arange(0, 5, 1.5) is 0, 1, 2, 3).
+  const bool integral = !is_floating(options.dtype_);
+  const double first = integral ? std::trunc(start) : start, by = integral ? std::trunc(step) : step;
+  return host_tensor({n}, options, [=](int64_t i) { return first + static_cast<double>(i) * by; });
 }
 
 Tensor rand(const Shape& shape, TensorOptions options) {

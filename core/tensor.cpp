@@ -2,15 +2,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/autograd/engine.h"
 
 namespace minidl {
 
-int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim(), "size")]; }
+// PyTorch's dims: a 0-d tensor has none to ask about (wrap_dim lets ops treat it as 1-d).
+int64_t Tensor::size(int64_t dim) const {
+  MINIDL_CHECK(this->dim() > 0, "Dimension specified as ", dim, " but tensor has no dimensions");
+  return shape()[wrap_dim(dim, this->dim(), "size")];
+}
 
-int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim(), "stride")]; }
+int64_t Tensor::stride(int64_t dim) const {
+  MINIDL_CHECK(this->dim() > 0, "Dimension specified as ", dim, " but tensor has no dimensions");
+  return strides()[wrap_dim(dim, this->dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   const TensorImpl* t = checked();
@@ -110,8 +119,31 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   MINIDL_CHECK(base.defined(), "make_view: the base tensor is undefined");
   // Every view (view, reshape, expand, permute, narrow...) comes through here:
   // refuse a geometry whose element count is negative or wraps around.
-  MINIDL_CHECK(checked_numel(shape).has_value(), "numel: integer multiplication overflow (or a negative size) ",
-               "for sizes ", shape_str(shape));
+  const std::optional<int64_t> numel = checked_numel(shape);
+  MINIDL_CHECK(numel.has_value(), "numel: integer multiplication overflow (or a negative size) ", "for sizes ",
+               shape_str(shape));
+  MINIDL_CHECK(strides.size() == shape.size(), "mismatch in length of strides and shape");
+  for (const int64_t s : strides)
+    MINIDL_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ",
+                 shape_str(strides));
+  MINIDL_CHECK(offset >= 0, "as_strided: Negative storage offset ", offset, " is not supported");
+  if (*numel > 0) {  // every element it reaches lies in the storage (PyTorch's setStorage check)
+    const auto item = static_cast<int64_t>(element_size(base.dtype()));
+    int64_t last = offset;
+    bool overflow = false;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t reach = 0;
+      overflow = overflow || __builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+                 __builtin_add_overflow(last, reach, &last);
+    }
+    int64_t count = 0, required = 0;
+    overflow = overflow || __builtin_add_overflow(last, 1, &count) || __builtin_mul_overflow(count, item, &required);
+    const auto available = static_cast<int64_t>(base.impl()->storage->nbytes());
+    const std::string needed = overflow ? std::string("more than 2^63 bytes") : std::to_string(required);
+    MINIDL_CHECK(!overflow && required <= available, "setStorage: sizes ", shape_str(shape), ", strides ",
+                 shape_str(strides), ", storage offset ", offset, ", and itemsize ", item,
+                 " requiring a storage size of ", needed, " are out of bounds for storage of size ", available);
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->set_view(*base.impl(), std::move(shape), std::move(strides), offset);
   impl->is_view = true;

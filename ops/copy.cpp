@@ -67,6 +67,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
                is_leaf() ? "a leaf Variable that requires grad is being used in an in-place operation."
                          : "copy_: in-place operations on tensors that require grad are not supported "
                            "by minidl's autograd; use an out-of-place op");
+  // PyTorch records the copy (self then requires grad); minidl cannot, and
+  // dropping the source's history would give a silently wrong gradient.
+  MINIDL_CHECK(!(autograd::GradMode::is_enabled() && src.requires_grad()),
+               "copy_: the source requires grad, but minidl's autograd cannot record in-place operations; "
+               "use clone() or to(), or run under NoGradGuard if no gradient should flow");
   for (int64_t d = 0; d < dim(); ++d)  // an expanded destination: which write would win?
     MINIDL_CHECK(strides()[d] != 0 || shape()[d] <= 1,
                  "copy_: unsupported operation: more than one element of the written-to tensor refers to a "

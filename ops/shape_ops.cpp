@@ -189,6 +189,9 @@ struct Cat : autograd::Function<Cat> {
   static Tensor forward(AutogradContext* ctx, const variable_list& tensors, int64_t dim) {
     MINIDL_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
     const Tensor& first = tensors[0];
+    for (size_t i = 0; i < tensors.size(); ++i)
+      MINIDL_CHECK(!tensors[i].defined() || tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i,
+                   ") cannot be concatenated");
     dim = wrap_dim(dim, first.dim(), "cat");
     Shape shape = first.shape();
     std::vector<int64_t> sizes;
@@ -241,6 +244,8 @@ struct IndexSelect : autograd::Function<IndexSelect> {
     MINIDL_CHECK(index.device() == x.device(), "index_select(): expected index on ", x.device(), ", got ",
                  index.device());
     dim = wrap_dim(dim, x.dim(), "index_select");
+    MINIDL_CHECK(x.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+                 index.numel(), " value(s)");
     Tensor xc = x.contiguous(), idx = index.contiguous().reshape({index.numel()});
     const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim];
     if (idx.device().is_cpu()) {

@@ -128,6 +128,9 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   if (x.defined()) {
     if (min) check_scalar_fits(x.dtype(), *min, "clamp");
     if (max) check_scalar_fits(x.dtype(), *max, "clamp");
+    // A NaN bound makes every element NaN with a zero gradient (PyTorch);
+    // the Clamp kernels would need a NaN test per element on every device.
+    if ((min && std::isnan(*min)) || (max && std::isnan(*max))) return add(mul(x, 0.0), std::nan(""));
   }
   return Clamp::apply(x, p);
 }

@@ -269,8 +269,8 @@ void backward_kernel(const NormBackwardArgs& args) {
     std::vector<double> part_sd(static_cast<size_t>(parts * G), 0.0), part_sdx(static_cast<size_t>(parts * G), 0.0);
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t p = 0; p < parts; ++p) {
-      double* sd = &part_sd[p * G];
-      double* sdx = &part_sdx[p * G];
+      double* sd = part_sd.data() + p * G;  // not &v[i]: G may be 0 (no channels)
+      double* sdx = part_sdx.data() + p * G;
       if (columns) {
         const int64_t a0 = p * block_rows, a1 = std::min(geo.A, a0 + block_rows);
         for (int64_t g0 = 0; g0 < G; g0 += kColumnTile) {
