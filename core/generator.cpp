@@ -31,12 +31,14 @@ double Generator::normal() {
 
 int64_t Generator::randint(int64_t low, int64_t high) {
   MINIDL_CHECK(low < high, "randint: expected low < high, got low=", low, " high=", high);
-  const uint64_t range = static_cast<uint64_t>(high - low);
+  // In uint64 (modulo 2^64): high - low and low + offset wrap nowhere for
+  // any int64 bounds, and give the same values as the int64 arithmetic did.
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   // Rejection sampling removes modulo bias.
   const uint64_t limit = UINT64_MAX - UINT64_MAX % range;
   uint64_t r;
   do r = engine_(); while (r >= limit);
-  return low + static_cast<int64_t>(r % range);
+  return static_cast<int64_t>(static_cast<uint64_t>(low) + r % range);
 }
 
 std::string Generator::state() const {

@@ -20,6 +20,7 @@
 
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/conv_padding.h"
 
 namespace minidl {
 
@@ -186,11 +187,16 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                  ", expected bias to be 1-dimensional with ", g.out_channels, " elements, but got bias of size ",
                  shape_str(bias.shape()), " instead");
   }
-  const int64_t padded_h = g.in_h + 2 * ph, padded_w = g.in_w + 2 * pw;
-  const int64_t span_h = dh * (g.kernel_h - 1) + 1, span_w = dw * (g.kernel_w - 1) + 1;
+  const ConvExtent eh = conv_extent("conv2d", 0, g.in_h, ph, dh, g.kernel_h);
+  const ConvExtent ew = conv_extent("conv2d", 1, g.in_w, pw, dw, g.kernel_w);
+  const int64_t padded_h = eh.padded, padded_w = ew.padded, span_h = eh.span, span_w = ew.span;
   MINIDL_CHECK(padded_h >= span_h && padded_w >= span_w, "Calculated padded input size per channel: (", padded_h,
                " x ", padded_w, "). Kernel size: (", span_h, " x ", span_w,
                "). Kernel size can't be greater than actual input size");
+  // As PyTorch: an empty image is refused unless the batch or the channels are
+  // empty (the kernels divide by the output plane size).
+  MINIDL_CHECK(g.batch == 0 || g.in_channels == 0 || (g.in_h > 0 && g.in_w > 0),
+               "conv2d: Only zero batch or zero channel inputs are supported, but got input shape: ", batched_str(x));
   conv2d_set_output_size(g);
   MINIDL_CHECK(g.out_h > 0 && g.out_w > 0, "Given input size per channel: (", g.in_h, " x ", g.in_w,
                "). Calculated output size per channel: (", g.out_h, " x ", g.out_w, "). Output size is too small");

@@ -11,6 +11,7 @@
 
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/conv_padding.h"
 
 namespace minidl {
 
@@ -142,13 +143,19 @@ Tensor conv3d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                  ", expected bias to be 1-dimensional with ", h.out_channels, " elements, but got bias of size ",
                  shape_str(bias.shape()), " instead");
   }
-  const int64_t padded_d = g.in_d + 2 * pd, padded_h = h.in_h + 2 * ph, padded_w = h.in_w + 2 * pw;
-  const int64_t span_d = dd * (g.kernel_d - 1) + 1, span_h = dh * (h.kernel_h - 1) + 1,
-                span_w = dw * (h.kernel_w - 1) + 1;
+  const ConvExtent ed = conv_extent("conv3d", 0, g.in_d, pd, dd, g.kernel_d);
+  const ConvExtent eh = conv_extent("conv3d", 1, h.in_h, ph, dh, h.kernel_h);
+  const ConvExtent ew = conv_extent("conv3d", 2, h.in_w, pw, dw, h.kernel_w);
+  const int64_t padded_d = ed.padded, padded_h = eh.padded, padded_w = ew.padded;
+  const int64_t span_d = ed.span, span_h = eh.span, span_w = ew.span;
   MINIDL_CHECK(padded_d >= span_d && padded_h >= span_h && padded_w >= span_w,
                "Calculated padded input size per channel: (", padded_d, " x ", padded_h, " x ", padded_w,
                "). Kernel size: (", span_d, " x ", span_h, " x ", span_w,
                "). Kernel size can't be greater than actual input size");
+  // As PyTorch: an empty volume is refused unless the batch or the channels are
+  // empty (the kernels divide by the output plane size).
+  MINIDL_CHECK(h.batch == 0 || h.in_channels == 0 || (g.in_d > 0 && h.in_h > 0 && h.in_w > 0),
+               "conv3d: Only zero batch or zero channel inputs are supported, but got input shape: ", batched_str(x));
   conv3d_set_output_size(g);
   MINIDL_CHECK(g.out_d > 0 && h.out_h > 0 && h.out_w > 0, "Given input size per channel: (", g.in_d, " x ", h.in_h,
                " x ", h.in_w, "). Calculated output size per channel: (", g.out_d, " x ", h.out_h, " x ", h.out_w,

@@ -72,4 +72,16 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const c
   return conv3d(input, weight, bias, p);
 }
 
+ConvExtent conv_extent(const char* op, int dim, int64_t in, int64_t padding, int64_t dilation, int64_t kernel) {
+  MINIDL_CHECK(padding <= INT64_MAX / 2, op, ": Given padding=", padding, " at dimension ", dim,
+               " , expected padding to be at most ", INT64_MAX / 2);
+  ConvExtent e{};
+  MINIDL_CHECK(!__builtin_add_overflow(in, 2 * padding, &e.padded), op, ": the padded input size ", in, " + 2 * ",
+               padding, " at dimension ", dim, " does not fit int64");
+  MINIDL_CHECK(!__builtin_mul_overflow(dilation, kernel - 1, &e.span) && !__builtin_add_overflow(e.span, 1, &e.span),
+               op, ": the dilated kernel size ", dilation, " * (", kernel, " - 1) + 1 at dimension ", dim,
+               " does not fit int64");
+  return e;
+}
+
 }  // namespace minidl

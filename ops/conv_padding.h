@@ -19,6 +19,14 @@ std::vector<int64_t> conv_same_pads(const std::vector<int64_t>& kernel, const st
 // Throws PyTorch's error unless padding is "same" or "valid", and for "same" with a stride other than 1.
 void check_conv_padding_string(const std::string& padding, const std::vector<int64_t>& stride);
 
+// Along one spatial dimension `dim`: the padded input in + 2 padding and the
+// dilated kernel's span dilation (kernel - 1) + 1, refused naming `op` where
+// they do not fit int64 (padding past INT64_MAX / 2 in PyTorch's words).
+struct ConvExtent {
+  int64_t padded, span;
+};
+ConvExtent conv_extent(const char* op, int dim, int64_t in, int64_t padding, int64_t dilation, int64_t kernel);
+
 // conv2d / conv3d with padding "valid" or "same" (a const char*, so that
 // conv2d(x, w, b, {.stride = ...}) still picks the Conv2dParams overload). Where "same" pads
 // unequally (an even kernel), the input is first padded with zeros by the

@@ -9,6 +9,8 @@
 // So the conv2d / conv3d stubs (and every backend that registers them) serve.
 #include "minidl/ops/conv_transpose.h"
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,13 @@ struct Sizes {
     for (auto* a : {&s.in, &s.out, &s.kernel, &s.stride, &s.padding, &s.dilation})
       for (auto& x : *a) x = v[i++];
     return s;
+  }
+  // x has an empty image (allowed with an empty batch or no channels): the
+  // kernels divide by its size, and nothing is summed.
+  bool empty_image() const {
+    for (int64_t v : in)
+      if (v == 0) return true;
+    return false;
   }
   Shape shape(int64_t channels, const std::array<int64_t, D>& spatial) const {
     Shape s;
@@ -89,7 +98,10 @@ struct ConvTranspose : autograd::Function<ConvTranspose<D>> {
                         const Sizes<D>& s) {
     const Tensor x = x_in.contiguous(), w = w_in.contiguous();
     Tensor y = empty(s.shape(s.out_channels, s.out), x.options());
-    backward_stub(s)(x.device())(conv_geometry(s), Tensor(), w, x, y, Tensor(), Tensor());
+    if (s.empty_image())
+      y.zero_();
+    else
+      backward_stub(s)(x.device())(conv_geometry(s), Tensor(), w, x, y, Tensor(), Tensor());
     if (bias.defined()) {
       Shape b(s.batched ? D + 2 : D + 1, 1);
       b[s.batched ? 1 : 0] = s.out_channels;
@@ -108,13 +120,13 @@ struct ConvTranspose : autograd::Function<ConvTranspose<D>> {
     Tensor dx, dw, dbias;
     if (ctx->needs_input_grad(0)) {
       dx = empty(s.shape(s.in_channels, s.in), dy.options());
-      forward_stub(s)(dy.device())(g, dy, saved[1], Tensor(), dx);
+      if (!s.empty_image()) forward_stub(s)(dy.device())(g, dy, saved[1], Tensor(), dx);  // else no elements
     }
     if (ctx->needs_input_grad(1)) {
       Shape ws{s.in_channels, s.out_channels / s.groups};
       ws.insert(ws.end(), s.kernel.begin(), s.kernel.end());
-      dw = empty(ws, dy.options());
-      backward_stub(s)(dy.device())(g, dy, Tensor(), saved[0], Tensor(), dw, Tensor());
+      dw = s.empty_image() ? zeros(ws, dy.options()) : empty(ws, dy.options());
+      if (!s.empty_image()) backward_stub(s)(dy.device())(g, dy, Tensor(), saved[0], Tensor(), dw, Tensor());
     }
     if (ctx->needs_input_grad(2)) {
       Shape dims;
@@ -194,13 +206,34 @@ Tensor conv_transpose(const char* name, const Tensor& x, const Tensor& weight, c
                  ", expected bias to be 1-dimensional with ", s.out_channels, " elements, but got bias of size ",
                  shape_str(bias.shape()), " instead");
   }
+  for (size_t i = 0; i < D; ++i)
+    MINIDL_CHECK(p.padding[i] <= INT64_MAX / 2, name, ": Given padding=", p.padding[i], " at dimension ", i,
+                 " , expected padding to be at most ", INT64_MAX / 2);
+  // As PyTorch: an empty image is refused unless the batch or the channels are
+  // empty (the kernels divide by the input plane size).
+  bool empty_image = false;
+  for (size_t i = 0; i < D; ++i) empty_image = empty_image || x.size(static_cast<int64_t>(i) - kDim) == 0;
+  MINIDL_CHECK(!empty_image || s.batch == 0 || s.in_channels == 0, name,
+               ": Only zero batch or zero channel inputs are supported, but got input shape: ",
+               shape_str(batched_shape));
+  // whole: the output before cropping the padding, (in - 1) * stride + dilation * (kernel - 1) + 1;
+  // huge strides or dilations make it overflow int64.
+  std::array<int64_t, D> whole_out{};
   bool positive = true;
   for (size_t i = 0; i < D; ++i) {
     s.in[i] = x.size(static_cast<int64_t>(i) - kDim);
     s.kernel[i] = weight.size(static_cast<int64_t>(i) + 2);
     s.stride[i] = p.stride[i], s.padding[i] = p.padding[i], s.dilation[i] = p.dilation[i];
-    s.out[i] = (s.in[i] - 1) * s.stride[i] - 2 * s.padding[i] + s.dilation[i] * (s.kernel[i] - 1) +
-               p.output_padding[i] + 1;
+    int64_t strided = 0, span = 0, whole = 0, out = 0;
+    const bool overflow = __builtin_mul_overflow(s.in[i] - 1, s.stride[i], &strided) ||
+                          __builtin_mul_overflow(s.dilation[i], s.kernel[i] - 1, &span) ||
+                          __builtin_add_overflow(strided, span, &whole) || __builtin_add_overflow(whole, 1, &whole) ||
+                          __builtin_add_overflow(whole, p.output_padding[i] - 2 * s.padding[i], &out);
+    MINIDL_CHECK(!overflow, name, ": the calculated output size (", s.in[i], " - 1) * stride ", s.stride[i],
+                 " - 2 * padding ", s.padding[i], " + dilation ", s.dilation[i], " * (kernel ", s.kernel[i],
+                 " - 1) + output_padding ", p.output_padding[i], " + 1 does not fit int64");
+    whole_out[i] = whole;
+    s.out[i] = out;
     positive = positive && s.out[i] > 0;
   }
   MINIDL_CHECK(positive, "Given input size per channel: (", tuple_str(s.in, " x "),
@@ -213,13 +246,10 @@ Tensor conv_transpose(const char* name, const Tensor& x, const Tensor& weight, c
   // (padding 0, which always is), then crop the padding and add zeros past its end.
   Sizes<D> full = s;
   std::vector<int64_t> pads;
-  for (size_t i = 0; i < D; ++i) {
-    full.padding[i] = 0;
-    full.out[i] = (s.in[i] - 1) * s.stride[i] + s.dilation[i] * (s.kernel[i] - 1) + 1;
-  }
+  for (size_t i = 0; i < D; ++i) full.padding[i] = 0, full.out[i] = whole_out[i];
   for (size_t i = D; i-- > 0;) {
     pads.push_back(-s.padding[i]);
-    pads.push_back(s.out[i] + s.padding[i] - full.out[i]);
+    pads.push_back(p.output_padding[i] - s.padding[i]);  // s.out - (full.out - padding), without overflow
   }
   Tensor y = pad(ConvTranspose<D>::apply(x, weight, Tensor(), full), pads);
   if (!bias.defined()) return y;

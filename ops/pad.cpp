@@ -4,6 +4,8 @@
 // inputs several times; constant padding drops the padded outputs).
 #include "minidl/ops/pad.h"
 
+#include <algorithm>
+
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/cuda/pad_math.h"
 
@@ -44,8 +46,10 @@ int64_t source_index(int64_t i, int64_t left, int64_t in, PadMode mode) {
   return cuda_math::pad_source_index(i, left, in, static_cast<int>(mode));
 }
 
-// Checks x and pads (PyTorch's messages) and builds the geometry.
-PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, PadMode mode, double value) {
+// Checks x and pads (PyTorch's messages) and builds the geometry; `item` is
+// the element size in bytes (the output's byte count must fit int64).
+PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, PadMode mode, double value,
+                          size_t item) {
   const int64_t dim = static_cast<int64_t>(shape.size());
   const int64_t n = static_cast<int64_t>(pads.size());
   MINIDL_CHECK(n % 2 == 0, "Padding length must be divisible by 2");
@@ -62,13 +66,18 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
   g.mode = mode;
   g.value = value;
   for (int64_t d = 0; d < dim - m; ++d) g.outer *= shape[static_cast<size_t>(d)];
+  Shape out_shape = shape;
   for (int64_t k = 0; k < m; ++k) {
     const int64_t d = dim - m + k;                        // the dimension
     const int64_t p = 2 * (dim - 1 - d);                  // its pads: last dimension first
     const int64_t in = shape[static_cast<size_t>(d)], left = pads[static_cast<size_t>(p)],
                   right = pads[static_cast<size_t>(p + 1)];
-    const int64_t out = in + left + right;
-    MINIDL_CHECK(out >= 0, "The input size ", in, ", plus negative padding ", left, " and ", right,
+    // Huge pads: in + left + right may not fit int64. Adding the smaller pad
+    // first (in >= 0), a sum that does not fit has the larger pad's sign.
+    const int64_t lo = std::min(left, right), hi = std::max(left, right);
+    int64_t out = 0;
+    const bool wraps = __builtin_add_overflow(in, lo, &out) || __builtin_add_overflow(out, hi, &out);
+    MINIDL_CHECK(wraps ? hi >= 0 : out >= 0, "The input size ", in, ", plus negative padding ", left, " and ", right,
                  " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
     if (mode == PadMode::kReflect)
       MINIDL_CHECK(left < in && right < in, "Argument #", 4 + 2 * (dim - 1 - d), ": Padding size should be less than the "
@@ -76,14 +85,24 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
                    shape_str(shape));
     if (mode == PadMode::kCircular)
       MINIDL_CHECK(left <= in && right <= in, "Padding value causes wrapping around more than once.");
+    MINIDL_CHECK(!wraps, "pad: Storage size calculation overflowed: the input size ", in, " plus padding ", left,
+                 " and ", right, " does not fit int64 at dimension ", d, " of input ", shape_str(shape));
     if (mode == PadMode::kReplicate && out > 0)
       MINIDL_CHECK(in > 0, "pad: replicate padding expects a non-empty dimension ", d, " of input ",
                    shape_str(shape));
+    out_shape[static_cast<size_t>(d)] = out;
     g.in_sizes.push_back(in);
     g.out_sizes.push_back(out);
     g.left.push_back(left);
+  }
+  // Before the index tables (as long as the padded dimensions) are built.
+  MINIDL_CHECK(checked_nbytes(out_shape, item).has_value(), "pad: Storage size calculation overflowed with sizes=",
+               shape_str(out_shape));
+  for (int64_t k = 0; k < m; ++k) {
+    const auto j = static_cast<size_t>(k);
+    const int64_t out = g.out_sizes[j];
     std::vector<int64_t> src(static_cast<size_t>(out));
-    for (int64_t i = 0; i < out; ++i) src[static_cast<size_t>(i)] = source_index(i, left, in, mode);
+    for (int64_t i = 0; i < out; ++i) src[static_cast<size_t>(i)] = source_index(i, g.left[j], g.in_sizes[j], mode);
     g.source.push_back(std::move(src));
   }
   return g;
@@ -100,7 +119,7 @@ struct Pad : autograd::Function<Pad> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x_in, const std::vector<int64_t>& pads, PadMode mode,
                         double value) {
     const Tensor x = x_in.contiguous();
-    const PadGeometry g = make_geometry(x.shape(), pads, mode, value);
+    const PadGeometry g = make_geometry(x.shape(), pads, mode, value, element_size(x.dtype()));
     Tensor y = empty(padded_shape(x.shape(), g), x.options());
     pad_forward_stub(x.device())(g, x, y);
     ctx->saved_data["shape"] = std::vector<int64_t>(x.shape().begin(), x.shape().end());
@@ -113,8 +132,9 @@ struct Pad : autograd::Function<Pad> {
     const std::vector<int64_t> shape_list = ctx->saved_data["shape"].to_int_list();
     const Shape shape(shape_list.begin(), shape_list.end());
     const auto mode = static_cast<PadMode>(ctx->saved_data["mode"].to_int());
-    const PadGeometry g = make_geometry(shape, ctx->saved_data["pads"].to_int_list(), mode, 0.0);
     const Tensor dy = grads[0].contiguous();
+    const PadGeometry g = make_geometry(shape, ctx->saved_data["pads"].to_int_list(), mode, 0.0,
+                                        element_size(dy.dtype()));
     Tensor dx = empty(shape, dy.options());
     pad_backward_stub(dy.device())(g, dy, dx);
     return {dx, Tensor(), Tensor(), Tensor()};
@@ -126,7 +146,10 @@ struct Pad : autograd::Function<Pad> {
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
   MINIDL_CHECK(x.defined(), "pad: the input tensor is undefined");
   MINIDL_CHECK(is_floating(x.dtype()), "pad: expected a float32 or float64 input, got ", dtype_name(x.dtype()));
-  make_geometry(x.shape(), pads, mode, value);  // checks before anything runs
+  make_geometry(x.shape(), pads, mode, value, element_size(x.dtype()));  // checks before anything runs
+  // No padded dimension (an empty list, constant mode): PyTorch returns a copy;
+  // the kernels index the last padded dimension.
+  if (pads.empty()) return x.clone();
   return Pad::apply(x, pads, mode, value);
 }
 

@@ -31,11 +31,16 @@ Acc sum_of(int64_t n, Value value) {
 
 // Sum of x[0, n) in Acc (double for floating types, int64 for integers).
 // float32 into double goes through sum_floats (ops/cpu/sum_float.h: float32
-// pairwise groups, then double; within ~4 float32 ulps of sum |x|).
+// pairwise groups, then double; within ~4 float32 ulps of sum |x|). Integer
+// sums wrap around as PyTorch's (two's complement): added in the unsigned
+// type, where overflow is defined.
 template <class Acc, class T>
 Acc sum_span(const T* x, int64_t n) {
   if constexpr (std::is_same_v<Acc, double> && std::is_same_v<T, float>)
     return sum_floats(x, n);
+  else if constexpr (std::is_integral_v<Acc>)
+    return static_cast<Acc>(sum_of<std::make_unsigned_t<Acc>>(
+        n, [x](int64_t i) { return static_cast<std::make_unsigned_t<Acc>>(static_cast<Acc>(x[i])); }));
   else
     return sum_of<Acc>(n, [x](int64_t i) { return x[i]; });
 }
