@@ -151,4 +151,9 @@ TEST_CASE("integer sum wraps around as PyTorch's") {
   CHECK(sum(full({4}, 4.6e18, kInt64)).item<int64_t>() == int64_t{-46744073709551616});
   CHECK(sum(tensor<int64_t>({kMax, 1}, {2})).item<int64_t>() == kMin);
   CHECK(sum(tensor<int64_t>({kMax, 1, -1}, {3})).item<int64_t>() == kMax);
+  // Past one 16384-element chunk (partial sums combined) and down columns: the
+  // same wrap-around as torch.full((40000,), 4600000000000000000).sum().
+  CHECK(sum(full({40000}, 4.6e18, kInt64)).item<int64_t>() == int64_t{-6272135252777369600});
+  const Tensor columns = sum(full({3, 40000, 2}, 4.6e18, kInt64), {1});
+  CHECK(columns.to_vector<int64_t>() == std::vector<int64_t>(6, int64_t{-6272135252777369600}));
 }

@@ -25,8 +25,18 @@ constexpr int64_t kParallelNumel = 32768;
 
 // ---- CPU kernels on raw pointers ------------------------------------------------
 
+// Integer sums wrap around as PyTorch's (two's complement): they add in
+// uint64_t, where overflow is defined, and are read back as int64_t.
 template <class T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+
+template <class Acc>
+auto signed_value(Acc a) {
+  if constexpr (std::is_unsigned_v<Acc>)
+    return static_cast<int64_t>(a);
+  else
+    return a;
+}
 
 // Reduces every row of L: partial(row, begin, end) on chunks of L.chunk_len
 // elements, combined left to right per row, then finish(row, result). Chunks
@@ -87,7 +97,8 @@ void sum_rows(const T* x, const RowLayout& L, double scale, O* out) {
       },
       [](Acc a, Acc b) { return a + b; },
       [&](int64_t r, Acc sum) {
-        out[r] = scale == 1.0 ? static_cast<O>(sum) : static_cast<O>(static_cast<double>(sum) * scale);
+        out[r] = scale == 1.0 ? static_cast<O>(signed_value(sum))
+                              : static_cast<O>(static_cast<double>(signed_value(sum)) * scale);
       });
 }
 
@@ -118,7 +129,8 @@ void sum_columns(const T* x, int64_t A, int64_t R, int64_t B, double scale, O* o
       for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<Acc>(base[r * B + j]);
     O* o = out + a * B + b0;
     for (int64_t j = 0; j < n; ++j)
-      o[j] = scale == 1.0 ? static_cast<O>(acc[j]) : static_cast<O>(static_cast<double>(acc[j]) * scale);
+      o[j] = scale == 1.0 ? static_cast<O>(signed_value(acc[j]))
+                          : static_cast<O>(static_cast<double>(signed_value(acc[j])) * scale);
   }
 }
 
