@@ -51,8 +51,9 @@ Batch collate(std::vector<Example>& samples, std::vector<int64_t> indices, bool 
 
 class DataLoader::EpochRun {
  public:
-  EpochRun(const Dataset& dataset, const DataLoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch)
-      : dataset_(dataset), options_(options), epoch_(epoch) {
+  EpochRun(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options, const std::vector<int64_t>& order,
+           int64_t epoch)
+      : dataset_(std::move(dataset)), options_(options), epoch_(epoch) {
     const auto n = static_cast<int64_t>(order.size());
     for (int64_t start = 0; start < n; start += options.batch_size) {
       const int64_t end = std::min(n, start + options.batch_size);
@@ -116,7 +117,7 @@ class DataLoader::EpochRun {
     samples.reserve(indices.size());
     for (int64_t i : indices) {
       try {
-        Example ex = dataset_.get(i);
+        Example ex = dataset_->get(i);
         if (options_.transform) {
           Generator gen(detail::mix_seed(options_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(i)));
           ex.data = (*options_.transform)(ex.data, gen);
@@ -153,8 +154,8 @@ class DataLoader::EpochRun {
     }
   }
 
-  const Dataset& dataset_;
-  const DataLoaderOptions& options_;
+  const std::shared_ptr<const Dataset> dataset_;  // owned: a run lives as long as its iterators
+  const DataLoaderOptions options_;
   const int64_t epoch_;
   std::vector<std::vector<int64_t>> plan_;
   int64_t window_ = 0;
@@ -196,19 +197,18 @@ int64_t DataLoader::size() const {
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  run_.reset();  // stops and joins the previous pass's workers
   const std::vector<int64_t> order = options_.sampler->indices(epoch_);
   for (int64_t i : order)
     MINIDL_CHECK(i >= 0 && i < dataset_->size(), "DataLoader: the sampler produced index ", i,
                  " for a dataset of size ", dataset_->size());
-  run_ = std::make_unique<EpochRun>(*dataset_, options_, order, epoch_);
+  auto run = std::make_shared<EpochRun>(dataset_, options_, order, epoch_);
   ++epoch_;
-  return Iterator(run_.get());
+  return Iterator(std::move(run));
 }
 
 DataLoader::Iterator DataLoader::end() { return Iterator(); }
 
-DataLoader::Iterator::Iterator(EpochRun* run) : run_(run) { ++*this; }
+DataLoader::Iterator::Iterator(std::shared_ptr<EpochRun> run) : run_(std::move(run)) { ++*this; }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   MINIDL_CHECK(run_ != nullptr, "DataLoader: increment past the end");

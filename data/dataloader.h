@@ -19,8 +19,9 @@
 // Workers: num_workers == 0 builds each batch on the calling thread when it is
 // needed. Otherwise the workers keep at most prefetch_factor * num_workers
 // batches built or in flight beyond the one being consumed (bounded memory).
-// Leaving the loop early is fine: the workers stop and are joined at the next
-// begin() or when the loader is destroyed. An exception while loading sample i
+// Each begin() starts a pass of its own, owned by its iterators (nested loops
+// over one loader work, as PyTorch's): leaving a loop early is fine, the
+// pass's workers stop and are joined when its last iterator is destroyed. An exception while loading sample i
 // is rethrown to the consumer, in batch order, as a minidl::Error naming i.
 #pragma once
 
@@ -81,10 +82,10 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
-  std::unique_ptr<EpochRun> run_;
 };
 
-// An input iterator; valid until the next begin() or the loader's destruction.
+// An input iterator; it shares its pass (copies step through the same batches)
+// and may outlive the loader.
 class DataLoader::Iterator {
  public:
   Iterator() = default;
@@ -96,8 +97,8 @@ class DataLoader::Iterator {
 
  private:
   friend class DataLoader;
-  explicit Iterator(EpochRun* run);
-  EpochRun* run_ = nullptr;  // nullptr once exhausted (== end())
+  explicit Iterator(std::shared_ptr<EpochRun> run);
+  std::shared_ptr<EpochRun> run_;  // null once exhausted (== end())
   Batch batch_;
 };
 

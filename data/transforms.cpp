@@ -28,7 +28,10 @@ RandomCrop::RandomCrop(int64_t height, int64_t width, int64_t padding)
 Tensor RandomCrop::operator()(const Tensor& input, Generator& gen) const {
   const Tensor x = check_chw("RandomCrop", input);
   const int64_t C = x.size(0), H = x.size(1), W = x.size(2);
-  const int64_t ph = H + 2 * padding_, pw = W + 2 * padding_;
+  int64_t ph = 0, pw = 0;  // padding near int64's limit must not wrap around
+  MINIDL_CHECK(padding_ <= INT64_MAX / 2 && !__builtin_add_overflow(H, 2 * padding_, &ph) &&
+                   !__builtin_add_overflow(W, 2 * padding_, &pw),
+               "RandomCrop: padding ", padding_, " makes the padded image size overflow int64");
   MINIDL_CHECK(height_ <= ph && width_ <= pw, "RandomCrop: required crop size ", height_, "x", width_,
                " is larger than the padded input image size ", ph, "x", pw);
   const int64_t top = gen.randint(0, ph - height_ + 1);

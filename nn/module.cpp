@@ -104,8 +104,18 @@ Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool per
   return buffers_.back()->tensor;
 }
 
+bool Module::in_subtree_of(const Module& root) const {
+  if (&root == this) return true;
+  for (const auto& [child_name, child] : root.children_)
+    if (in_subtree_of(*child)) return true;
+  return false;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   MINIDL_CHECK(module != nullptr, "register_module: module '", name, "' is empty (nullptr)");
+  // A cycle would make state_dict(), train() and printing recurse without end.
+  MINIDL_CHECK(!in_subtree_of(*module), "register_module: module '", name,
+               "' contains this module (a module cannot be its own descendant)");
   check_new_name(name, "module");
   children_.emplace_back(name, std::move(module));
 }
@@ -119,6 +129,8 @@ AnyModule Module::register_module(const std::string& name, AnyModule member) {
 
 std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   MINIDL_CHECK(module != nullptr, "replace_module: the new module for '", name, "' is empty (nullptr)");
+  MINIDL_CHECK(!in_subtree_of(*module), "replace_module: the new module for '", name,
+               "' contains this module (a module cannot be its own descendant)");
   for (auto& [child_name, child] : children_) {
     if (child_name == name) {
       std::swap(child, module);

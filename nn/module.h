@@ -251,6 +251,7 @@ class Module : public std::enable_shared_from_this<Module> {
     bool persistent = true;
   };
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  bool in_subtree_of(const Module& root) const;  // this is root or one of its descendants
   void check_new_name(const std::string& name, const char* what) const;
   TensorEntry* find_entry(std::vector<std::unique_ptr<TensorEntry>>& list, const std::string& name);
   void named_modules_impl(const std::string& prefix, std::vector<const Module*>& seen,

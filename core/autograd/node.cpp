@@ -65,6 +65,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
                ") does not match the leaf tensor (", dtype_name(var.dtype()), " ",
                shape_str(var.shape()), ")");
   NoGradGuard no_grad;
+  std::unique_lock<std::mutex> lock(mutex_);  // two threads' passes adding into one .grad
   if (!variable_->grad) {
     // Steal the buffer when nobody else can see it; otherwise copy, since the
     // same gradient tensor may feed several leaves and .grad is updated in place.
@@ -82,6 +83,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   } else {
     Tensor(variable_->grad).add_(g);
   }
+  lock.unlock();
   for (const auto& [id, hook] : variable_->post_accumulate_hooks) hook(var);
   return {};
 }
@@ -89,6 +91,8 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   TensorImpl* impl = leaf.impl();
   MINIDL_ASSERT(impl->grad_fn == nullptr && impl->requires_grad);
+  static std::mutex creating;  // one accumulator per leaf, also when threads build graphs on it at once
+  const std::lock_guard<std::mutex> lock(creating);
   std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(leaf.impl_ptr());

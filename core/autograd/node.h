@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,7 @@ class AccumulateGrad final : public Node {
 
  private:
   std::shared_ptr<TensorImpl> variable_;
+  std::mutex mutex_;  // backward passes on several threads may meet at one leaf (as PyTorch's)
 };
 
 // The edge through which a gradient reaches `t`: its grad_fn, or the
