@@ -1,10 +1,13 @@
 // Autocast state, guard, cast cache and the entry-point hook (core/autocast.h).
 #include "minidl/core/autocast.h"
 
+#include <atomic>
+#include <iostream>
 #include <memory>
 #include <unordered_map>
 
 #include "minidl/core/check.h"
+#include "minidl/core/cuda.h"
 
 namespace minidl::amp {
 
@@ -88,6 +91,15 @@ autocast::autocast(DeviceType type, DType dtype, bool enabled, bool cache_enable
       prev_dtype_(get_autocast_dtype(type)),
       prev_cache_enabled_(is_autocast_cache_enabled()) {
   if (enabled) set_autocast_dtype(type, dtype);  // checks the dtype; a disabled guard takes any
+  if (enabled && type == DeviceType::CUDA && !cuda::is_available()) {
+    // As torch.autocast("cuda") without CUDA (and GradScaler here): warned (once
+    // a process, as Python's warning filter shows it once a call site) and off.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      std::cerr << "UserWarning: autocast(CUDA): CUDA is not available (" << cuda::unavailable_reason()
+                << "). Disabling autocast.\n";
+    enabled = false;
+  }
   set_autocast_enabled(type, enabled);
   increment_nesting();
   set_autocast_cache_enabled(cache_enabled);

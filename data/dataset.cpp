@@ -2,6 +2,7 @@
 // Fashion-MNIST. get() copies one sample out so callers may modify it.
 #include "minidl/data/dataset.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "minidl/core/check.h"
@@ -31,6 +32,15 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
   MINIDL_CHECK(targets.size(0) == data.size(0), "TensorDataset: size mismatch between data (",
                data.size(0), " samples) and targets (", targets.size(0), ")");
   data_ = data.contiguous();
+  // Targets are class indices (Example::target): integer tensors as they are,
+  // floating ones only when every value is a whole number (no silent truncation).
+  if (is_floating(targets.dtype())) {
+    const std::vector<double> values = targets.to_vector<double>();
+    for (size_t i = 0; i < values.size(); ++i)
+      MINIDL_CHECK(std::trunc(values[i]) == values[i] && std::fabs(values[i]) < 0x1p63, "TensorDataset: ",
+                   "targets are class indices, got ", values[i], " at index ", i, " of a ",
+                   dtype_name(targets.dtype()), " tensor (minidl's Example::target is an int64 label)");
+  }
   targets_ = targets.to_vector<int64_t>();
 }
 

@@ -24,7 +24,8 @@ class Dataset {
 };
 
 // Samples are data[i] (a copy), targets are targets[i]; data's first dim and
-// targets (1-D int64) must have the same length.
+// targets (1-D class indices: an integer tensor, or a floating one holding
+// whole numbers; 0.5 is refused) must have the same length.
 class TensorDataset : public Dataset {
  public:
   TensorDataset(Tensor data, Tensor targets);

@@ -372,8 +372,10 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   std::set<std::string> optional;
   state_dict_impl("", targets, &optional);
 
-  std::map<std::string, const Tensor*> given;
-  for (const auto& [name, t] : state) given.emplace(name, &t);
+  std::map<std::string, const Tensor*> given;  // a dict in PyTorch: one tensor per key
+  for (const auto& [name, t] : state)
+    MINIDL_CHECK(given.emplace(name, &t).second, "load_state_dict: the key '", name,
+                 "' appears more than once in the state_dict");
 
   LoadStateDictResult result;
   std::vector<std::string> size_errors;

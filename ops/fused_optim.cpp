@@ -45,7 +45,10 @@ void check_tensors_match(const Args& a, const Tensor& first, const char* op) {
     if (!t.defined() || is_scalar_slot(a, t)) return;
     MINIDL_CHECK(t.dtype() == a.param.dtype() && t.device() == a.param.device() && walks_with(t, a.param),
                  op, ": expected the gradient and state of a parameter to match it in dtype, device, size and ",
-                 "layout (strides ", shape_str(a.param.strides()), "), got strides ", shape_str(t.strides()));
+                 "layout (", dtype_name(a.param.dtype()), " on ", a.param.device().str(), ", size ",
+                 shape_str(a.param.shape()), ", strides ", shape_str(a.param.strides()), "), got ",
+                 dtype_name(t.dtype()), " on ", t.device().str(), ", size ", shape_str(t.shape()), ", strides ",
+                 shape_str(t.strides()));
   });
 }
 

@@ -83,15 +83,18 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> be
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Adam("AdamW", std::move(groups), defaults, /*decoupled=*/true) {}
 
+void Adam::check_options(const ParamGroup& group) const {
+  check_adam_options(group.options_as<AdamOptions>());
+}
+
 void Adam::step_group(ParamGroup& group) {
   const AdamOptions& o = group.options_as<AdamOptions>();
-  check_adam_options(o);  // a group's options may have been edited since
   std::vector<AdamStepArgs> all;
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     AdamStepArgs args;
     args.param = p;
-    args.grad = checked_grad(p);
+    args.grad = grad_in_layout(p);
     ParamState& s = state(p);
     const bool needs_state = !s.count("exp_avg") || (o.amsgrad && !s.count("max_exp_avg_sq"));
     if (needs_state && o.capturable) check_not_capturing("the state (exp_avg, exp_avg_sq)");

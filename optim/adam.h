@@ -29,6 +29,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
+  void check_options(const ParamGroup& group) const override;
   void step_group(ParamGroup& group) override;
 
  private:

@@ -66,6 +66,11 @@ void Optimizer::step() {
   // Outside a capture the device lr follows the group's; inside, the graph
   // reads whatever write_device_lr() put there before the replay.
   if (!device_lr_.empty() && !cuda::is_current_stream_capturing()) write_device_lr();
+  for (const ParamGroup& g : groups_) {
+    check_options(g);
+    for (const Tensor& p : g.params)
+      if (p.grad().defined()) check_param(p);
+  }
   for (ParamGroup& g : groups_) step_group(g);
 }
 
@@ -118,8 +123,8 @@ bool Optimizer::has_state(const Tensor& param) const {
   return it != state_.end() && !it->second.empty();
 }
 
-Tensor Optimizer::checked_grad(const Tensor& param) const {
-  Tensor grad = param.grad();
+void Optimizer::check_param(const Tensor& param) const {
+  const Tensor& grad = param.grad();
   MINIDL_CHECK(is_non_overlapping_and_dense(param), name_,
                ": expected a dense parameter (contiguous or channels-last), got strides ", shape_str(param.strides()),
                " for size ", shape_str(param.shape()));
@@ -129,7 +134,21 @@ Tensor Optimizer::checked_grad(const Tensor& param) const {
                " does not match parameter of shape ", shape_str(param.shape()));
   MINIDL_CHECK(grad.device() == param.device(), name_, ": the gradient is on ", grad.device(),
                " but the parameter is on ", param.device());
-  return to_layout_of(grad, param);  // the kernels walk parameter, gradient and state as flat arrays
+  const auto it = state_.find(param.impl());
+  if (it == state_.end()) return;
+  for (const auto& [key, t] : it->second) {
+    if (key == "step" || !t.defined()) continue;
+    MINIDL_CHECK(t.shape() == param.shape() && t.device() == param.device(), name_, ": the state \"", key,
+                 "\" of a parameter of shape ", shape_str(param.shape()), " on ", param.device(), " is ",
+                 shape_str(t.shape()), " on ", t.device(), " (a state_dict of another model, or the model moved to ",
+                 "another device after the optimizer's first step?)");
+    MINIDL_CHECK(is_floating(t.dtype()), name_, ": the state \"", key, "\" of a parameter is ",
+                 dtype_name(t.dtype()), ", expected a floating dtype");
+  }
+}
+
+Tensor Optimizer::grad_in_layout(const Tensor& param) {
+  return to_layout_of(param.grad(), param);  // the kernels walk parameter, gradient and state as flat arrays
 }
 
 Tensor Optimizer::zeros_like_param(const Tensor& param) {
@@ -140,8 +159,10 @@ Tensor Optimizer::zeros_like_param(const Tensor& param) {
 
 void Optimizer::match_layout(Tensor& state_tensor, const Tensor& param) {
   // Only a state that fits (else the step kernels' checks name the mismatch).
-  if (state_tensor.defined() && state_tensor.device() == param.device() && state_tensor.shape() == param.shape())
-    state_tensor = to_layout_of(state_tensor, param);
+  if (!state_tensor.defined() || state_tensor.device() != param.device() || state_tensor.shape() != param.shape())
+    return;
+  if (state_tensor.dtype() != param.dtype()) state_tensor = state_tensor.to(param.dtype());
+  state_tensor = to_layout_of(state_tensor, param);
 }
 
 double increment_step(Optimizer::ParamState& state) {

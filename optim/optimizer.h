@@ -132,6 +132,8 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   // Runs one update of every parameter that has a gradient, under no_grad.
+  // Every group's options, gradients and state are checked first, so a bad
+  // group (options edited since, a gradient of the wrong dtype) changes nothing.
   void step();
   // Resets every parameter's gradient: to undefined (set_to_none, the default,
   // as PyTorch 2.x) or to zeros in place.
@@ -170,16 +172,20 @@ class Optimizer {
   // Derived constructors check their options first, then call this.
   Optimizer(std::string name, std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
 
+  // Throws when a group's options are invalid (they may have been edited
+  // since the group was added); step() asks before any update.
+  virtual void check_options(const ParamGroup& /*group*/) const {}
   // Updates the parameters of one group that have a gradient (under no_grad).
   virtual void step_group(ParamGroup& group) = 0;
 
-  // For step_group: checks that `param` and its gradient can be updated by a
-  // step kernel (a dense param: contiguous or channels-last; same dtype,
-  // shape and device) and returns the gradient laid out as the param.
-  Tensor checked_grad(const Tensor& param) const;
+  // For step_group: the gradient of `param` laid out as `param` (step() has
+  // checked that it fits: a dense param, same dtype, shape and device).
+  static Tensor grad_in_layout(const Tensor& param);
   // A parameter's state is laid out as the parameter (the step kernels walk
   // them together as flat arrays): new state as zeros in its layout, and a
-  // state loaded from a checkpoint (contiguous) converted when it differs.
+  // state loaded from a checkpoint (contiguous) converted when it differs;
+  // also to the parameter's dtype after Module::to(dtype) (PyTorch's in-place
+  // updates cast the same way).
   static Tensor zeros_like_param(const Tensor& param);
   static void match_layout(Tensor& state_tensor, const Tensor& param);
 
@@ -192,6 +198,10 @@ class Optimizer {
   void check_not_capturing(const char* what) const;
 
  private:
+  // step()'s checks of one parameter with a gradient: its gradient and its
+  // state tensors (size and device; "step" aside) fit it.
+  void check_param(const Tensor& param) const;
+
   std::string name_;
   std::unique_ptr<OptimizerOptions> defaults_;
   std::vector<ParamGroup> groups_;

@@ -58,15 +58,18 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double dampenin
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
     : Optimizer("SGD", std::move(groups), (check_sgd_options(defaults), defaults.clone())) {}
 
+void SGD::check_options(const ParamGroup& group) const {
+  check_sgd_options(group.options_as<SGDOptions>());
+}
+
 void SGD::step_group(ParamGroup& group) {
   const SGDOptions& o = group.options_as<SGDOptions>();
-  check_sgd_options(o);  // a group's options may have been edited since
   std::vector<SgdStepArgs> all;
   for (Tensor& p : group.params) {
     if (!p.grad().defined()) continue;
     SgdStepArgs args;
     args.param = p;
-    args.grad = checked_grad(p);
+    args.grad = grad_in_layout(p);
     if (o.momentum != 0.0) {
       Tensor& slot = state(p)["momentum_buffer"];
       args.first_step = !slot.defined();

@@ -23,6 +23,7 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
 
  protected:
+  void check_options(const ParamGroup& group) const override;
   void step_group(ParamGroup& group) override;
 };
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "minidl/core/autograd/node.h"
+#include "minidl/core/cuda.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
@@ -240,6 +241,8 @@ TEST_CASE("autocast: nesting, enabled=false, other dtypes, and state restored") 
   {
     amp::autocast cuda_only(DeviceType::CUDA, kFloat16);
     CHECK(matmul(a, b).dtype() == kFloat32);
+    // Without a usable GPU it warns and stays off, as torch.autocast("cuda").
+    CHECK(amp::is_autocast_enabled(DeviceType::CUDA) == cuda::is_available());
   }
   CHECK_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
   CHECK(amp::cache_size() == 0);

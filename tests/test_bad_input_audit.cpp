@@ -27,17 +27,10 @@ TEST_CASE("from_buffer refuses a null pointer unless there are no bytes to copy"
   CHECK(from_buffer(values, {2}, kFloat32).to_vector<float>() == std::vector<float>{1.5f, -2.0f});
 }
 
-namespace {
-std::shared_ptr<data::TensorDataset> numbers(int64_t n) {
-  return std::make_shared<data::TensorDataset>(arange(static_cast<double>(n)).reshape({n, 1}),
-                                               arange(static_cast<double>(n), TensorOptions(kInt64)));
-}
-}  // namespace
-
 TEST_CASE("DataLoader with far more workers than batches starts only what it needs") {
   // num_workers = 100000 over 3 batches: was 100000 threads asked for, the
   // system refusing one, and std::terminate from the started ones.
-  data::DataLoader loader(numbers(6), {.batch_size = 2, .num_workers = 100000});
+  data::DataLoader loader(testing::numbers_dataset(6), {.batch_size = 2, .num_workers = 100000});
   std::vector<int64_t> seen;
   for (auto& b : loader)
     for (int64_t t : b.targets.to_vector<int64_t>()) seen.push_back(t);
@@ -61,7 +54,7 @@ TEST_CASE("DataLoader turns a refused worker thread into an Error, not std::term
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    auto dataset = numbers(4000);
+    auto dataset = testing::numbers_dataset(4000);
     Tensor warm = zeros({16});  // the allocator's first pages, before the cap
     rlimit cap{};
     std::ifstream statm("/proc/self/statm");

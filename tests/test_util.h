@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,12 @@ struct NoBf16Dot {
   NoBf16Dot(const NoBf16Dot&) = delete;
   NoBf16Dot& operator=(const NoBf16Dot&) = delete;
 };
+
+// A dataset of n samples: data i as a (1,) float32 row, target i.
+inline std::shared_ptr<data::TensorDataset> numbers_dataset(int64_t n) {
+  return std::make_shared<data::TensorDataset>(arange(static_cast<double>(n)).reshape({n, 1}),
+                                               arange(static_cast<double>(n), TensorOptions(kInt64)));
+}
 
 }  // namespace minidl::testing
 
