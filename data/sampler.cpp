@@ -79,12 +79,12 @@ DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t 
     : n_(n), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
   check_distributed_args("DistributedSampler", n, num_replicas, rank);
   // PyTorch: ceil((n - R) / R) with drop_last and n % R != 0 (0 when n < R), else ceil(n / R).
-  per_replica_ = drop_last ? n / num_replicas : (n + num_replicas - 1) / num_replicas;
+  per_replica_ = drop_last ? n / num_replicas : n / num_replicas + (n % num_replicas != 0);  // n + R - 1 may overflow
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   std::vector<int64_t> all = epoch_order(n_, shuffle_, seed_, epoch);
-  const auto total = static_cast<size_t>(per_replica_ * num_replicas_);
+  const size_t total = static_cast<size_t>(per_replica_) * static_cast<size_t>(num_replicas_);
   if (all.size() > total) {
     all.resize(total);  // drop_last
   } else {

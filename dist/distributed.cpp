@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -30,6 +31,9 @@ struct DefaultGroup {
   std::string host;                    // the address peers dial for this process
   std::string backend;                 // "gloo" or "nccl"
   int64_t groups_created = 0;          // new_group calls so far (same on every rank)
+  // The default group's ranks of each new_group this process is in (group
+  // rank i is members[i]), for the calls that take a global rank (broadcast).
+  std::vector<std::pair<std::weak_ptr<ProcessGroup>, std::vector<int>>> subgroups;
 };
 DefaultGroup& state() {
   static DefaultGroup s;
@@ -197,6 +201,7 @@ void destroy_process_group() {
   state().group.reset();
   state().store.reset();
   state().groups_created = 0;
+  state().subgroups.clear();
 }
 
 ProcessGroupPtr default_group() { return group_or_default(nullptr, "default_group"); }
@@ -229,13 +234,22 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout) {
                  " is not in the default group of size ", world->size());
     for (size_t j = 0; j < i; ++j)
       MINIDL_CHECK(members[j] != members[i], "new_group: rank ", members[i], " is listed twice");
-    if (members[i] == world->rank()) my_index = static_cast<int>(i);
   }
+  // Group ranks follow the sorted global ranks (as PyTorch), so ranks that
+  // list the members in different orders agree on them.
+  std::sort(members.begin(), members.end());
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == world->rank()) my_index = static_cast<int>(i);
   // Every rank counts the call so the next group's keys differ, members or not.
   int64_t id = ++state().groups_created;
   if (my_index < 0) return nullptr;
   auto store = std::make_shared<PrefixStore>("group_" + std::to_string(id), state().store);
-  return make_group(state().backend, store, my_index, static_cast<int>(members.size()), timeout, state().host);
+  auto group = make_group(state().backend, store, my_index, static_cast<int>(members.size()), timeout, state().host);
+  auto& subgroups = state().subgroups;
+  subgroups.erase(std::remove_if(subgroups.begin(), subgroups.end(), [](const auto& s) { return s.first.expired(); }),
+                  subgroups.end());
+  subgroups.emplace_back(group, std::move(members));
+  return group;
 }
 
 WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bool async_op) {
@@ -245,7 +259,17 @@ WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bo
 }
 
 WorkPtr broadcast(Tensor& tensor, int src, const ProcessGroupPtr& group, bool async_op) {
-  auto work = group_or_default(group, "broadcast")->broadcast(tensor, src);
+  // src is a global rank (PyTorch's): a new_group's root is its group rank.
+  int root = src;
+  if (group)
+    for (const auto& [weak, members] : state().subgroups) {
+      if (weak.owner_before(group) || group.owner_before(weak)) continue;  // another group
+      auto it = std::find(members.begin(), members.end(), src);
+      MINIDL_CHECK(it != members.end(), "broadcast: Global rank ", src, " is not part of group (its ranks: ",
+                   shape_str(Shape(members.begin(), members.end())), ")");
+      root = static_cast<int>(it - members.begin());
+    }
+  auto work = group_or_default(group, "broadcast")->broadcast(tensor, root);
   if (!async_op) work->wait();
   return work;
 }

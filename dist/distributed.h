@@ -30,11 +30,14 @@ int get_rank(const ProcessGroupPtr& group = nullptr);
 int get_world_size(const ProcessGroupPtr& group = nullptr);
 
 // A group of some of the default group's ranks. Every rank of the default
-// group must call it with the same list; ranks outside it get nullptr.
+// group must call it with the same ranks (in any order); ranks outside it get
+// nullptr. Group ranks follow the sorted global ranks, as PyTorch's.
 ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout = kDefaultTimeout);
 
 // torch.distributed-style calls on `group` (default group when null),
-// synchronous unless async_op.
+// synchronous unless async_op. broadcast's src is a global rank, as
+// PyTorch's (on a new_group, it must be one of its ranks); a group's own
+// ProcessGroup::broadcast takes the group rank.
 WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM, const ProcessGroupPtr& group = nullptr,
                    bool async_op = false);
 WorkPtr broadcast(Tensor& tensor, int src = 0, const ProcessGroupPtr& group = nullptr, bool async_op = false);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "minidl/core/check.h"
 #include "minidl/dist/gloo_profile.h"
@@ -60,13 +61,19 @@ void reduce_loop(void* c_, const void* a_, const void* b_, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) c[i] = f(a[i], b[i]);
 }
 
+// Integer sums and products wrap around as PyTorch's (two's complement):
+// computed in the unsigned type, where overflow is defined.
+template <class T>
+using WrapType = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                             std::type_identity<T>>::type;
+
 template <class T>
 void sum_fn(void* c, const void* a, const void* b, size_t n) {
-  reduce_loop<T>(c, a, b, n, [](T x, T y) { return x + y; });
+  reduce_loop<T>(c, a, b, n, [](T x, T y) { return static_cast<T>(WrapType<T>(x) + WrapType<T>(y)); });
 }
 template <class T>
 void product_fn(void* c, const void* a, const void* b, size_t n) {
-  reduce_loop<T>(c, a, b, n, [](T x, T y) { return x * y; });
+  reduce_loop<T>(c, a, b, n, [](T x, T y) { return static_cast<T>(WrapType<T>(x) * WrapType<T>(y)); });
 }
 template <class T>
 void min_fn(void* c, const void* a, const void* b, size_t n) {

@@ -41,6 +41,7 @@
 #include <exception>
 #include <mutex>
 
+#include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/check.h"
 #include "minidl/core/dtype.h"
 #include "minidl/dist/gloo_all_reduce.h"
@@ -101,12 +102,15 @@ class GlooStore : public gloo::rendezvous::Store {
   std::shared_ptr<dist::Store> store_;
 };
 
-void check_tensor(const char* op, const Tensor& t, const char* what = "tensor") {
+bool is_half(DType d) { return d == kFloat16 || d == kBFloat16; }
+
+// half_ok: the collective also takes float16 / bfloat16 (all_reduce).
+void check_tensor(const char* op, const Tensor& t, const char* what = "tensor", bool half_ok = false) {
   MINIDL_CHECK(t.defined(), op, ": the ", what, " is undefined");
   MINIDL_CHECK(t.is_contiguous(), op, ": Tensors must be contiguous (the ", what, " is not)");
   DType d = t.dtype();
-  MINIDL_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64, op, ": expected a float32, float64 or int64 ",
-               what, ", got ", dtype_name(d));
+  MINIDL_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || (half_ok && is_half(d)), op, ": expected a ",
+               half_ok ? "float16, bfloat16, " : "", "float32, float64 or int64 ", what, ", got ", dtype_name(d));
 }
 
 // The host memory Gloo works on for `t` (dist/gloo_staging.h): its value (an
@@ -291,11 +295,35 @@ DType ProcessGroupGloo::wire_dtype(DType dtype) const {
   }
 }
 
+namespace {
+// float16 / bfloat16 reduce as float32 (their wire_dtype; PyTorch's Gloo
+// reduces them too, in their own precision): widened in the worker once the
+// copy in is done, rounded back before the copy back.
+class WidenedStage : public StagedTensor {
+ public:
+  explicit WidenedStage(Staged inner) : inner_(std::move(inner)) {}
+  void wait_ready() override {
+    inner_->wait_ready();
+    NoGradGuard no_grad;  // on the worker thread: no history for a tensor that requires grad
+    host_ = inner_->host().to(kFloat32);
+  }
+  void copy_back() override {
+    NoGradGuard no_grad;
+    Tensor narrow = inner_->host();
+    narrow.copy_(host_);
+    inner_->copy_back();
+  }
+
+ private:
+  Staged inner_;
+};
+}  // namespace
+
 WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor);
+  check_tensor("all_reduce", tensor, "tensor", /*half_ok=*/true);
   MINIDL_CHECK(op != ReduceOp::AVG || tensor.dtype() != kInt64,
                "all_reduce: ReduceOp.AVG needs a floating-point tensor, got int64");
-  Staged host = host_value(tensor);
+  Staged host = is_half(tensor.dtype()) ? std::make_shared<WidenedStage>(host_value(tensor)) : host_value(tensor);
   return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, host, op](uint32_t tag) {
     host->wait_ready();
     const Tensor& h = host->host();

@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,11 +52,14 @@ struct Backoff {
   }
 };
 
-bool write_all(int fd, const void* data, size_t n) {
+// Both fail on a closed connection, and with *timed_out set when the socket's
+// SO_SNDTIMEO / SO_RCVTIMEO passed.
+bool write_all(int fd, const void* data, size_t n, bool* timed_out) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
     if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) *timed_out = true;
     if (k <= 0) return false;
     p += k;
     n -= static_cast<size_t>(k);
@@ -63,11 +67,12 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
-bool read_all(int fd, void* data, size_t n) {
+bool read_all(int fd, void* data, size_t n, bool* timed_out) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
     ssize_t k = ::recv(fd, p, n, 0);
     if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) *timed_out = true;
     if (k <= 0) return false;
     p += k;
     n -= static_cast<size_t>(k);
@@ -202,15 +207,33 @@ std::optional<std::string> TCPStore::request(uint8_t command, const std::string&
                " bytes long; the store takes values of up to ", sp::kMaxValueBytes, " bytes");
   const std::string out = sp::encode_request(command, key, value);
   std::lock_guard<std::mutex> lock(mutex_);
+  MINIDL_CHECK(socket_ >= 0, "TCPStore::", op, "('", key, "'): the connection to the store at ", host_, ":", port_,
+               " was lost earlier");
+  // Every round trip is bounded by the store's timeout, as PyTorch's socket
+  // timeouts: a store host that stopped answering (SIGSTOP, a debugger, a
+  // network partition) would otherwise block this thread forever.
+  if (const Milliseconds t = std::max(timeout(), Milliseconds(1)); t != socket_timeout_) {
+    const timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000 * 1000)};
+    ::setsockopt(socket_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(socket_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    socket_timeout_ = t;
+  }
   uint8_t status = 0;
   uint32_t n = 0;
   std::string reply;
-  bool ok = write_all(socket_, out.data(), out.size()) && read_all(socket_, &status, 1) && read_all(socket_, &n, 4) &&
-            n <= sp::kMaxValueBytes;
+  bool timed_out = false;
+  bool ok = write_all(socket_, out.data(), out.size(), &timed_out) && read_all(socket_, &status, 1, &timed_out) &&
+            read_all(socket_, &n, 4, &timed_out) && n <= sp::kMaxValueBytes;
   if (ok) {
     reply.resize(n);
-    ok = n == 0 || read_all(socket_, reply.data(), n);
+    ok = n == 0 || read_all(socket_, reply.data(), n, &timed_out);
   }
+  if (!ok) {  // a late reply would answer the next request: the connection is done
+    ::close(socket_);
+    socket_ = -1;
+  }
+  MINIDL_CHECK(!timed_out, "TCPStore::", op, "('", key, "'): no reply from the store at ", host_, ":", port_,
+               " within ", socket_timeout_.count(), " ms (is rank 0 stopped, or its machine unreachable?)");
   MINIDL_CHECK(ok, "TCPStore: lost the connection to the store at ", host_, ":", port_,
                " (did rank 0 exit or crash?)");
   MINIDL_CHECK(status != sp::kError, "TCPStore::", op, "('", key, "'): ", reply);

@@ -3,7 +3,9 @@
 // store's timeout expires, then throw a minidl::Error naming the keys.
 //   TCPStore   one process (rank 0) hosts the data in a server thread; every
 //              process, the host included, talks to it over TCP. Keys are at
-//              most 4 KiB, values 16 MiB (store_protocol.h).
+//              most 4 KiB, values 16 MiB (store_protocol.h). A round trip
+//              without a reply within the timeout fails, and so does every
+//              later call on that client.
 //   FileStore  a file on a shared filesystem, locked with flock; the last
 //              process to close it deletes it, so the path can be reused.
 //   PrefixStore  a namespace inside another store (one per process group).
@@ -86,8 +88,9 @@ class TCPStore : public Store {
   std::string host_;
   int port_ = 0;
   std::unique_ptr<detail::TCPStoreServer> server_;  // only on the master
-  int socket_ = -1;
-  std::mutex mutex_;  // one request at a time on the socket
+  int socket_ = -1;                // -1 once a round trip failed
+  Milliseconds socket_timeout_{0};  // the send/receive timeout set on socket_
+  std::mutex mutex_;                // one request at a time on the socket
 };
 
 class FileStore : public Store {

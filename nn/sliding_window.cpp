@@ -146,7 +146,7 @@ Tensor sliding_window_inference(const Tensor& inputs, const SlidingWindowOptions
       expected[0] = last - first;
       for (size_t k = 0; k < roi.size(); ++k) expected[k + 2] = roi[k];
     }
-    MINIDL_CHECK(pred.defined() && pred.shape() == expected, "sliding_window_inference: expected the predictor to map ",
+    MINIDL_CHECK(pred.defined() && pred.dim() == inputs.dim() && pred.shape() == expected, "sliding_window_inference: expected the predictor to map ",
                  "windows of shape ", shape_str(batch.shape()), " to (", last - first, ", C_out, ",
                  shape_str(roi).substr(1), ", got ", pred.defined() ? shape_str(pred.shape()) : "an undefined tensor");
     MINIDL_CHECK(pred.device() == inputs.device(), "sliding_window_inference: expected the predictor's output on ",

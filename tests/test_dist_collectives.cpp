@@ -246,7 +246,7 @@ TEST_CASE("init_process_group and collectives: errors") {
         Tensor i64 = ones({2}, kInt64);
         DIST_REQUIRE_THROWS_CONTAINS(all_reduce(i64, ReduceOp::AVG), "AVG needs a floating-point tensor");
         Tensor u8 = ones({2}, kUInt8);
-        DIST_REQUIRE_THROWS_CONTAINS(all_reduce(u8), "expected a float32, float64 or int64 tensor, got uint8");
+        DIST_REQUIRE_THROWS_CONTAINS(all_reduce(u8), "expected a float16, bfloat16, float32, float64 or int64 tensor, got uint8");
         std::vector<Tensor> outs{ones({2}), ones({2})};
         DIST_REQUIRE_THROWS_CONTAINS(all_gather(outs, ones({2})), "expected 1 output tensors");
         std::vector<Tensor> one{ones({3})};

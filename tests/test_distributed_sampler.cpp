@@ -247,6 +247,9 @@ TEST_CASE("distributed samplers reject bad arguments") {
   CHECK_THROWS_CONTAINS(DistributedEvalSampler(4, 4, 4), "Invalid rank 4, rank should be in the interval [0, 3]");
   CHECK_THROWS_CONTAINS(DistributedEvalSampler(4, 0, 0), "DistributedEvalSampler: num_replicas must be >= 1, got 0");
   CHECK_THROWS_CONTAINS(DistributedEvalSampler(-3, 2, 0), "expected a non-negative dataset size, got -3");
+  // Sizes near int64's limit: ceil(n / R) without n + R - 1 (signed overflow before).
+  CHECK(DistributedSampler(INT64_MAX, 3, 0).size() == INT64_MAX / 3 + 1);
+  CHECK(DistributedSampler(INT64_MAX, 3, 0, true, 0, /*drop_last=*/true).size() == INT64_MAX / 3);
 }
 
 TEST_CASE("DataLoader yields exactly a distributed sampler's indices") {
