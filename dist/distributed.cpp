@@ -145,11 +145,19 @@ void init_process_group(const std::string& backend, const std::string& init_meth
 
   std::shared_ptr<Store> store;
   std::string host = "127.0.0.1";
+  // A rank or world size that was given (a query or an environment variable)
+  // but is out of range: said so, not taken for a missing one.
+  auto given = [](int value, const char* name, int least) {
+    MINIDL_CHECK(value >= least, "init_process_group: ", name, " must be >= ", least, ", got ", value);
+    return value;
+  };
   auto resolve_rank = [&](const Url& url, const char* scheme) {
-    if (rank < 0 && url.query.count("rank")) rank = to_int(url.query.at("rank"), "rank");
-    if (world_size < 0 && url.query.count("world_size")) world_size = to_int(url.query.at("world_size"), "world_size");
+    if (rank < 0 && url.query.count("rank")) rank = given(to_int(url.query.at("rank"), "rank"), "rank", 0);
+    if (world_size < 0 && url.query.count("world_size"))
+      world_size = given(to_int(url.query.at("world_size"), "world_size"), "world_size", 1);
     MINIDL_CHECK(rank >= 0, "init_process_group: ", scheme, " rendezvous: rank parameter missing");
-    MINIDL_CHECK(world_size >= 1, "init_process_group: ", scheme, " rendezvous: world_size parameter missing");
+    MINIDL_CHECK(world_size >= 0, "init_process_group: ", scheme, " rendezvous: world_size parameter missing");
+    given(world_size, "world_size", 1);
   };
   auto tcp_store = [&](const std::string& addr, int port) {
     MINIDL_CHECK(port > 0 && port <= 65535, "init_process_group: port must be in [1, 65535], got ", port);
@@ -159,9 +167,9 @@ void init_process_group(const std::string& backend, const std::string& init_meth
 
   if (init_method.rfind("env://", 0) == 0) {
     Url url = parse_query(init_method.substr(6), Url{});
-    if (rank < 0 && !url.query.count("rank")) rank = to_int(env_or_fail("RANK"), "RANK");
+    if (rank < 0 && !url.query.count("rank")) rank = given(to_int(env_or_fail("RANK"), "RANK"), "RANK", 0);
     if (world_size < 0 && !url.query.count("world_size"))
-      world_size = to_int(env_or_fail("WORLD_SIZE"), "WORLD_SIZE");
+      world_size = given(to_int(env_or_fail("WORLD_SIZE"), "WORLD_SIZE"), "WORLD_SIZE", 1);
     resolve_rank(url, "env://");
     std::string addr = env_or_fail("MASTER_ADDR");
     int port = to_int(env_or_fail("MASTER_PORT"), "MASTER_PORT");

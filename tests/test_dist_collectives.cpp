@@ -228,8 +228,18 @@ TEST_CASE("init_process_group and collectives: errors") {
         setenv("WORLD_SIZE", "1", 1);
         unsetenv("MASTER_ADDR");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "env://"), "MASTER_ADDR expected, but not set");
+        setenv("RANK", "-1", 1);
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "env://"), "init_process_group: RANK must be >= 0, got -1");
+        setenv("RANK", "0", 1);
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1?rank=0&world_size=1"), "port number missing");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=1"), "rank parameter missing");
+        // Given but out of range: said so (was "parameter missing").
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=0&rank=0"),
+                                     "init_process_group: world_size must be >= 1, got 0");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234", 0, 0),
+                                     "init_process_group: world_size must be >= 1, got 0");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=2&rank=-1"),
+                                     "init_process_group: rank must be >= 0, got -1");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "file:///tmp/x", 2, 2), "rank 2 must be below world_size 2");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("mpi", "env://"), "unknown backend 'mpi'");
         if (!cuda::is_built())
