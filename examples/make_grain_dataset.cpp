@@ -32,9 +32,13 @@ static int program(int argc, char** argv) {
   app.add_option("--count", count, "number of volumes")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--size", size, "edge length of each cubic volume")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
-  app.add_option("--grain-size", o.grain_size, "grain diameter in voxels")->capture_default_str();
-  app.add_option("--boundary-width", o.boundary_width, "labelled boundary width (gap d2 - d1)")->capture_default_str();
-  app.add_option("--noise", o.noise_sigma, "Gaussian noise sigma on the [0, 1] scale")->capture_default_str();
+  // Checked here so a mistake names the flag (--noise inf wrote volumes of nan, exit 0).
+  app.add_option("--grain-size", o.grain_size, "grain diameter in voxels")
+      ->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--boundary-width", o.boundary_width, "labelled boundary width (gap d2 - d1)")
+      ->check(minidl::examples::kPositive)->capture_default_str();
+  app.add_option("--noise", o.noise_sigma, "Gaussian noise sigma on the [0, 1] scale")
+      ->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--tensorboard", tensorboard, "also log the middle slices as TensorBoard images here");
   MINIDL_CLI_PARSE(app, argc, argv);
 

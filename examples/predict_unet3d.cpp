@@ -195,8 +195,10 @@ int main(int argc, char** argv) {
   app.add_option("--amp", a.amp, "off, bf16 or fp16 (CUDA only): the forward passes under autocast")
       ->check(CLI::IsMember(examples::amp_modes()))
       ->capture_default_str();
-  app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)");
-  app.add_option("--expect-dice", a.expect_dice, "exit 3 unless the mean Dice (needs --labels) is >= this");
+  app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)")
+      ->check(minidl::examples::kNonNegative);
+  app.add_option("--expect-dice", a.expect_dice, "exit 3 unless the mean Dice (needs --labels) is >= this")
+      ->check(minidl::examples::kNonNegative);  // nan or < 0 turned the check off
   MINIDL_CLI_PARSE(app, argc, argv);
   return examples::run_main("predict_unet3d", [&] {
     MINIDL_CHECK(a.expect_dice < 0 || !a.labels.empty(), "predict_unet3d: --expect-dice needs --labels");

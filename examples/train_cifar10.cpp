@@ -286,6 +286,7 @@ int run(Args a) {
   // Only rank 0 prints, logs and saves; the other ranks' output goes nowhere.
   std::ostringstream quiet;
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
+  if (ddp_run.main()) examples::check_output_paths(a.checkpoint_dir, a.save_final);
 
   const examples::ClassifierData d =
       examples::load_classifier_data({a.dataset, a.data, a.train_files, a.test_files, a.limit_train, a.limit_test});
@@ -578,8 +579,10 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", a.checkpoint_dir, "save a checkpoint here after every epoch");
   app.add_option("--resume", a.resume, "continue from a checkpoint folder or its checkpoint.json");
   app.add_option("--save-final", a.save_final, "write the final model state dict (safetensors) here");
-  app.add_option("--expect-train-acc", a.expect_train_acc, "exit 3 unless the last epoch's train accuracy is >= this");
-  app.add_option("--expect-test-acc", a.expect_test_acc, "exit 3 unless the last test accuracy is >= this");
+  app.add_option("--expect-train-acc", a.expect_train_acc, "exit 3 unless the last epoch's train accuracy is >= this")
+      ->check(minidl::examples::kNonNegative);  // nan or < 0 turned the check off
+  app.add_option("--expect-test-acc", a.expect_test_acc, "exit 3 unless the last test accuracy is >= this")
+      ->check(minidl::examples::kNonNegative);
   MINIDL_CLI_PARSE(app, argc, argv);
   if (a.schedule == "onecycle" && a.warmup_epochs > 0) {
     std::cerr << "--warmup-epochs does not combine with --schedule onecycle (which warms up itself)\n";

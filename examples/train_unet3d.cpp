@@ -205,6 +205,7 @@ int run(const Args& a) {
   const examples::DistributedRun ddp_run(backend.name);
   std::ostringstream quiet;  // only rank 0 prints, logs and saves
   std::ostream& out = ddp_run.main() ? std::cout : quiet;
+  if (ddp_run.main()) examples::check_output_paths(a.checkpoint_dir);
   MINIDL_CHECK(!a.sync_bn || a.norm == "batchnorm", "train_unet3d: --sync-bn converts BatchNorm layers; it needs --norm "
                "batchnorm, got --norm ", a.norm);
 
@@ -409,19 +410,22 @@ int main(int argc, char** argv) {
                                    "when absent or empty (default <repo>/runs/data/grain3d, git-ignored)");
   app.add_option("--val-data", a.val_data, "validation folder (images/, labels/) when --data is one flat folder");
   app.add_option("--generate", a.generate, "synthetic training volumes to write when --data has none")
-      ->capture_default_str();
-  app.add_option("--generate-val", a.generate_val, "synthetic validation volumes")->capture_default_str();
-  app.add_option("--volume-size", a.volume_size, "edge of each synthetic volume")->capture_default_str();
+      ->check(minidl::examples::kNonNegative)->capture_default_str();
+  app.add_option("--generate-val", a.generate_val, "synthetic validation volumes")
+      ->check(minidl::examples::kNonNegative)->capture_default_str();
+  app.add_option("--volume-size", a.volume_size, "edge of each synthetic volume")
+      ->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--patch", a.patch, "edge of the cubic training patches")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--batch-size", a.batch_size, "patches per step per process")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--samples-per-volume", a.samples_per_volume, "patches drawn from each volume per epoch")
       ->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--epochs", a.epochs)->check(minidl::examples::kPositive)->capture_default_str();
-  app.add_option("--stop-after", a.stop_after, "stop after this epoch as if interrupted (for resume tests)");
+  app.add_option("--stop-after", a.stop_after, "stop after this epoch as if interrupted (for resume tests)")
+      ->check(minidl::examples::kNonNegative);
   app.add_option("--lr", a.lr)->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--weight-decay", a.weight_decay)->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--milestones", a.milestones, "MultiStepLR epochs")->capture_default_str();
-  app.add_option("--gamma", a.gamma, "MultiStepLR factor")->capture_default_str();
+  app.add_option("--gamma", a.gamma, "MultiStepLR factor")->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--base-width", a.base_width, "channels of the first level")->check(minidl::examples::kPositive)->capture_default_str();
   app.add_option("--levels", a.levels, "resolutions (levels - 1 poolings)")->check(CLI::Range(1, 8))->capture_default_str();
   app.add_option("--norm", a.norm)->check(CLI::IsMember(models::norm_kinds()))->capture_default_str();
@@ -435,14 +439,16 @@ int main(int argc, char** argv) {
                  "process group of a distributed run (minidl-launch): auto (nccl on CUDA devices in a build with "
                  "NCCL, one GPU per process; else gloo), gloo or nccl")
       ->capture_default_str();
-  app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)");
+  app.add_option("--threads", a.threads, "compute threads (0: MINIDL_NUM_THREADS/OMP_NUM_THREADS or all cores)")
+      ->check(minidl::examples::kNonNegative);
   app.add_option("--seed", a.seed)->capture_default_str();
   app.add_option("--tb-slice", a.tb_slice, "depth slice of validation volume 0 logged as TensorBoard images")
-      ->capture_default_str();
+      ->check(minidl::examples::kNonNegative)->capture_default_str();
   app.add_option("--log-dir", a.log_dir, "metrics.csv, curves.svg and TensorBoard events")->capture_default_str();
   app.add_option("--checkpoint-dir", a.checkpoint_dir, "save a checkpoint here after every epoch");
   app.add_option("--resume", a.resume, "continue from a checkpoint folder or its checkpoint.json");
-  app.add_option("--expect-dice", a.expect_dice, "exit 3 unless the last validation Dice is >= this");
+  app.add_option("--expect-dice", a.expect_dice, "exit 3 unless the last validation Dice is >= this")
+      ->check(minidl::examples::kNonNegative);  // nan or < 0 turned the check off
   app.add_flag("--smoke", a.smoke,
                "a seconds-long check for make test: tiny synthetic volumes, base width 4, 2 epochs; fails unless "
                "the training loss decreases and the validation Dice reaches --expect-dice (default set by --smoke)");

@@ -31,7 +31,7 @@ struct ModelOptions {
   std::string norm_or(const std::string& fallback) const { return norm_ ? *norm_ : fallback; }
 };
 
-// round(base * width), at least 1; throws unless width > 0.
+// round(base * width), at least 1; throws unless width > 0 and the result fits int64.
 int64_t scaled_width(int64_t base, double width);
 
 }  // namespace minidl::models

@@ -30,8 +30,12 @@ std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOpt
       MINIDL_CHECK(h > 0, "create_model: expected hidden sizes > 0 for the mlp, got ", h);
       hidden.push_back(scaled_width(h, options.width()));
     }
-    return MLP(options.in_channels() * options.input_size() * options.input_size(), hidden, options.num_classes())
-        .ptr();
+    int64_t in_features = 0;  // in_channels * input_size^2, refused when it overflows (was undefined behaviour)
+    MINIDL_CHECK(!__builtin_mul_overflow(options.input_size(), options.input_size(), &in_features) &&
+                     !__builtin_mul_overflow(in_features, options.in_channels(), &in_features),
+                 "create_model: in_channels ", options.in_channels(), " x input_size ", options.input_size(), "^2 ",
+                 "overflows int64 for the mlp");
+    return MLP(in_features, hidden, options.num_classes()).ptr();
   }
   std::string choices;
   for (const std::string& n : model_names()) choices += (choices.empty() ? "" : ", ") + n;

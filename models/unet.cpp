@@ -92,9 +92,12 @@ Tensor UNetImpl::forward(const Tensor& input) {
   MINIDL_CHECK(input.size(1) == options.in_channels(), name(), ": expected input with ", options.in_channels(),
                " channels, got input size ", shape_str(input.shape()));
   const int64_t multiple = int64_t{1} << (options.levels() - 1);
-  for (int64_t d = 2; d < input.dim(); ++d)
+  for (int64_t d = 2; d < input.dim(); ++d) {
+    MINIDL_CHECK(input.size(d) > 0, name(), ": expected every spatial size > 0, got input size ",
+                 shape_str(input.shape()));
     MINIDL_CHECK(input.size(d) % multiple == 0, name(), ": expected every spatial size divisible by ", multiple, " (",
                  options.levels() - 1, " poolings by 2), got input size ", shape_str(input.shape()));
+  }
   std::vector<Tensor> skips;
   Tensor x = input;
   for (int64_t l = 0; l < options.levels(); ++l) {

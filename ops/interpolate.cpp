@@ -142,8 +142,12 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     } else {
       const double s = o.scale_factor[o.scale_factor.size() == 1 ? 0 : i];
       // Python floors in_size * scale (recompute); ATen truncates: the same for valid sizes.
-      g.out[dim] = recompute ? static_cast<int64_t>(std::floor(static_cast<double>(spatial[i]) * s))
-                             : static_cast<int64_t>(static_cast<double>(spatial[i]) * s);
+      const double product = static_cast<double>(spatial[i]) * s;
+      const double out = recompute ? std::floor(product) : product;
+      // A nan, infinite or huge scale_factor: converting it was undefined behaviour (PyTorch's message).
+      MINIDL_CHECK(out > -0x1p63 && out < 0x1p63, "interpolate: scale_factor ", s, " times input size ", spatial[i],
+                   ": value cannot be converted to type int64_t without overflow");
+      g.out[dim] = static_cast<int64_t>(out);
       if (!recompute) g.scales[dim] = s;
     }
   }
@@ -152,6 +156,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   MINIDL_CHECK(sizes_ok, "Input and output sizes should be greater than 0, but got input ",
                sizes_str(g.in, static_cast<int>(nd)), nd == 1 ? " and output " : " output ",
                sizes_str(g.out, static_cast<int>(nd)));
+  // As PyTorch's upsample_*_common_check: an empty batch is fine, no channels are not.
+  MINIDL_CHECK(x.size(1) != 0, "Non-empty ", x.dim(),
+               "D data tensor expected but got a tensor with sizes ", shape_str(x.shape()));
   g.planes = x.size(0) * x.size(1);
   return UpsampleFunction::apply(x, g);
 }

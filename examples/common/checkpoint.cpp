@@ -50,7 +50,13 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& pro
   c.file = file;
   try {
     c.json = json::parse(std::ifstream(file));
-    c.epoch = c.json.at("epoch").get<int64_t>();
+    // A negative or huge "epoch" (1e30 wrapped to -2^63: epochs counted up without end) is refused.
+    const json& epoch = c.json.at("epoch");
+    const bool ok = epoch.is_number_unsigned() ? epoch.get<uint64_t>() <= uint64_t{1} << 62
+                                               : epoch.is_number_integer() && epoch.get<int64_t>() >= 0;
+    MINIDL_CHECK(ok, program, cannot, file.string(), ": its \"epoch\" is ", epoch.dump(),
+                 ", expected the number of epochs completed (a whole number >= 0)");
+    c.epoch = epoch.get<int64_t>();
   } catch (const json::exception& e) {
     MINIDL_FAIL(program, cannot, file.string(), ": ", e.what());
   }
@@ -59,6 +65,21 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& pro
                made_by);
   c.dir = file.parent_path();
   return c;
+}
+
+void check_output_paths(const std::string& checkpoint_dir, const std::string& save_final) {
+  if (!checkpoint_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(checkpoint_dir, ec);
+    MINIDL_CHECK(!ec && fs::is_directory(checkpoint_dir), "--checkpoint-dir ", checkpoint_dir,
+                 ": cannot create the folder: ", ec ? ec.message() : "not a directory");
+  }
+  if (!save_final.empty()) {
+    MINIDL_CHECK(!fs::is_directory(save_final), "--save-final ", save_final, " is a folder; expected a file name");
+    const fs::path parent = fs::path(save_final).parent_path();
+    MINIDL_CHECK(parent.empty() || fs::is_directory(parent), "--save-final ", save_final, ": the folder ",
+                 parent.string(), " does not exist");
+  }
 }
 
 void load_model_and_optimizer(const LoadedCheckpoint& c, nn::Module& model, optim::Optimizer& optimizer) {

@@ -43,6 +43,12 @@ struct LoadedCheckpoint {
 // "cannot resume from").
 LoadedCheckpoint read_checkpoint(const std::string& path, const std::string& program, const std::string& writer = "");
 
+// Before training: creates `checkpoint_dir` (--checkpoint-dir) and checks that
+// `save_final` (--save-final) names a file in an existing folder; either may be
+// empty. Throws minidl::Error naming the flag and the path (found only after the
+// last epoch, such a mistake lost the whole run).
+void check_output_paths(const std::string& checkpoint_dir, const std::string& save_final = "");
+
 // Loads the model (strict) and the optimizer state the checkpoint names.
 void load_model_and_optimizer(const LoadedCheckpoint& checkpoint, nn::Module& model, optim::Optimizer& optimizer);
 

@@ -29,8 +29,10 @@ std::string UpsampleImpl::extra_repr() const {
   };
   if (!options.scale_factor().empty())
     info = "scale_factor=" + list(options.scale_factor(), [](double v) { return repr_float(v); });
-  else
+  else if (!options.size().empty())
     info = "size=" + list(options.size(), [](int64_t v) { return std::to_string(v); });
+  else
+    info = "size=None";  // neither given: forward refuses, as PyTorch's
   return info + ", mode='" + options.mode() + "'";
 }
 
