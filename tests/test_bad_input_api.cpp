@@ -3,8 +3,8 @@
 // nested loops over one DataLoader, a module registered inside itself, a
 // crop padding near int64's limit; an optimizer group that fails its checks
 // after others stepped, state left float32 by Module::to(kFloat64), duplicate
-// state_dict keys, fractional class targets. Each was a crash, a wrong answer
-// or a half-done step.
+// state_dict keys, fractional class targets, a custom backward that restarts
+// its own graph. Each was a crash, a wrong answer or a half-done step.
 #include <memory>
 #include <thread>
 #include <vector>
@@ -144,4 +144,39 @@ TEST_CASE("load_state_dict refuses a key given twice; TensorDataset refuses frac
                         "TensorDataset: targets are class indices, got 0.5 at index 1 of a float64 tensor");
   CHECK_THROWS_CONTAINS(data::TensorDataset(data, tensor({0.0, 1.0, std::nan("")}, {}, kFloat64)), "got nan at index 2");
   CHECK(data::TensorDataset(data, tensor({0.0, 1.0, 2.0})).get(2).target == 2);
+}
+
+namespace {
+Tensor g_restarted_loss;  // the graph RestartsItself's backward runs again
+struct RestartsItself : autograd::Function<RestartsItself> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    g_restarted_loss.backward(Tensor(), /*retain_graph=*/true);
+    return {grads[0] * 2.0};
+  }
+};
+int g_nested_left = 0;  // NestsTwice starts a backward of a fresh graph this many levels deep
+struct NestsTwice : autograd::Function<NestsTwice> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 3.0; }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    if (g_nested_left-- > 0) {
+      autograd::AutoGradMode enable(true);  // as torch.enable_grad() in checkpointing's backward
+      apply(ones({1}).requires_grad_()).sum().backward();
+    }
+    return {grads[0] * 3.0};
+  }
+};
+}  // namespace
+
+TEST_CASE("a backward that restarts itself from inside fails instead of overflowing the stack") {
+  // Each level called backward() again: the stack overflowed (SIGSEGV).
+  Tensor x = ones({2}).requires_grad_();
+  g_restarted_loss = RestartsItself::apply(x).sum();
+  CHECK_THROWS_CONTAINS(g_restarted_loss.backward(Tensor(), true), "backward: backward passes nested 200 deep");
+  g_restarted_loss = Tensor();
+  // Reentrant passes that end (activation checkpointing's kind) still work, also after that error.
+  g_nested_left = 3;
+  Tensor y = ones({2}).requires_grad_();
+  NestsTwice::apply(y).sum().backward();
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{3, 3});
 }

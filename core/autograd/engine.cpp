@@ -53,6 +53,25 @@ class FinalCallbacksScope {
   std::vector<std::function<void()>>* prev_;
 };
 
+// Backward passes nested on this thread (a backward started from inside a
+// backward function or hook, as activation checkpointing does). Bounded, so a
+// pass that restarts itself fails with an error instead of a stack overflow.
+thread_local int t_reentrant_depth = 0;
+constexpr int kMaxReentrantDepth = 200;
+
+class ReentrantDepthScope {
+ public:
+  ReentrantDepthScope() {
+    MINIDL_CHECK(t_reentrant_depth < kMaxReentrantDepth, "backward: backward passes nested ", kMaxReentrantDepth,
+                 " deep on one thread (does a backward function or hook call backward() on a graph that leads ",
+                 "back to itself?)");
+    ++t_reentrant_depth;
+  }
+  ~ReentrantDepthScope() { --t_reentrant_depth; }
+  ReentrantDepthScope(const ReentrantDepthScope&) = delete;
+  ReentrantDepthScope& operator=(const ReentrantDepthScope&) = delete;
+};
+
 }  // namespace
 
 void queue_callback(std::function<void()> callback) {
@@ -62,6 +81,7 @@ void queue_callback(std::function<void()> callback) {
 }
 
 void backward(const variable_list& roots, const variable_list& grads, bool retain_graph) {
+  const ReentrantDepthScope depth;
   MINIDL_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", roots.size(),
                " tensors but ", grads.size(), " gradients");
   std::vector<Edge> root_edges;
