@@ -62,6 +62,7 @@ void remove_stale_temporaries(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces, const char* who) {
   // The pid keeps two processes writing the same path apart; a process killed
   // mid-write leaves only this temporary behind, never a broken `path`.
+  MINIDL_CHECK(!path.empty(), who, ": expected a file path, got an empty one");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   MINIDL_CHECK(fd >= 0, who, ": ", path, ": cannot create temporary file ", tmp, ": ", std::strerror(errno));

@@ -149,7 +149,12 @@ void save_safetensors(const std::string& path,
     offset += n;
   }
   if (!metadata.empty()) header[kMetadataKey] = metadata;
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {  // the one way dump() fails: a string that is not UTF-8
+    MINIDL_FAIL("save_safetensors: ", path, ": tensor names and metadata must be valid UTF-8 (", e.what(), ")");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_len = text.size();
 

@@ -148,6 +148,11 @@ TEST_CASE("safetensors: the write is atomic (temporary file renamed, nothing lef
                         "duplicate tensor name 'x'");
   CHECK_THROWS_CONTAINS(save_safetensors(path, {{"u", Tensor()}}), "tensor 'u' is undefined");
   CHECK_THROWS_CONTAINS(save_safetensors(path, {{"__metadata__", ones({1})}}), "reserved");
+  // Names and metadata that are not UTF-8 (JSON's encoding): nlohmann's own exception, no file named, before.
+  CHECK_THROWS_CONTAINS(save_safetensors(path, {{"w\xff", ones({1})}}),
+                        "ckpt.safetensors: tensor names and metadata must be valid UTF-8");
+  CHECK_THROWS_CONTAINS(save_safetensors(path, {{"w", ones({1})}}, {{"note", "\xfe"}}), "must be valid UTF-8");
+  CHECK_THROWS_CONTAINS(save_safetensors("", {{"w", ones({1})}}), "save_safetensors: expected a file path, got an empty one");
   CHECK(tmp.listing() == std::vector<std::string>{"ckpt.safetensors"});
   CHECK(load_safetensors(path).at("b").to_vector<float>() == std::vector<float>{7, 7, 7, 7});
 
