@@ -102,16 +102,26 @@ Tensor zeros(const Shape& shape, TensorOptions options) {
 
 Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
 
+namespace {
+
+// A value stored into a `dtype` tensor by a factory (`op`), truncated for an
+// integer dtype, as PyTorch's; NaN, inf and values past the type refused
+// (converting them would be undefined behaviour).
+double checked_value(DType dtype, double value, const char* op) {
+  MINIDL_CHECK(!scalar_overflows(dtype, value), op, ": value cannot be converted to type ", c10_type_name(dtype),
+               " without overflow");
+  if (is_floating(dtype)) return value;
+  const double lo = dtype == kUInt8 ? 0.0 : -0x1p63, end = dtype == kUInt8 ? 256.0 : 0x1p63;
+  MINIDL_CHECK(value >= lo && value < end, op, ": value cannot be converted to type ",
+               c10_type_name(dtype), " without overflow");
+  return std::trunc(value);
+}
+
+}  // namespace
+
 Tensor full(const Shape& shape, double value, TensorOptions options) {
   check_shape(shape, "full");
-  MINIDL_CHECK(!scalar_overflows(options.dtype_, value), "full: value cannot be converted to type ",
-               c10_type_name(options.dtype_), " without overflow");
-  if (!is_floating(options.dtype_)) {  // truncated, as PyTorch's full; NaN, inf and values past the type refused
-    const double lo = options.dtype_ == kUInt8 ? 0.0 : -0x1p63, end = options.dtype_ == kUInt8 ? 256.0 : 0x1p63;
-    MINIDL_CHECK(value >= lo && value < end, "full: value cannot be converted to type ", c10_type_name(options.dtype_),
-                 " without overflow");
-    value = std::trunc(value);
-  }
+  value = checked_value(options.dtype_, value, "full");
   if (options.device_.is_cpu()) return host_tensor(shape, options, [value](int64_t) { return value; });
   Tensor t = empty(shape, options.requires_grad(false));
   {
@@ -183,6 +193,10 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions op
   const Shape s = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   MINIDL_CHECK(numel_of(s) == static_cast<int64_t>(values.size()), "tensor: shape ", shape_str(s),
                " needs ", numel_of(s), " values, got ", values.size());
+  // Values into an integer dtype of another type are range-checked (a float
+  // 300 into uint8 is refused, as PyTorch's; int64 into int64 is exact).
+  if (!is_floating(options.dtype_) && dtype_v<T> != options.dtype_)
+    for (const T& v : values) checked_value(options.dtype_, convert<double>(v), "tensor");
   return host_tensor(s, options, [&values](int64_t i) { return values[i]; });
 }
 template Tensor tensor(const std::vector<float>&, const Shape&, TensorOptions);
@@ -197,6 +211,7 @@ Tensor tensor(std::initializer_list<double> values, const Shape& shape, TensorOp
 }
 
 Tensor scalar_tensor(double value, TensorOptions options) {
+  value = checked_value(options.dtype_, value, "scalar_tensor");
   return host_tensor({}, options, [value](int64_t) { return value; });
 }
 

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/autograd/engine.h"
@@ -43,6 +46,35 @@ MemoryFormat Tensor::suggest_memory_format() const {
   return has_channels_last_strides(shape(), strides()) ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
 
+namespace {
+
+// Whether v converts to T: an integral T takes a float (truncated) or a
+// wider integer only within its range (-0.5 is refused for uint8, as
+// PyTorch's c10::overflows); a float beyond it or NaN would be undefined
+// behaviour, a wider integer would wrap.
+template <class T, class S>
+bool converts_to(S v) {
+  if constexpr (!std::is_integral_v<T> || std::is_same_v<T, bool>) {
+    return true;
+  } else if constexpr (std::is_integral_v<S>) {
+    return std::in_range<T>(v);
+  } else {
+    const double d = convert<double>(v);
+    return d >= static_cast<double>(std::numeric_limits<T>::lowest()) &&
+           d < static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+  }
+}
+
+template <class T>
+const char* c_type_name() {
+  if constexpr (std::is_same_v<T, int64_t>) return "int64_t";
+  else if constexpr (std::is_same_v<T, uint8_t>) return "uint8_t";
+  else if constexpr (std::is_same_v<T, int>) return "int";
+  else return "the requested type";
+}
+
+}  // namespace
+
 template <class T>
 T Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");
@@ -50,7 +82,9 @@ T Tensor::item() const {
   // on purpose (the logged loss): copy the value, as PyTorch does.
   const Tensor host = device().is_cpu() ? *this : to(kCPU);
   return MINIDL_DISPATCH_ALL_AND_HALF(dtype(), "item", [&] {
-    return convert<T>(*static_cast<const scalar_t*>(host.raw_data()));
+    const scalar_t v = *static_cast<const scalar_t*>(host.raw_data());
+    MINIDL_CHECK(converts_to<T>(v), "item: value cannot be converted to type ", c_type_name<T>(), " without overflow");
+    return convert<T>(v);
   });
 }
 
@@ -60,7 +94,11 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<size_t>(c.numel()));
   MINIDL_DISPATCH_ALL_AND_HALF(c.dtype(), "to_vector", [&] {
     const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(p[i]);
+    for (size_t i = 0; i < out.size(); ++i) {
+      MINIDL_CHECK(converts_to<T>(p[i]), "to_vector: value ", convert<double>(p[i]), " (element ", i,
+                   ") cannot be converted to type ", c_type_name<T>(), " without overflow");
+      out[i] = convert<T>(p[i]);
+    }
   });
   return out;
 }

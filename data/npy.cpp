@@ -313,13 +313,21 @@ NpyArray load_npy(const std::string& path) {
   return out;
 }
 
-std::string format_npy(const NpyArray& array) {
-  for (int64_t d : array.shape) MINIDL_CHECK(d >= 0, "save_npy: negative dimension in shape ", tuple_str(array.shape));
+namespace {
+
+// An NpyArray built by hand: its data must hold exactly its shape's bytes.
+void check_array(const NpyArray& array, const char* op) {
+  for (int64_t d : array.shape) MINIDL_CHECK(d >= 0, op, ": negative dimension in shape ", tuple_str(array.shape));
   const std::optional<int64_t> nbytes = checked_nbytes(array.shape, npy_itemsize(array.dtype));
-  MINIDL_CHECK(nbytes.has_value(), "save_npy: the shape ", tuple_str(array.shape), " is too large (its size overflows int64)");
-  const size_t need = static_cast<size_t>(*nbytes);
-  MINIDL_CHECK(array.data.size() == need, "save_npy: the ", tuple_str(array.shape), " '", npy_descr(array.dtype),
-               "' array needs ", need, " data bytes, got ", array.data.size());
+  MINIDL_CHECK(nbytes.has_value(), op, ": the shape ", tuple_str(array.shape), " is too large (its size overflows int64)");
+  MINIDL_CHECK(array.data.size() == static_cast<size_t>(*nbytes), op, ": the ", tuple_str(array.shape), " '",
+               npy_descr(array.dtype), "' array needs ", *nbytes, " data bytes, got ", array.data.size());
+}
+
+}  // namespace
+
+std::string format_npy(const NpyArray& array) {
+  check_array(array, "save_npy");
   // np.save's layout: dict keys sorted, the header padded with spaces so the
   // data starts 64-byte aligned, a final '\n'.
   std::string dict = std::string("{'descr': '") + npy_descr(array.dtype) +
@@ -369,6 +377,7 @@ NpyArray tensor_to_npy(const Tensor& tensor) {
 }
 
 Tensor npy_to_tensor(const NpyArray& array) {
+  check_array(array, "npy_to_tensor");  // from_buffer below reads numel() * itemsize bytes
   const Shape shape(array.shape.begin(), array.shape.end());
   const int64_t n = array.numel();
   switch (array.dtype) {

@@ -285,7 +285,11 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   check_defined(x, "flatten");
-  if (x.dim() == 0) return x.reshape({1});
+  if (x.dim() == 0) {  // dims still checked, as PyTorch (0 and -1 name a 0-d tensor's dim)
+    wrap_dim(start_dim, 0, "flatten");
+    wrap_dim(end_dim, 0, "flatten");
+    return x.reshape({1});
+  }
   start_dim = wrap_dim(start_dim, x.dim(), "flatten");
   end_dim = wrap_dim(end_dim, x.dim(), "flatten");
   MINIDL_CHECK(start_dim <= end_dim, "flatten() has invalid args: start_dim cannot come after end_dim");
@@ -305,7 +309,11 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   check_defined(x, "transpose");
   const int64_t n = x.dim();
-  if (n == 0) return x;
+  if (n == 0) {
+    wrap_dim(dim0, 0, "transpose");
+    wrap_dim(dim1, 0, "transpose");
+    return x;
+  }
   Shape dims(n);
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[wrap_dim(dim0, n, "transpose")], dims[wrap_dim(dim1, n, "transpose")]);
@@ -320,7 +328,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   if (start < 0) start += size;
   MINIDL_CHECK(start >= 0 && start <= size, "start out of range (expected to be in range of [", -size, ", ",
                size, "], but got ", start, ")");
-  MINIDL_CHECK(length >= 0 && start + length <= size, "start (", start, ") + length (", length,
+  MINIDL_CHECK(length >= 0, "narrow(): length must be non-negative.");
+  // length <= size - start: start + length could overflow int64.
+  MINIDL_CHECK(length <= size - start, "start (", start, ") + length (", length,
                ") exceeds dimension size (", size, ").");
   return window(x, dim, start, length, false);
 }
@@ -346,8 +356,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   check_defined(x, "squeeze");
-  if (x.dim() == 0) return x;
   dim = wrap_dim(dim, x.dim(), "squeeze");
+  if (x.dim() == 0) return x;
   if (x.shape()[dim] != 1) return x;
   Shape shape = x.shape();
   shape.erase(shape.begin() + dim);

@@ -77,10 +77,17 @@ struct Axis {
   }
 };
 
-// lo/hi are the data range (finite, lo <= hi).
+// Values an axis can span: beyond these its padding, steps or logarithms
+// overflow or underflow (a range of +-1.7e308 gave NaN ticks and a loop
+// without end); points outside are skipped like non-finite ones.
+bool plottable(double v, bool log) {
+  return log ? v >= 1e-280 && v <= 1e280 : std::abs(v) <= 1e300;
+}
+
+// lo/hi are the data range (plottable, lo <= hi).
 Axis make_axis(double lo, double hi) {
   if (hi - lo <= 1e-12 * std::max(1.0, std::abs(hi))) {  // flat data: give it some room
-    double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+    double pad = std::abs(lo) < 1e-290 ? 1.0 : std::abs(lo) * 0.1;  // (a subnormal's 10% is 0)
     lo -= pad;
     hi += pad;
   }
@@ -120,7 +127,7 @@ Axis make_log_axis(double lo, double hi) {
 Axis make_fixed_axis(std::vector<double> ticks, double lo, double hi, bool log) {
   Axis a{lo, hi, 0, {}, 0, log};
   for (double t : ticks)
-    if (std::isfinite(t) && (!log || t > 0)) a.ticks.push_back(t), a.lo = std::min(a.lo, t), a.hi = std::max(a.hi, t);
+    if (plottable(t, log)) a.ticks.push_back(t), a.lo = std::min(a.lo, t), a.hi = std::max(a.hi, t);
   if (a.hi <= a.lo) return log ? make_log_axis(a.lo, a.hi) : make_axis(a.lo, a.hi);
   if (log) {
     const double pad = 0.04 * (std::log10(a.hi) - std::log10(a.lo));
@@ -155,10 +162,8 @@ void draw_panel(std::ostringstream& os, const Panel& panel, double ox, double oy
        << "\" text-anchor=\"middle\" font-size=\"" << num(fit_font(panel.title, 2 * (ox + kPanelW - (x0 + x1) / 2) - 8, 16))
        << "\" font-weight=\"bold\">" << escape(panel.title) << "</text>\n";
 
-  // A point is drawn when finite and, on a log axis, positive.
-  auto usable = [&](double x, double y) {
-    return std::isfinite(x) && std::isfinite(y) && (!panel.log_x || x > 0) && (!panel.log_y || y > 0);
-  };
+  // A point is drawn when finite and within what its axes can span (positive on a log axis).
+  auto usable = [&](double x, double y) { return plottable(x, panel.log_x) && plottable(y, panel.log_y); };
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const auto& s : panel.series) {
     MINIDL_CHECK(s.x.size() == s.y.size(), "write_svg_plot: series '", s.name,

@@ -26,8 +26,10 @@ struct Panel {
 };
 
 // Written atomically (temp file + rename), so a viewer never sees half a plot.
-// Non-finite points are skipped. Throws minidl::Error on I/O failure or when
-// a series has x and y of different lengths.
+// Non-finite points are skipped, and so are points beyond +-1e300 on a linear
+// axis or outside [1e-280, 1e280] on a log one (the axis arithmetic would
+// overflow). Throws minidl::Error on I/O failure or when a series has x and y
+// of different lengths.
 void write_svg_plot(const std::string& path, const std::vector<Panel>& panels,
                     const std::string& title = "");
 

@@ -151,6 +151,10 @@ void TensorBoardWriter::add_image(const std::string& tag, const uint8_t* hwc, in
   MINIDL_CHECK(height > 0 && width > 0, "add_image: expected a non-empty image, got ", height, "x", width);
   MINIDL_CHECK(channels == 1 || channels == 3 || channels == 4,
                "add_image: expected 1, 3 or 4 channels, got ", channels);
+  // The tensor overload's limit; also keeps width * channels (stb's row stride) within int.
+  MINIDL_CHECK(int64_t{height} * width <= (int64_t{1} << 28), "add_image: unsupported image size ", height, "x", width);
+  MINIDL_CHECK(hwc != nullptr, "add_image: expected pixels for the ", height, "x", width, " image '", tag,
+               "', got a null pointer");
   std::string png;
   auto append = [](void* context, void* data, int size) {
     static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));

@@ -47,17 +47,20 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 }
 
 // Calls run(f) with the elementwise function of `op`; alpha scales b in add/sub.
+// int64 add, sub and mul wrap around modulo 2^64 as PyTorch's (computed in
+// uint64: signed overflow would be undefined behaviour).
 template <class T, class Run>
 void with_op(BinaryOp op, double alpha, Run run) {
-  const T s = static_cast<T>(alpha);  // callers checked that alpha fits T
+  using W = std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>;
+  const W s = static_cast<W>(static_cast<T>(alpha));  // callers checked that alpha fits T
   switch (op) {
     case BinaryOp::Add:
-      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x + y); });
-      return run([s](T x, T y) { return static_cast<T>(x + s * y); });
+      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(W(x) + W(y)); });
+      return run([s](T x, T y) { return static_cast<T>(W(x) + s * W(y)); });
     case BinaryOp::Sub:
-      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(x - y); });
-      return run([s](T x, T y) { return static_cast<T>(x - s * y); });
-    case BinaryOp::Mul: return run([](T x, T y) { return static_cast<T>(x * y); });
+      if (alpha == 1.0) return run([](T x, T y) { return static_cast<T>(W(x) - W(y)); });
+      return run([s](T x, T y) { return static_cast<T>(W(x) - s * W(y)); });
+    case BinaryOp::Mul: return run([](T x, T y) { return static_cast<T>(W(x) * W(y)); });
     case BinaryOp::Div: return run([](T x, T y) { return static_cast<T>(x / y); });
     // NaN wins, as in PyTorch (x != x only for NaN).
     case BinaryOp::Maximum: return run([](T x, T y) { return (x > y || x != x) ? x : y; });

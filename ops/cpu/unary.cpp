@@ -80,6 +80,10 @@ void backward_loop(const Tensor& dx, const Tensor& grad, const Tensor& saved, F 
                   });
 }
 
+// The type T's negation is computed in: uint64 for int64, whose wrap-around is defined.
+template <class T>
+using Wrap = std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>;
+
 // A clamp bound as T; an infinite bound (absent) on an integer type becomes its extreme.
 template <class T>
 T bound(double v) {
@@ -97,12 +101,13 @@ void unary_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const 
   };
   const T s = static_cast<T>(p.scalar);
   switch (op) {
-    case UnaryOp::Neg: return run([](T v) { return static_cast<T>(-v); });
+    // int64's lowest value negates to itself, as PyTorch's (in uint64: no signed overflow).
+    case UnaryOp::Neg: return run([](T v) { return static_cast<T>(-static_cast<Wrap<T>>(v)); });
     case UnaryOp::Exp: return vec([](const auto& v) { return vec::exp(v); });
     case UnaryOp::Log: return vec([](const auto& v) { return vec::log(v); });
     case UnaryOp::Sqrt: return run([](T v) { return static_cast<T>(std::sqrt(v)); });
     case UnaryOp::Rsqrt: return run([](T v) { return static_cast<T>(1 / std::sqrt(v)); });
-    case UnaryOp::Abs: return run([](T v) { return static_cast<T>(v < 0 ? -v : v); });
+    case UnaryOp::Abs: return run([](T v) { return static_cast<T>(v < 0 ? -static_cast<Wrap<T>>(v) : v); });
     case UnaryOp::Pow:
       if (p.scalar == 2.0) return run([](T v) { return static_cast<T>(v * v); });
       return run([s](T v) { return static_cast<T>(std::pow(v, s)); });
