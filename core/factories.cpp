@@ -165,12 +165,22 @@ Tensor randn(const Shape& shape, TensorOptions options) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   check_shape(shape, "randint");
+  if (options.dtype_ == kUInt8) {  // PyTorch's checks; wrapped values before
+    MINIDL_CHECK(low >= 0 && low <= 255, "randint: from is out of bounds for unsigned char");
+    MINIDL_CHECK(high - 1 <= 255, "randint: to - 1 is out of bounds for unsigned char");
+  }
   Generator& g = default_generator();
-  return host_tensor(shape, options, [&](int64_t) { return static_cast<double>(g.randint(low, high)); });
+  // As int64 (through a double, values past 2^53 lost their low bits).
+  return host_tensor(shape, options, [&](int64_t) { return g.randint(low, high); });
 }
 
 Tensor randperm(int64_t n, TensorOptions options) {
   check_shape({n}, "randperm", kInt64);
+  // Every index must be exact in the dtype (PyTorch's checks; wrapped or rounded before).
+  MINIDL_CHECK(options.dtype_ != kUInt8 || n <= 256, "randperm: value cannot be converted to type uint8_t without ",
+               "overflow (n = ", n, ")");
+  MINIDL_CHECK(options.dtype_ != kFloat16 || n <= 2049, "randperm: n cannot be greater than 2049 for Half type.");
+  MINIDL_CHECK(options.dtype_ != kBFloat16 || n <= 257, "randperm: n cannot be greater than 257 for BFloat16 type.");
   // The index buffer is a tensor, so a too-large n fails in the allocator
   // with minidl::Error (a std::vector would throw std::bad_alloc).
   Tensor perm = empty({n}, TensorOptions(kInt64));
@@ -178,7 +188,7 @@ Tensor randperm(int64_t n, TensorOptions options) {
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   Generator& g = default_generator();
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.randint(0, i + 1)]);  // Fisher-Yates
-  return host_tensor({n}, options, [p](int64_t i) { return static_cast<double>(p[i]); });
+  return host_tensor({n}, options, [p](int64_t i) { return p[i]; });
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }

@@ -4,6 +4,7 @@
 // ASan/UBSan probe against PyTorch 2.15).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -133,4 +134,21 @@ TEST_CASE("TensorBoardWriter::add_image from raw pixels refuses a null pointer a
     w.add_image("img", px, 2, 2, 3, 0);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("randint and randperm refuse values their dtype cannot hold, as PyTorch") {
+  // uint8 wrapped (randint(0, 1000) gave values mod 256), float16 rounded indices into duplicates.
+  CHECK_THROWS_CONTAINS(randint(0, 1000, {3}, TensorOptions(kUInt8)), "randint: to - 1 is out of bounds for unsigned char");
+  CHECK_THROWS_CONTAINS(randint(-5, 5, {3}, TensorOptions(kUInt8)), "randint: from is out of bounds for unsigned char");
+  CHECK(randint(0, 256, {64}, TensorOptions(kUInt8)).to_vector<int64_t>().size() == 64);
+  CHECK_THROWS_CONTAINS(randperm(300, TensorOptions(kUInt8)), "randperm: value cannot be converted to type uint8_t");
+  CHECK_THROWS_CONTAINS(randperm(5000, TensorOptions(kFloat16)), "n cannot be greater than 2049 for Half type.");
+  CHECK_THROWS_CONTAINS(randperm(300, TensorOptions(kBFloat16)), "n cannot be greater than 257 for BFloat16 type.");
+  std::vector<int64_t> perm = randperm(256, TensorOptions(kUInt8)).to_vector<int64_t>();
+  std::sort(perm.begin(), perm.end());
+  for (int64_t i = 0; i < 256; ++i) CHECK(perm[static_cast<size_t>(i)] == i);
+  // int64 values past 2^53 keep their low bits (they went through a double).
+  const int64_t base = (int64_t{1} << 60) + 1;
+  for (int64_t v : randint(base, base + 2, {32}, TensorOptions(kInt64)).to_vector<int64_t>())
+    CHECK((v == base || v == base + 1));
 }
