@@ -71,6 +71,20 @@ template <> struct acc_type<BFloat16> { using type = float; };
 template <> struct acc_type<uint8_t> { using type = int64_t; };
 template <class T> using acc_type_t = typename acc_type<T>::type;
 
+// PyTorch's ScalarType names, for its promotion messages ("result type Float
+// can't be cast to the desired output type Byte").
+constexpr const char* scalar_type_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+    case DType::Int64: return "Long";
+    case DType::UInt8: return "Byte";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+  }
+  return "?";
+}
+
 // PyTorch's C++ type names, for its messages ("c10::Half").
 constexpr const char* c10_type_name(DType t) {
   switch (t) {

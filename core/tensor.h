@@ -15,6 +15,7 @@
 #include "minidl/core/device.h"
 #include "minidl/core/dtype.h"
 #include "minidl/core/memory_format.h"
+#include "minidl/core/scalar.h"
 #include "minidl/core/shape.h"
 #include "minidl/core/tensor_impl.h"
 
@@ -163,13 +164,14 @@ class Tensor {
   Tensor add(const Tensor& other, double alpha = 1.0) const;  // this + alpha * other
 
   // In-place (bump the version counter; refused on tensors that need grad
-  // while grad mode is on, as autograd cannot record them).
+  // while grad mode is on, as autograd cannot record them). As PyTorch, an
+  // integer tensor refuses a floating scalar and div_ (the result would be float).
   Tensor& add_(const Tensor& other, double alpha = 1.0);
-  Tensor& add_(double other);
+  Tensor& add_(Scalar other);
   Tensor& sub_(const Tensor& other);
   Tensor& mul_(const Tensor& other);
-  Tensor& mul_(double other);
-  Tensor& div_(double other);
+  Tensor& mul_(Scalar other);
+  Tensor& div_(Scalar other);
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype

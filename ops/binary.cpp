@@ -13,6 +13,8 @@
 //   a * s          da = g*s        a / s   da = g/s
 //   s / a          da = -((g/a)*s)/a (saves a)
 // (the same operations, in the same order, as the tensor forms with a 0-d s).
+// Promotion as PyTorch's: an integer tensor with a floating scalar, and any
+// division of integer tensors, compute in float32.
 // CPU kernels: ops/cpu/binary.cpp.
 #include "minidl/ops/binary.h"
 
@@ -105,6 +107,19 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   const std::vector<Tensor> v = in_memory_order(out, {broadcast_view(a, shape), broadcast_view(b, shape)});
   binary_stub(a.device())(op, alpha, v[0], v[1], v[2]);
   return out;
+}
+
+// PyTorch's result type for a tensor and a scalar: an integer tensor with a
+// floating scalar computes in float32, its default dtype (uint8 * 2.0 is 400.,
+// not 144). Integer tensors carry no gradient, so the cast records nothing.
+Tensor promoted(const Tensor& a, Scalar s) {
+  if (a.defined() && !is_floating(a.dtype()) && s.is_floating_point()) return a.to(kFloat32);
+  return a;
+}
+
+// True division (PyTorch's `/`): integer tensors divide in float32.
+Tensor true_division_operand(const Tensor& a) {
+  return a.defined() && !is_floating(a.dtype()) ? a.to(kFloat32) : a;
 }
 
 Shape saved_shape(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].to_int_list(); }
@@ -295,7 +310,11 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
 }
 
 // self = op(self, s).
-Tensor& scalar_inplace(Tensor& self, BinaryOp op, double s, const char* name) {
+Tensor& scalar_inplace(Tensor& self, BinaryOp op, Scalar scalar, const char* name) {
+  const double s = scalar.to_double();
+  if (self.defined() && !is_floating(self.dtype()) && (scalar.is_floating_point() || op == BinaryOp::Div))
+    MINIDL_FAIL(name, ": result type Float can't be cast to the desired output type ",
+                scalar_type_name(self.dtype()));
   check_scalar_operand(self, s, name);
   check_writable(self, name);
   binary_scalar_stub(self.device())(op, self, self, s, false);
@@ -320,35 +339,45 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return Mul::apply(t[0], t[1]);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && !is_floating(a.dtype()) && !is_floating(b.dtype()))
+    return div(true_division_operand(a), true_division_operand(b));
   const auto t = amp::cast_args(amp::AmpOp::div, a, b);
   return Div::apply(t[0], t[1]);
 }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Maximum::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Minimum::apply(a, b); }
 
-Tensor add(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Add, b, false); }
-Tensor sub(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Sub, b, false); }
-Tensor rsub(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Sub, b, true); }
-Tensor mul(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Mul, b, false); }
-Tensor div(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Div, b, false); }
-Tensor rdiv(const Tensor& a, double b) { return ScalarOp::apply(a, BinaryOp::Div, b, true); }
+Tensor add(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Add, b.to_double(), false); }
+Tensor sub(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), false); }
+Tensor rsub(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), true); }
+Tensor mul(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Mul, b.to_double(), false); }
+Tensor div(const Tensor& a, Scalar b) {
+  return ScalarOp::apply(true_division_operand(a), BinaryOp::Div, b.to_double(), false);
+}
+Tensor rdiv(const Tensor& a, Scalar b) {
+  return ScalarOp::apply(true_division_operand(a), BinaryOp::Div, b.to_double(), true);
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
-Tensor gt(const Tensor& a, double b) { return binary_scalar_forward(BinaryOp::Gt, a, b, false, "gt"); }
-Tensor lt(const Tensor& a, double b) { return binary_scalar_forward(BinaryOp::Lt, a, b, false, "lt"); }
+Tensor gt(const Tensor& a, Scalar b) {
+  return binary_scalar_forward(BinaryOp::Gt, promoted(a, b), b.to_double(), false, "gt");
+}
+Tensor lt(const Tensor& a, Scalar b) {
+  return binary_scalar_forward(BinaryOp::Lt, promoted(a, b), b.to_double(), false, "lt");
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return rsub(b, a); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return rdiv(b, a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 void check_scalar_fits(DType dtype, double value, const char* op) {
@@ -381,11 +410,11 @@ Tensor Tensor::add(const Tensor& other, double alpha) const { return minidl::add
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return binary_inplace(*this, BinaryOp::Add, other, alpha, "add_");
 }
-Tensor& Tensor::add_(double other) { return scalar_inplace(*this, BinaryOp::Add, other, "add_"); }
+Tensor& Tensor::add_(Scalar other) { return scalar_inplace(*this, BinaryOp::Add, other, "add_"); }
 Tensor& Tensor::sub_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Sub, other, 1.0, "sub_"); }
 Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, 1.0, "mul_"); }
-Tensor& Tensor::mul_(double other) { return scalar_inplace(*this, BinaryOp::Mul, other, "mul_"); }
-Tensor& Tensor::div_(double other) { return scalar_inplace(*this, BinaryOp::Div, other, "div_"); }
+Tensor& Tensor::mul_(Scalar other) { return scalar_inplace(*this, BinaryOp::Mul, other, "mul_"); }
+Tensor& Tensor::div_(Scalar other) { return scalar_inplace(*this, BinaryOp::Div, other, "div_"); }
 
 Tensor& Tensor::fill_(double value) {
   check_writable(*this, "fill_");

@@ -1,9 +1,13 @@
 // Elementwise binary ops with NumPy/PyTorch broadcasting, their scalar forms,
-// and the operators. Both inputs must have the same dtype and device
-// (no silent promotion); a scalar adopts the tensor's dtype.
+// and the operators. Both tensors must have the same dtype and device (no
+// silent promotion between tensors). A scalar adopts the tensor's dtype,
+// except as PyTorch promotes: an integer tensor with a floating scalar
+// (uint8 * 2.0, int64 + 0.5, int64 > 2.5) computes in float32, and division
+// of integer tensors is true division in float32.
 #pragma once
 
 #include "minidl/core/dispatch.h"
+#include "minidl/core/scalar.h"
 #include "minidl/core/tensor.h"
 
 namespace minidl {
@@ -15,30 +19,31 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 
-Tensor add(const Tensor& a, double b);
-Tensor sub(const Tensor& a, double b);
-Tensor rsub(const Tensor& a, double b);  // b - a
-Tensor mul(const Tensor& a, double b);
-Tensor div(const Tensor& a, double b);
-Tensor rdiv(const Tensor& a, double b);  // b / a
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor rsub(const Tensor& a, Scalar b);  // b - a
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor rdiv(const Tensor& a, Scalar b);  // b / a
 
-// Comparisons give float tensors of 0/1 in a's dtype (no bool dtype); not differentiable.
+// Comparisons give 0/1 in the dtype they compare in (no bool dtype): a's, or
+// float32 for an integer a and a floating b; not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, double b);
-Tensor lt(const Tensor& a, double b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
 // Reduces a broadcast gradient back to `shape` by summing the broadcast dims.

@@ -61,7 +61,7 @@ TEST_CASE("int64 add, sub, mul, neg and abs wrap around as PyTorch's") {
   CHECK(mul(big, big).item<int64_t>() == -4977229585478320128LL);  // PyTorch's value
   CHECK(add(big, big).item<int64_t>() == -446744073709551616LL);  // 1.8e19 - 2^64
   CHECK(sub(lowest, full({1}, 1, kInt64)).item<int64_t>() == kMax);
-  CHECK(add(big, 9e18).item<int64_t>() == -446744073709551616LL);
+  CHECK(add(big, int64_t{9000000000000000000}).item<int64_t>() == -446744073709551616LL);
   CHECK(add(big, big, 2.0).item<int64_t>() == 8553255926290448384LL);  // 2.7e19 - 2^64
   CHECK(neg(lowest).item<int64_t>() == kMin);
   CHECK(abs(lowest).item<int64_t>() == kMin);

@@ -171,14 +171,51 @@ TEST_CASE("binary ops: integer tensors") {
   CHECK(sub(a, b, 2).to_vector<int64_t>() == std::vector<int64_t>{-7, -12, 15, -7});
   CHECK(maximum(a, b).to_vector<int64_t>() == std::vector<int64_t>{4, 5, 3, 7});
   CHECK(eq(a, b).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 1});
-  CHECK((a * 3.0).to_vector<int64_t>() == std::vector<int64_t>{3, -6, 9, 21});
-  CHECK_THROWS_CONTAINS(a / b, "div: expected a float32 or float64 tensor");
-  CHECK_THROWS_CONTAINS(a * 0.5, "the scalar 0.5 cannot be represented exactly by a int64 tensor");
+  CHECK((a * 3).dtype() == kInt64);
+  CHECK((a * 3).to_vector<int64_t>() == std::vector<int64_t>{3, -6, 9, 21});
   CHECK_THROWS_CONTAINS(add(a, b, 0.5), "cannot be represented exactly");
-  CHECK_THROWS_CONTAINS(a + std::numeric_limits<double>::infinity(), "cannot be represented exactly");
   Tensor u = tensor(std::vector<uint8_t>{250, 3}, {2});
-  CHECK((u + 10.0).to_vector<int64_t>() == std::vector<int64_t>{4, 13});  // wraps like PyTorch
-  CHECK_THROWS_CONTAINS(u + 256.0, "uint8");
+  CHECK((u + 10).dtype() == kUInt8);
+  CHECK((u + 10).to_vector<int64_t>() == std::vector<int64_t>{4, 13});  // wraps like PyTorch
+  CHECK_THROWS_CONTAINS(u + 256, "uint8");  // PyTorch wraps this one too; minidl refuses
+}
+
+// PyTorch's promotion of an integer tensor: with a floating scalar, and in
+// true division, it computes in float32 (values from PyTorch 2.15).
+TEST_CASE("binary ops: integer tensors with floating scalars and division promote to float32") {
+  Tensor a = tensor(std::vector<int64_t>{1, -2, 3, 7}, {4});
+  Tensor b = tensor(std::vector<int64_t>{4, 5, -6, 7}, {4});
+  Tensor u = tensor(std::vector<uint8_t>{250, 3}, {2});
+  auto is_float32_near = [](const Tensor& t, std::vector<double> want) {
+    return t.dtype() == kFloat32 && values_near(t, want);
+  };
+  CHECK(is_float32_near(a * 3.0, {3, -6, 9, 21}));
+  CHECK(is_float32_near(3.0 * a, {3, -6, 9, 21}));
+  CHECK(is_float32_near(a * 0.5, {0.5, -1, 1.5, 3.5}));
+  CHECK(is_float32_near(10.0 - a, {9, 12, 7, 3}));
+  CHECK(is_float32_near(a - 0.5f, {0.5, -2.5, 2.5, 6.5}));
+  CHECK(is_float32_near(u + 10.0, {260, 13}));
+  CHECK(is_float32_near(u * 2.0, {500, 6}));  // was 244 and 6 in uint8
+  CHECK(is_float32_near(a / b, {0.25, -0.4, -0.5, 1}));
+  CHECK(is_float32_near(a / 2, {0.5, -1, 1.5, 3.5}));
+  CHECK(is_float32_near(6 / a, {6, -3, 2, 6.0 / 7}));
+  CHECK(is_float32_near(u / u, {1, 1}));
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(is_float32_near(a + inf, {inf, inf, inf, inf}));
+  CHECK(is_float32_near(gt(a, 2.5), {0, 0, 1, 1}));
+  CHECK(is_float32_near(lt(a, 2.5), {1, 1, 0, 0}));
+  CHECK(gt(a, 2).dtype() == kInt64);
+  CHECK(gt(a, 2).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1});
+  // In place, the result cannot go back into the integer tensor: PyTorch's refusal.
+  CHECK_THROWS_CONTAINS(a.mul_(2.0), "mul_: result type Float can't be cast to the desired output type Long");
+  CHECK_THROWS_CONTAINS(a.div_(2), "div_: result type Float can't be cast to the desired output type Long");
+  CHECK_THROWS_CONTAINS(u.add_(0.5), "add_: result type Float can't be cast to the desired output type Byte");
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, 7});
+  a.add_(1).mul_(2);
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{4, -2, 8, 16});
+  // Floating tensors keep their dtype whatever the scalar's type.
+  CHECK((ones({2}, kFloat64) * 2).dtype() == kFloat64);
+  CHECK((ones({2}, kBFloat16) * 2.5).dtype() == kBFloat16);
 }
 
 TEST_CASE("maximum/minimum propagate NaN") {
@@ -202,6 +239,7 @@ TEST_CASE("binary ops: errors") {
   CHECK_THROWS_CONTAINS(f32 - Tensor(), "sub: expected defined tensors, got an undefined second argument");
   CHECK_THROWS_CONTAINS(Tensor() * 2.0, "mul: expected a defined tensor");
   CHECK_THROWS_CONTAINS(exp(ones({2}, kInt64)), "exp: expected a float32 or float64 tensor on CPU, got int64");
+  CHECK_THROWS_CONTAINS(ones({2}, kInt64) / ones({2}), "div: expected both tensors to have the same dtype, got int64 and float32");
 }
 
 // ---- sum_to_shape ----------------------------------------------------------------------
@@ -349,9 +387,9 @@ TEST_CASE("in-place ops: values, broadcasting and version counter") {
   CHECK(&ref == &x);  // returns *this, so calls chain
 
   Tensor n = tensor(std::vector<int64_t>{1, 2}, {2});
-  n.mul_(3.0).add_(1.0);
+  n.mul_(3).add_(1);
   CHECK(n.to_vector<int64_t>() == std::vector<int64_t>{4, 7});
-  CHECK_THROWS_CONTAINS(n.div_(2.0), "div: expected a float32 or float64 tensor");
+  CHECK_THROWS_CONTAINS(n.div_(2.0), "div_: result type Float can't be cast to the desired output type Long");
   CHECK_THROWS_CONTAINS(n.fill_(0.5), "fill_: the scalar 0.5 cannot be represented exactly by a int64 tensor");
 }
 

@@ -52,7 +52,7 @@ Tensor BatchNormImplBase::forward(const Tensor& input) {
   if (is_training() && o.track_running_stats() && num_batches_tracked.defined()) {
     if (o.momentum()) {
       NoGradGuard no_grad;
-      num_batches_tracked.add_(1.0);  // on the buffer's device; its value is not needed
+      num_batches_tracked.add_(1);  // on the buffer's device; its value is not needed
     } else {
       factor = 1.0 / static_cast<double>(count_batch());  // cumulative moving average
     }
