@@ -21,8 +21,9 @@
 // batches built or in flight beyond the one being consumed (bounded memory).
 // Each begin() starts a pass of its own, owned by its iterators (nested loops
 // over one loader work, as PyTorch's): leaving a loop early is fine, the
-// pass's workers stop and are joined when its last iterator is destroyed. An exception while loading sample i
-// is rethrown to the consumer, in batch order, as a minidl::Error naming i.
+// pass's workers stop and are joined when its last iterator is destroyed. An
+// exception while loading sample i is rethrown to the consumer, in batch
+// order, as a minidl::Error naming i.
 #pragma once
 
 #include <cstdint>

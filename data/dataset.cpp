@@ -33,15 +33,20 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
                data.size(0), " samples) and targets (", targets.size(0), ")");
   data_ = data.contiguous();
   // Targets are class indices (Example::target): integer tensors as they are,
-  // floating ones only when every value is a whole number (no silent truncation).
-  if (is_floating(targets.dtype())) {
-    const std::vector<double> values = targets.to_vector<double>();
-    for (size_t i = 0; i < values.size(); ++i)
-      MINIDL_CHECK(std::trunc(values[i]) == values[i] && std::fabs(values[i]) < 0x1p63, "TensorDataset: ",
-                   "targets are class indices, got ", values[i], " at index ", i, " of a ",
-                   dtype_name(targets.dtype()), " tensor (minidl's Example::target is an int64 label)");
+  // floating ones only when every value is a whole number (to_vector<int64_t>
+  // would truncate 0.5 without a word), read once as double.
+  if (!is_floating(targets.dtype())) {
+    targets_ = targets.to_vector<int64_t>();
+    return;
   }
-  targets_ = targets.to_vector<int64_t>();
+  const std::vector<double> values = targets.to_vector<double>();
+  targets_.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    MINIDL_CHECK(std::trunc(values[i]) == values[i] && std::fabs(values[i]) < 0x1p63, "TensorDataset: ",
+                 "targets are class indices, got ", values[i], " at index ", i, " of a ", dtype_name(targets.dtype()),
+                 " tensor (minidl's Example::target is an int64 label)");
+    targets_.push_back(static_cast<int64_t>(values[i]));
+  }
 }
 
 Example TensorDataset::get(int64_t index) const {

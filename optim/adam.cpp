@@ -124,10 +124,6 @@ void Adam::step_group(ParamGroup& group) {
     args.exp_avg = s.at("exp_avg");
     args.exp_avg_sq = s.at("exp_avg_sq");
     if (o.amsgrad) args.max_exp_avg_sq = s.at("max_exp_avg_sq");
-    for (const Tensor* state_tensor : {&args.exp_avg, &args.exp_avg_sq, &args.max_exp_avg_sq})
-      MINIDL_CHECK(!state_tensor->defined() || (state_tensor->dtype() == p.dtype() &&
-                                                state_tensor->device() == p.device() && walks_with(*state_tensor, p)),
-                   name(), ": the state of a parameter does not match it (dtype, size, device or layout)");
     args.lr = o.lr;
     args.beta1 = o.beta1;
     args.beta2 = o.beta2;

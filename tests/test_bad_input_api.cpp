@@ -108,6 +108,10 @@ TEST_CASE("an optimizer step checks every group before it changes any") {
   CHECK_THROWS_CONTAINS(adam.step(), "Adam: the state \"exp_avg\" of a parameter of shape [3] on cpu is [4] on cpu");
   CHECK(c.to_vector<float>() == c_before);
   CHECK(adam.state(c).at("step").item<float>() == 1.0f);
+  // An integer state is refused by the same check (step_group's own check was dropped as redundant).
+  adam.state(d)["exp_avg"] = zeros({3}, kInt64);
+  CHECK_THROWS_CONTAINS(adam.step(), "Adam: the state \"exp_avg\" of a parameter is int64, expected a floating dtype");
+  CHECK(c.to_vector<float>() == c_before);
 }
 
 TEST_CASE("an optimizer's state follows the parameters to float64 after Module::to") {
