@@ -205,6 +205,8 @@ void init_process_group(const std::string& backend, const std::string& init_meth
 bool is_initialized() { return state().group != nullptr; }
 
 void destroy_process_group() {
+  // PyTorch raises here too (a mistaken teardown order, not a no-op).
+  group_or_default(nullptr, "destroy_process_group");
   // The group first (its threads finish what is queued), then the store.
   state().group.reset();
   state().store.reset();

@@ -19,6 +19,7 @@ namespace minidl::dist {
 void init_process_group(const std::string& backend = "gloo", const std::string& init_method = "env://",
                         int world_size = -1, int rank = -1, Milliseconds timeout = kDefaultTimeout);
 bool is_initialized();
+// Throws when init_process_group was not called (or the group was destroyed).
 void destroy_process_group();
 
 // The default group (throws when init_process_group was not called).

@@ -2,8 +2,8 @@
 // against PyTorch 2.15's torch.distributed over Gloo): integer all-reduces
 // that overflow, new_group ranks listed in different orders and broadcast's
 // src on a sub-group, a store host that stops answering, DDP on a bfloat16
-// model. Each was undefined behaviour, a wrong answer, a hang past the
-// timeout or a refusal where PyTorch works.
+// model, a teardown without a group. Each was undefined behaviour, a wrong
+// answer, a hang past the timeout, a refusal where PyTorch works or silence.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -29,6 +29,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
+
+TEST_CASE("destroy_process_group without init_process_group raises instead of doing nothing") {
+  // Was a silent no-op; PyTorch raises (a teardown without a group is a mistake to see).
+  REQUIRE(!is_initialized());
+  CHECK_THROWS_CONTAINS(destroy_process_group(), "destroy_process_group: Default process group has not been "
+                                                 "initialized, please make sure to call init_process_group.");
+  CHECK(!is_initialized());
+}
 
 TEST_CASE("all_reduce of int64 wraps around on overflow, as PyTorch's, with every algorithm") {
   // The reduce loops added in int64_t: signed overflow (UBSan: "signed integer
