@@ -237,6 +237,22 @@ TEST_CASE("CsvLog writes a header and %.6g rows, flushed per row") {
   CHECK_THROWS_CONTAINS(CsvLog(path.string(), {}), "at least one column");
 }
 
+TEST_CASE("CsvLog quotes column names holding commas, quotes or line breaks (RFC 4180)") {
+  // Were written as they are: "loss, val" split into two columns, a newline into two lines.
+  CHECK(csv_field("plain name") == "plain name");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_field("two\nlines") == "\"two\nlines\"");
+  CHECK(csv_field("cr\r") == "\"cr\r\"");
+  TempDir dir("csv_quote");
+  const fs::path path = dir.path / "log.csv";
+  {
+    CsvLog log(path.string(), {"epoch", "loss, val", "6\" model", "multi\nline"});
+    log.row({1, 0.5, 2, 3});
+  }
+  CHECK(read_all(path) == "epoch,\"loss, val\",\"6\"\" model\",\"multi\nline\"\n1,0.5,2,3\n");
+}
+
 TEST_CASE("write_svg_plot writes a complete SVG atomically") {
   TempDir dir("svg");
   const fs::path path = dir.path / "plot.svg";

@@ -1,4 +1,5 @@
-// CsvLog: header once, then one %.6g row per call, flushed immediately.
+// CsvLog: header once (names quoted per RFC 4180 where needed), then one %.6g
+// row per call, flushed immediately.
 #include "examples/common/csv_log.h"
 
 #include <cstdio>
@@ -7,6 +8,16 @@
 #include "minidl/core/check.h"
 
 namespace minidl::examples {
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"') quoted += '"';  // RFC 4180: a quote inside a quoted field is doubled
+    quoted += c;
+  }
+  return quoted + '"';
+}
 
 CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns, bool append)
     : path_(path), columns_(std::move(columns)) {
@@ -19,7 +30,7 @@ CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns, bool a
   out_.open(path_, append ? std::ios::app : std::ios::trunc);
   MINIDL_CHECK(out_.is_open(), "CsvLog: cannot open '", path_, "' for writing");
   if (!has_content) {
-    for (size_t i = 0; i < columns_.size(); ++i) out_ << (i ? "," : "") << columns_[i];
+    for (size_t i = 0; i < columns_.size(); ++i) out_ << (i ? "," : "") << csv_field(columns_[i]);
     out_ << '\n';
     out_.flush();
   }

@@ -8,10 +8,15 @@
 
 namespace minidl::examples {
 
+// `text` as one CSV field (RFC 4180): as it is, or in double quotes with its
+// quotes doubled when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& text);
+
 class CsvLog {
  public:
-  // Writes the header line unless append is true and the file already has
-  // content. Throws minidl::Error if the file cannot be opened.
+  // Writes the header line (each name through csv_field) unless append is true
+  // and the file already has content. Throws minidl::Error if the file cannot
+  // be opened.
   CsvLog(const std::string& path, std::vector<std::string> columns, bool append = false);
   // One value per column, written with %.6g; throws on a wrong count.
   void row(const std::vector<double>& values);
