@@ -244,7 +244,7 @@ int run(const Args& a) {
   const DemoDevice dd = DemoDevice::parse(a.device);
   if (a.threads > 0) set_num_threads(a.threads);
   const fs::path out = a.out;
-  fs::create_directories(out);
+  examples::create_output_dir("--out", a.out);
   std::vector<std::string> files;
   for (int i = 1; i <= 4; ++i) files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");
   std::shared_ptr<const data::Dataset> train_set = std::make_shared<data::CIFAR10>(data::CIFAR10::from_files(files));

@@ -506,7 +506,7 @@ int run(const Args& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   manual_seed(a.seed);
   const fs::path out = a.out;
-  fs::create_directories(out);
+  examples::create_output_dir("--out", a.out);
 
   std::vector<std::string> train_files;
   for (int i = 1; i <= 4; ++i) train_files.push_back(a.data + "/data_batch_" + std::to_string(i) + ".bin");

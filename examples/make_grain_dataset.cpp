@@ -42,6 +42,8 @@ static int program(int argc, char** argv) {
   app.add_option("--tensorboard", tensorboard, "also log the middle slices as TensorBoard images here");
   MINIDL_CLI_PARSE(app, argc, argv);
 
+  examples::create_output_dir("--out", out);
+  if (!tensorboard.empty()) examples::create_output_dir("--tensorboard", tensorboard);  // before the volumes
   {
     const auto t0 = std::chrono::steady_clock::now();
     const data::GrainDatasetStats s = data::generate_grain_volumes(out, count, size, seed, o);

@@ -91,11 +91,18 @@ std::string shape_str(const Tensor& t) {
 
 int run(const Args& a) {
   if (a.threads > 0) set_num_threads(a.threads);
+  // The cheap checks of the flags first, then the checkpoint.
+  const auto [device, device_note] = examples::choose_device(a.device, /*distributed=*/false);
+  const examples::MixedPrecision amp(a.amp, device, /*training=*/false);
+  const std::vector<fs::path> files = input_files(a.images);
+  std::error_code ec;
+  for (const fs::path& f : files)
+    MINIDL_CHECK(!fs::equivalent(f.parent_path(), a.out, ec), "predict_unet3d: --out ", a.out,
+                 " is the folder of the input ", f.string(), "; choose another (inputs are never overwritten)");
+  examples::create_output_dir("--out", a.out);
   const examples::LoadedCheckpoint checkpoint = examples::read_checkpoint(a.checkpoint, "predict_unet3d", "train_unet3d");
   int64_t patch = 0, levels = 0;
   const std::shared_ptr<nn::Module> model = load_model(checkpoint, &patch, &levels);
-  const auto [device, device_note] = examples::choose_device(a.device, /*distributed=*/false);
-  const examples::MixedPrecision amp(a.amp, device);
   model->to(device);
   model->eval();
 
@@ -108,12 +115,6 @@ int run(const Args& a) {
   sw.mode = a.mode == "gaussian" ? nn::BlendMode::kGaussian : nn::BlendMode::kConstant;
   sw.sw_batch_size = a.sw_batch_size;
 
-  const std::vector<fs::path> files = input_files(a.images);
-  std::error_code ec;
-  for (const fs::path& f : files)
-    MINIDL_CHECK(!fs::equivalent(f.parent_path(), a.out, ec), "predict_unet3d: --out ", a.out,
-                 " is the folder of the input ", f.string(), "; choose another (inputs are never overwritten)");
-  fs::create_directories(a.out);
   std::cout << "model: UNet3d from " << checkpoint.file.string() << " (epoch " << checkpoint.epoch << ", "
             << levels << " levels)\n"
             << "windows: " << roi << "^3, overlap " << a.overlap << ", " << a.mode << " blending, " << a.sw_batch_size
@@ -174,7 +175,15 @@ int main(int argc, char** argv) {
   app.add_option("--images", a.images, "a folder of .npy volumes, or one .npy file")->required();
   app.add_option("--out", a.out, "folder for the predictions (<name>.npy per input)")->required();
   app.add_option("--labels", a.labels, "a folder of label volumes named as the images: Dice and IoU per volume");
-  app.add_option("--roi", a.roi, "window edge in voxels (default: the training patch)")->check(examples::kPositive);
+  // A window of 2048^3 voxels is 32 GiB of float32 input before any feature
+  // map: beyond that no device holds one (3000000 overflowed int64 in pad).
+  const CLI::Validator roi_range(
+      [](std::string& text) {
+        return examples::detail::check_number(text, "a window edge in [1, 2048] voxels",
+                                              [](double v) { return v >= 1 && v <= 2048; });
+      },
+      "[1, 2048]", "ROI");
+  app.add_option("--roi", a.roi, "window edge in voxels (default: the training patch)")->check(roi_range);
   app.add_option("--overlap", a.overlap, "fraction of a window shared with the next, in [0, 1)")
       ->check(CLI::Range(0.0, 0.99))
       ->capture_default_str();

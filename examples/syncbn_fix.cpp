@@ -397,6 +397,7 @@ int run(Args a) {
                "syncbn_fix runs under the launcher: build/bin/minidl-launch --nproc-per-node 4 build/examples/syncbn_fix");
   dist::init_process_group("gloo", "env://");
   const int rank = dist::get_rank(), world = dist::get_world_size();
+  if (rank == 0) examples::create_output_dir("--out", a.out);  // before training, not after it
   std::ostringstream quiet;
   std::ostream& out = rank == 0 ? std::cout : quiet;
 

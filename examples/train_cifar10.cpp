@@ -362,7 +362,7 @@ int run(Args a) {
   std::optional<examples::CsvLog> csv;
   std::optional<examples::TensorBoardWriter> tb;
   if (ddp_run.main()) {
-    fs::create_directories(a.log_dir);
+    examples::create_output_dir("--log-dir", a.log_dir);
     csv.emplace((log_dir / "metrics.csv").string(),
                 std::vector<std::string>{"epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
                                          "test_acc_train_mode", "epoch_seconds", "images_per_s"},

@@ -288,7 +288,7 @@ int run(const Args& a) {
   std::optional<examples::TensorBoardWriter> tb;
   const fs::path log_dir = a.log_dir;
   if (ddp_run.main()) {
-    fs::create_directories(log_dir);
+    examples::create_output_dir("--log-dir", a.log_dir);
     csv.emplace((log_dir / "metrics.csv").string(),
                 std::vector<std::string>{"epoch", "lr", "train_loss", "val_loss", "val_dice", "val_iou", "seconds"},
                 start_epoch > 0);

@@ -1,7 +1,8 @@
 // The bundled programs, their checkpoints, the models and interpolate given
 // what a new user gives them by mistake (an ASan/UBSan probe). Each case was a
-// hang, undefined behaviour, a silent wrong result or a check that turned itself
-// off; now each is refused with a message naming the flag, file or value.
+// hang, undefined behaviour, a silent wrong result, a check that turned itself
+// off or an error naming no flag; now each is refused with a message naming the
+// flag, file or value.
 // The whole-program cases run the programs built next to this test
 // (build/examples/<name>); they are skipped when those are not built.
 #include <sys/wait.h>
@@ -15,8 +16,10 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "examples/common/checkpoint.h"
+#include "minidl/data/npy.h"
 #include "minidl/minidl.h"
 #include "tests/test_util.h"
 
@@ -62,6 +65,30 @@ std::pair<int, std::string> run_program(const std::string& program, const std::s
   while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) err.append(buf, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), err};
+}
+
+// A whole-program command line and what it must give: exit code, text in stderr.
+struct ProgramCase {
+  const char* program;
+  std::string args;
+  int code;
+  std::string want;
+};
+
+void check_programs(const std::vector<ProgramCase>& cases) {
+  for (const ProgramCase& c : cases) {
+    const std::string path = program_path(c.program);
+    if (path.empty()) {
+      MESSAGE("skipped: ", c.program, " is not built next to this test");
+      continue;
+    }
+    CAPTURE(c.program);
+    CAPTURE(c.args);
+    const auto [code, err] = run_program(path, c.args);
+    CAPTURE(err);
+    CHECK(code == c.code);
+    CHECK(err.find(c.want) != std::string::npos);
+  }
 }
 
 // A checkpoint.json whose "epoch" is the JSON text `epoch`.
@@ -142,12 +169,6 @@ TEST_CASE("check_output_paths refuses an unusable --checkpoint-dir or --save-fin
 }
 
 TEST_CASE("programs refuse flags that turned their checks off or named no flag") {
-  struct Case {
-    const char* program;
-    std::string args;
-    int code;
-    std::string want;
-  };
   const fs::path dir = scratch("programs");
   std::ofstream(dir / "file") << "x";
   const std::string data = MINIDL_SHARED_DATA_DIR "/cifar10-subset";
@@ -159,7 +180,7 @@ TEST_CASE("programs refuse flags that turned their checks off or named no flag")
       unet_dirs + "--epochs 1 --generate 1 --generate-val 1 --volume-size 8 --patch 8 --base-width 2 ";
   const std::string predict = "--checkpoint " + (dir / "none").string() + " --images " + (dir / "none").string() +
                               " --out " + (dir / "pred").string() + " ";
-  const Case cases[] = {
+  const std::vector<ProgramCase> cases = {
       // exit 0 although nan / -0.5 can never be reached: the check was off
       {"train_cifar10", cifar + "--expect-test-acc nan", 2, "--expect-test-acc: expected a number >= 0, got nan"},
       {"train_cifar10", cifar + "--expect-train-acc -0.5", 2, "--expect-train-acc: expected a number >= 0, got -0.5"},
@@ -179,18 +200,41 @@ TEST_CASE("programs refuse flags that turned their checks off or named no flag")
       {"train_cifar10", cifar + "--save-final " + (dir / "nodir" / "m.safetensors").string(), 1,
        "--save-final " + (dir / "nodir" / "m.safetensors").string() + ": the folder"},
   };
-  for (const Case& c : cases) {
-    const std::string path = program_path(c.program);
-    if (path.empty()) {
-      MESSAGE("skipped: ", c.program, " is not built next to this test");
-      continue;
-    }
-    CAPTURE(c.program);
-    CAPTURE(c.args);
-    const auto [code, err] = run_program(path, c.args);
-    CAPTURE(err);
-    CHECK(code == c.code);
-    CHECK(err.find(c.want) != std::string::npos);
-  }
+  check_programs(cases);
   CHECK_FALSE(fs::exists(dir / "logs" / "metrics.csv"));  // refused before any epoch
+}
+
+TEST_CASE("programs name the flag of an unusable output folder, a huge --roi and --amp fp16 off CUDA") {
+  const fs::path dir = scratch("outputs_flags");
+  std::ofstream(dir / "file") << "x";
+  const std::string bad = (dir / "file" / "sub").string();  // under a file: cannot be created
+  fs::create_directories(dir / "images");
+  data::save_npy((dir / "images" / "v.npy").string(), zeros({4, 4, 4}));
+  const std::string data = MINIDL_SHARED_DATA_DIR "/cifar10-subset";
+  const std::string cifar = "--data " + data + " --limit-train 8 --limit-test 8 --epochs 1 --threads 1 --workers 0" +
+                            " --width 0.125 --log-dir ";
+  const std::string unet = "--data " + (dir / "unet").string() +
+                           " --epochs 1 --generate 1 --generate-val 1 --volume-size 8 --patch 8 --base-width 2 --log-dir ";
+  const std::string predict = "--checkpoint " + (dir / "none").string() + " --images " + (dir / "images").string() + " ";
+  const std::string cannot = ": cannot create directory '" + bad + "': Not a directory";
+  const std::vector<ProgramCase> cases = {
+      // was: "filesystem error: cannot create directories: Not a directory [path]", or a message of the library
+      {"train_cifar10", cifar + bad, 1, "--log-dir" + cannot},
+      {"train_unet3d", unet + bad, 1, "--log-dir" + cannot},
+      {"predict_unet3d", predict + "--out " + bad, 1, "--out" + cannot},
+      {"make_grain_dataset", "--count 1 --size 4 --out " + bad, 1, "--out" + cannot},
+      {"make_grain_dataset", "--count 1 --size 4 --out " + (dir / "g").string() + " --tensorboard " + bad, 1,
+       "--tensorboard" + cannot},
+      {"amp_bn_demo", "--out " + bad, 1, "--out" + cannot},
+      {"bn_train_eval", "--out " + bad, 1, "--out" + cannot},
+      // was: "pad: Storage size calculation overflowed" or an allocation of 4e15 bytes, after loading the model
+      {"predict_unet3d", predict + "--out " + (dir / "pred").string() + " --roi 3000000", 2,
+       "--roi: expected a window edge in [1, 2048] voxels, got 3000000"},
+      {"predict_unet3d", predict + "--out " + (dir / "pred").string() + " --roi 8e9", 2, "--roi: expected a window edge"},
+      // was: "--amp fp16 trains in float16 with loss scaling" from a program that does not train
+      {"predict_unet3d", predict + "--out " + (dir / "pred").string() + " --amp fp16 --device cpu", 1,
+       "--amp fp16 runs the forward passes in float16, which needs a CUDA device (this run is on cpu)"},
+  };
+  check_programs(cases);
+  CHECK_FALSE(fs::exists(dir / "g" / "images"));  // refused before any volume
 }

@@ -1,9 +1,10 @@
-// Number checks for the programs' CLI11 flags. CLI11 2.1's PositiveNumber and
-// NonNegativeNumber refuse `--epochs 0` with "Value 0 not in range 0.000000
-// to 1797693134862315708145274237317043567980...000.000000" (a 300-digit
-// upper bound, and a range that seems to hold 0); these say what was
-// expected and what was got: "--epochs: expected a positive number, got 0";
-// and they refuse nan, inf and integers beyond int64.
+// Checks for the programs' flags: numbers (CLI11 validators) and output
+// folders. CLI11 2.1's PositiveNumber and NonNegativeNumber refuse
+// `--epochs 0` with "Value 0 not in range 0.000000 to
+// 1797693134862315708145274237317043567980...000.000000" (a 300-digit upper
+// bound, and a range that seems to hold 0); these say what was expected and
+// what was got: "--epochs: expected a positive number, got 0"; and they
+// refuse nan, inf and integers beyond int64.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,7 +12,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+
+#include "minidl/core/check.h"
 
 namespace minidl::examples {
 
@@ -43,5 +47,16 @@ inline const CLI::Validator kNonNegative(
       return detail::check_number(text, "a number >= 0", [](double v) { return std::isfinite(v) && v >= 0; });
     },
     "NONNEGATIVE", "NONNEGATIVE");
+
+// Creates the output folder `dir` (with parents) that the flag `flag`
+// ("--log-dir", "--out") names; throws minidl::Error naming both (the
+// filesystem's own error named only the path).
+inline void create_output_dir(const char* flag, const std::string& dir) {
+  MINIDL_CHECK(!dir.empty(), flag, ": expected a folder, got an empty path");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MINIDL_CHECK(!ec && std::filesystem::is_directory(dir), flag, ": cannot create directory '", dir,
+               "': ", ec ? ec.message() : "not a directory");
+}
 
 }  // namespace minidl::examples

@@ -10,14 +10,17 @@ const std::vector<std::string>& amp_modes() {
   return modes;
 }
 
-MixedPrecision::MixedPrecision(const std::string& mode, Device device) : mode_(mode), device_(device) {
+MixedPrecision::MixedPrecision(const std::string& mode, Device device, bool training)
+    : mode_(mode), device_(device) {
   MINIDL_CHECK(mode == "off" || mode == "bf16" || mode == "fp16", "--amp: unknown mode '", mode,
                "'; expected off, bf16 or fp16");
   if (mode == "bf16") dtype_ = kBFloat16;
   if (mode == "fp16") {
-    MINIDL_CHECK(device.type == DeviceType::CUDA, "--amp fp16 trains in float16 with loss scaling, which needs a CUDA "
-                 "device (this run is on ", device.str(), "); on the CPU use --amp bf16");
+    MINIDL_CHECK(device.type == DeviceType::CUDA, "--amp fp16 ",
+                 training ? "trains in float16 with loss scaling" : "runs the forward passes in float16",
+                 ", which needs a CUDA device (this run is on ", device.str(), "); on the CPU use --amp bf16");
     dtype_ = kFloat16;
+    if (!training) return;  // nothing to scale
     scaler_ = std::make_unique<amp::GradScaler>(device.str());  // "cuda:N" (device_type_name's "CUDA" is no device string)
   }
 }

@@ -36,8 +36,10 @@ const std::vector<std::string>& amp_modes();  // "off", "bf16", "fp16"
 
 class MixedPrecision {
  public:
-  // Throws for an unknown mode, and for fp16 off CUDA.
-  MixedPrecision(const std::string& mode, Device device);
+  // Throws for an unknown mode, and for fp16 off CUDA. `training` false (a
+  // program that only runs forward passes): no GradScaler, and the fp16
+  // refusal says so.
+  MixedPrecision(const std::string& mode, Device device, bool training = true);
   const std::string& mode() const { return mode_; }
   bool enabled() const { return mode_ != "off"; }
   // The dtype conv/matmul outputs have in the region (float32 when off).
