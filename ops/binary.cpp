@@ -117,6 +117,15 @@ Tensor promoted(const Tensor& a, Scalar s) {
   return a;
 }
 
+// An int64 tensor with an integer scalar the kernels' double would round
+// (past 2^53) takes it as a one-element tensor: the tensor path, exact.
+bool needs_exact_operand(const Tensor& a, Scalar s) {
+  return s.rounds_in_double() && a.defined() && a.dtype() == kInt64;
+}
+Tensor exact_operand(const Tensor& a, Scalar s) {
+  return tensor(std::vector<int64_t>{s.to_int64()}, {1}, a.options()).reshape({});
+}
+
 // True division (PyTorch's `/`): integer tensors divide in float32.
 Tensor true_division_operand(const Tensor& a) {
   return a.defined() && !is_floating(a.dtype()) ? a.to(kFloat32) : a;
@@ -315,6 +324,7 @@ Tensor& scalar_inplace(Tensor& self, BinaryOp op, Scalar scalar, const char* nam
   if (self.defined() && !is_floating(self.dtype()) && (scalar.is_floating_point() || op == BinaryOp::Div))
     MINIDL_FAIL(name, ": result type Float can't be cast to the desired output type ",
                 scalar_type_name(self.dtype()));
+  if (needs_exact_operand(self, scalar)) return binary_inplace(self, op, exact_operand(self, scalar), 1.0, name);
   check_scalar_operand(self, s, name);
   check_writable(self, name);
   binary_scalar_stub(self.device())(op, self, self, s, false);
@@ -347,10 +357,22 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor maximum(const Tensor& a, const Tensor& b) { return Maximum::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Minimum::apply(a, b); }
 
-Tensor add(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Add, b.to_double(), false); }
-Tensor sub(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), false); }
-Tensor rsub(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), true); }
-Tensor mul(const Tensor& a, Scalar b) { return ScalarOp::apply(promoted(a, b), BinaryOp::Mul, b.to_double(), false); }
+Tensor add(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return add(a, exact_operand(a, b));
+  return ScalarOp::apply(promoted(a, b), BinaryOp::Add, b.to_double(), false);
+}
+Tensor sub(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return sub(a, exact_operand(a, b));
+  return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), false);
+}
+Tensor rsub(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return sub(exact_operand(a, b), a);
+  return ScalarOp::apply(promoted(a, b), BinaryOp::Sub, b.to_double(), true);
+}
+Tensor mul(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return mul(a, exact_operand(a, b));
+  return ScalarOp::apply(promoted(a, b), BinaryOp::Mul, b.to_double(), false);
+}
 Tensor div(const Tensor& a, Scalar b) {
   return ScalarOp::apply(true_division_operand(a), BinaryOp::Div, b.to_double(), false);
 }
@@ -360,9 +382,11 @@ Tensor rdiv(const Tensor& a, Scalar b) {
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
 Tensor gt(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return compare(BinaryOp::Gt, a, exact_operand(a, b));
   return binary_scalar_forward(BinaryOp::Gt, promoted(a, b), b.to_double(), false, "gt");
 }
 Tensor lt(const Tensor& a, Scalar b) {
+  if (needs_exact_operand(a, b)) return compare(BinaryOp::Lt, a, exact_operand(a, b));
   return binary_scalar_forward(BinaryOp::Lt, promoted(a, b), b.to_double(), false, "lt");
 }
 

@@ -213,6 +213,17 @@ TEST_CASE("binary ops: integer tensors with floating scalars and division promot
   CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, 7});
   a.add_(1).mul_(2);
   CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{4, -2, 8, 16});
+  // int64 scalars past 2^53 stay exact (the kernels' double argument would round them).
+  const int64_t big = (int64_t{1} << 60) + 1;
+  Tensor c = tensor(std::vector<int64_t>{big, 3}, {2});
+  CHECK((c + big).to_vector<int64_t>() == std::vector<int64_t>{2 * big, big + 3});
+  CHECK((c - big).to_vector<int64_t>() == std::vector<int64_t>{0, 3 - big});
+  CHECK((big - c).to_vector<int64_t>() == std::vector<int64_t>{0, big - 3});
+  CHECK((c * big).to_vector<int64_t>()[1] == 3 * big);
+  CHECK(gt(c, big).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+  CHECK(lt(c, big).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK((c.clone().add_(big)).to_vector<int64_t>() == std::vector<int64_t>{2 * big, big + 3});
+  CHECK((scalar_tensor(1, kInt64) + big).dim() == 0);
   // Floating tensors keep their dtype whatever the scalar's type.
   CHECK((ones({2}, kFloat64) * 2).dtype() == kFloat64);
   CHECK((ones({2}, kBFloat16) * 2.5).dtype() == kBFloat16);
