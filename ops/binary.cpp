@@ -118,12 +118,17 @@ Tensor promoted(const Tensor& a, Scalar s) {
 }
 
 // An int64 tensor with an integer scalar the kernels' double would round
-// (past 2^53) takes it as a one-element tensor: the tensor path, exact.
+// (past 2^53) takes it as a one-element tensor: the tensor path, exact. The
+// tensor is made on a's device from two halves that doubles hold exactly
+// (no host copy, so it also works inside a CUDA graph capture).
 bool needs_exact_operand(const Tensor& a, Scalar s) {
   return s.rounds_in_double() && a.defined() && a.dtype() == kInt64;
 }
 Tensor exact_operand(const Tensor& a, Scalar s) {
-  return tensor(std::vector<int64_t>{s.to_int64()}, {1}, a.options()).reshape({});
+  const int64_t v = s.to_int64();
+  Tensor t = full({}, static_cast<double>(v >> 32), a.options());
+  t.mul_(int64_t{1} << 32).add_(v & 0xffffffff);
+  return t;
 }
 
 // True division (PyTorch's `/`): integer tensors divide in float32.

@@ -224,6 +224,8 @@ TEST_CASE("binary ops: integer tensors with floating scalars and division promot
   CHECK(lt(c, big).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
   CHECK((c.clone().add_(big)).to_vector<int64_t>() == std::vector<int64_t>{2 * big, big + 3});
   CHECK((scalar_tensor(1, kInt64) + big).dim() == 0);
+  CHECK((c + (-big)).to_vector<int64_t>() == std::vector<int64_t>{0, 3 - big});
+  CHECK((c * std::numeric_limits<int64_t>::min()).to_vector<int64_t>()[1] == std::numeric_limits<int64_t>::min());
   // Floating tensors keep their dtype whatever the scalar's type.
   CHECK((ones({2}, kFloat64) * 2).dtype() == kFloat64);
   CHECK((ones({2}, kBFloat16) * 2.5).dtype() == kBFloat16);
