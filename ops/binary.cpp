@@ -112,10 +112,9 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
 // PyTorch's result type for a tensor and a scalar: an integer tensor with a
 // floating scalar computes in float32, its default dtype (uint8 * 2.0 is 400.,
 // not 144). Integer tensors carry no gradient, so the cast records nothing.
-Tensor promoted(const Tensor& a, Scalar s) {
-  if (a.defined() && !is_floating(a.dtype()) && s.is_floating_point()) return a.to(kFloat32);
-  return a;
-}
+bool is_integer_tensor(const Tensor& t) { return t.defined() && !is_floating(t.dtype()); }
+Tensor float32_if_integer(const Tensor& a) { return is_integer_tensor(a) ? a.to(kFloat32) : a; }
+Tensor promoted(const Tensor& a, Scalar s) { return s.is_floating_point() ? float32_if_integer(a) : a; }
 
 // An int64 tensor with an integer scalar the kernels' double would round
 // (past 2^53) takes it as a one-element tensor: the tensor path, exact. The
@@ -129,11 +128,6 @@ Tensor exact_operand(const Tensor& a, Scalar s) {
   Tensor t = full({}, static_cast<double>(v >> 32), a.options());
   t.mul_(int64_t{1} << 32).add_(v & 0xffffffff);
   return t;
-}
-
-// True division (PyTorch's `/`): integer tensors divide in float32.
-Tensor true_division_operand(const Tensor& a) {
-  return a.defined() && !is_floating(a.dtype()) ? a.to(kFloat32) : a;
 }
 
 Shape saved_shape(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].to_int_list(); }
@@ -326,7 +320,7 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
 // self = op(self, s).
 Tensor& scalar_inplace(Tensor& self, BinaryOp op, Scalar scalar, const char* name) {
   const double s = scalar.to_double();
-  if (self.defined() && !is_floating(self.dtype()) && (scalar.is_floating_point() || op == BinaryOp::Div))
+  if (is_integer_tensor(self) && (scalar.is_floating_point() || op == BinaryOp::Div))
     MINIDL_FAIL(name, ": result type Float can't be cast to the desired output type ",
                 scalar_type_name(self.dtype()));
   if (needs_exact_operand(self, scalar)) return binary_inplace(self, op, exact_operand(self, scalar), 1.0, name);
@@ -354,8 +348,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return Mul::apply(t[0], t[1]);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (a.defined() && b.defined() && !is_floating(a.dtype()) && !is_floating(b.dtype()))
-    return div(true_division_operand(a), true_division_operand(b));
+  // True division (PyTorch's `/`): integer tensors divide in float32.
+  if (is_integer_tensor(a) && is_integer_tensor(b)) return div(a.to(kFloat32), b.to(kFloat32));
   const auto t = amp::cast_args(amp::AmpOp::div, a, b);
   return Div::apply(t[0], t[1]);
 }
@@ -379,10 +373,10 @@ Tensor mul(const Tensor& a, Scalar b) {
   return ScalarOp::apply(promoted(a, b), BinaryOp::Mul, b.to_double(), false);
 }
 Tensor div(const Tensor& a, Scalar b) {
-  return ScalarOp::apply(true_division_operand(a), BinaryOp::Div, b.to_double(), false);
+  return ScalarOp::apply(float32_if_integer(a), BinaryOp::Div, b.to_double(), false);
 }
 Tensor rdiv(const Tensor& a, Scalar b) {
-  return ScalarOp::apply(true_division_operand(a), BinaryOp::Div, b.to_double(), true);
+  return ScalarOp::apply(float32_if_integer(a), BinaryOp::Div, b.to_double(), true);
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, a, b); }
