@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
-.PHONY: bench-gpu deps build build-cuda test test-install test-sanitize fuzz bench bench-avx2 clean train train-build-cuda
+.PHONY: bench-gpu deps build build-cuda test test-install compile-other-isa test-sanitize fuzz bench bench-avx2 clean train train-build-cuda
 
 deps:
 	@bash scripts/install-deps.sh
@@ -73,6 +73,17 @@ build-cuda: deps
 	cmake --build build-cuda -j $(JOBS) && \
 	cd build-cuda && ctest -L cuda --verbose -j $(JOBS)  # verbose: a skip prints its reason
 
+# Compiles, never runs, the CPU kernels for the x86 level this machine lacks:
+# AVX-512 (Sapphire Rapids: BF16, FP16, AMX) on an AVX2-only CPU, AVX2
+# (x86-64-v3) on an AVX-512 one; `make test` builds the other. Each level has
+# its own kernel code (tile sizes, intrinsics), and a change tested on AVX2
+# machines alone once broke every AVX-512 build unseen.
+OTHER_ISA ?= $(if $(shell grep -m1 -ow avx512f /proc/cpuinfo 2>/dev/null),x86-64-v3,sapphirerapids)
+compile-other-isa: deps
+	cmake -S . -B build-isa-$(OTHER_ISA) -DCMAKE_BUILD_TYPE=Release -DMINIDL_NATIVE=OFF \
+	  -DCMAKE_CXX_FLAGS="-march=$(OTHER_ISA)" -DMINIDL_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build build-isa-$(OTHER_ISA) -j $(JOBS) --target minidl test_conv2d_winograd
+
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps
 	cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DMINIDL_SANITIZE=ON $(CMAKE_FLAGS)
@@ -120,4 +131,4 @@ bench-avx2: deps
 	python3 bench/run_bench.py --build build-avx2 --suites ops,norm,train --isa avx2
 
 clean:
-	rm -rf $(BUILD) build-sanitize build-cuda build-subproject build-fuzz build-avx2
+	rm -rf $(BUILD) build-sanitize build-cuda build-subproject build-fuzz build-avx2 build-isa-*

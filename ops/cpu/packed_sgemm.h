@@ -25,13 +25,15 @@ namespace minidl::detail {
 // d[p * kMR + r] = s[r * lds + p] for r < kMR, p < 8: 8 columns of a tile of
 // A's rows in the packed layout. (The scalar loop took ~5% of a 1024^3
 // product on a Zen 3.)
+// (The assertion stands outside the `if constexpr`: in a function that is
+// not a template a discarded branch is still compiled, so an assertion inside
+// it failed every AVX-512 build.)
 inline void transpose_rows(const float* s, int64_t lds, float* d) {
-  if constexpr (conv2d_gemm::kMR == 8) {
+  static_assert(conv2d_gemm::kMR == 8 || conv2d_gemm::kMR == 4);
+  if constexpr (conv2d_gemm::kMR == 8)
     transpose8::block(s, lds, d, 8);
-  } else {
-    static_assert(conv2d_gemm::kMR == 4);
+  else
     transpose8::block4(s, lds, d);
-  }
 }
 
 inline void packed_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
