@@ -81,7 +81,7 @@ build-cuda: deps
 OTHER_ISA ?= $(if $(shell grep -m1 -ow avx512f /proc/cpuinfo 2>/dev/null),x86-64-v3,sapphirerapids)
 compile-other-isa: deps
 	cmake -S . -B build-isa-$(OTHER_ISA) -DCMAKE_BUILD_TYPE=Release -DMINIDL_NATIVE=OFF \
-	  -DCMAKE_CXX_FLAGS="-march=$(OTHER_ISA)" -DMINIDL_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	  -DCMAKE_CXX_FLAGS="-march=$(OTHER_ISA)" $(CMAKE_FLAGS)
 	cmake --build build-isa-$(OTHER_ISA) -j $(JOBS) --target minidl test_conv2d_winograd
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.

@@ -159,7 +159,7 @@ class Tensor {
   Tensor sqrt() const;
   Tensor abs() const;
   Tensor relu() const;
-  Tensor pow(double exponent) const;
+  Tensor pow(Scalar exponent) const;
 
   Tensor add(const Tensor& other, double alpha = 1.0) const;  // this + alpha * other
 

@@ -22,9 +22,13 @@
 
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
+#include "minidl/ops/type_promotion.h"
 #include "minidl/ops/unary.h"
 
 namespace minidl {
+
+bool is_integer_tensor(const Tensor& t) { return t.defined() && !is_floating(t.dtype()); }
+Tensor float32_if_integer(const Tensor& t) { return is_integer_tensor(t) ? t.to(kFloat32) : t; }
 
 DispatchStub<BinaryFn> binary_stub("binary");
 DispatchStub<BinaryScalarFn> binary_scalar_stub("binary_scalar");
@@ -109,11 +113,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   return out;
 }
 
-// PyTorch's result type for a tensor and a scalar: an integer tensor with a
-// floating scalar computes in float32, its default dtype (uint8 * 2.0 is 400.,
-// not 144). Integer tensors carry no gradient, so the cast records nothing.
-bool is_integer_tensor(const Tensor& t) { return t.defined() && !is_floating(t.dtype()); }
-Tensor float32_if_integer(const Tensor& a) { return is_integer_tensor(a) ? a.to(kFloat32) : a; }
+// PyTorch's result type for a tensor and a scalar (ops/type_promotion.h).
 Tensor promoted(const Tensor& a, Scalar s) { return s.is_floating_point() ? float32_if_integer(a) : a; }
 
 // An int64 tensor with an integer scalar the kernels' double would round

@@ -15,13 +15,17 @@
 //   gelu        x*Phi(x)                dx = g*(Phi(x) + x*phi(x))   saves x
 //   gelu tanh   x/2*(1+tanh(k(x+c x^3)))  (its exact derivative)      saves x
 // Gradients overwrite (dx is a fresh tensor); the engine accumulates.
-// neg, abs, clamp and relu also run on integer tensors; the rest need float32/float64.
+// neg, abs, clamp and relu also run on integer tensors. exp, log, sqrt, rsqrt,
+// sigmoid and tanh compute an integer tensor in float32, pow with a floating
+// exponent too (ops/type_promotion.h); pow with an integer exponent keeps the
+// integer dtype. leaky_relu and gelu need float32/float64, as PyTorch's.
 // CPU kernels: ops/cpu/unary.cpp.
 #include "minidl/ops/unary.h"
 
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/binary.h"
+#include "minidl/ops/type_promotion.h"
 
 namespace minidl {
 
@@ -103,17 +107,41 @@ struct GeluTanh : Unary<GeluTanh, UnaryOp::GeluTanh, Keep::Input> {};
 }  // namespace
 
 Tensor neg(const Tensor& x) { return Neg::apply(x, UnaryParams{}); }
-Tensor exp(const Tensor& x) { return Exp::apply(amp::cast_args(amp::AmpOp::exp, x)[0], UnaryParams{}); }
-Tensor log(const Tensor& x) { return Log::apply(amp::cast_args(amp::AmpOp::log, x)[0], UnaryParams{}); }
-Tensor sqrt(const Tensor& x) { return Sqrt::apply(x, UnaryParams{}); }
-Tensor rsqrt(const Tensor& x) { return Rsqrt::apply(x, UnaryParams{}); }
+Tensor exp(const Tensor& x) {
+  return Exp::apply(amp::cast_args(amp::AmpOp::exp, float32_if_integer(x))[0], UnaryParams{});
+}
+Tensor log(const Tensor& x) {
+  return Log::apply(amp::cast_args(amp::AmpOp::log, float32_if_integer(x))[0], UnaryParams{});
+}
+Tensor sqrt(const Tensor& x) { return Sqrt::apply(float32_if_integer(x), UnaryParams{}); }
+Tensor rsqrt(const Tensor& x) { return Rsqrt::apply(float32_if_integer(x), UnaryParams{}); }
 Tensor abs(const Tensor& x) { return Abs::apply(x, UnaryParams{}); }
 Tensor relu(const Tensor& x) { return Relu::apply(x, UnaryParams{}); }
-Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x, UnaryParams{}); }
-Tensor tanh(const Tensor& x) { return Tanh::apply(x, UnaryParams{}); }
+Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(float32_if_integer(x), UnaryParams{}); }
+Tensor tanh(const Tensor& x) { return Tanh::apply(float32_if_integer(x), UnaryParams{}); }
 
-Tensor pow(const Tensor& x, double exponent) {
-  return Pow::apply(amp::cast_args(amp::AmpOp::pow, x)[0], UnaryParams{.scalar = exponent});
+namespace {
+
+// An integer tensor to a whole power, by repeated squaring in its own dtype
+// (products wrap as PyTorch's; x^0 is 1, also for 0).
+Tensor integer_pow(const Tensor& x, Scalar exponent) {
+  MINIDL_CHECK(exponent.to_double() < 0x1p63, "pow: value cannot be converted to type int64_t without overflow");
+  int64_t e = exponent.to_int64();
+  MINIDL_CHECK(e >= 0, "pow: Integers to negative integer powers are not allowed.");
+  Tensor result = ones_like(x), base = x;
+  for (; e > 0; e >>= 1) {
+    if (e & 1) result = mul(result, base);
+    if (e > 1) base = mul(base, base);
+  }
+  return result;
+}
+
+}  // namespace
+
+Tensor pow(const Tensor& x, Scalar exponent) {
+  if (is_integer_tensor(x) && exponent.is_integral()) return integer_pow(x, exponent);
+  return Pow::apply(amp::cast_args(amp::AmpOp::pow, float32_if_integer(x))[0],
+                    UnaryParams{.scalar = exponent.to_double()});
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
@@ -146,6 +174,6 @@ Tensor Tensor::log() const { return minidl::log(*this); }
 Tensor Tensor::sqrt() const { return minidl::sqrt(*this); }
 Tensor Tensor::abs() const { return minidl::abs(*this); }
 Tensor Tensor::relu() const { return minidl::relu(*this); }
-Tensor Tensor::pow(double exponent) const { return minidl::pow(*this, exponent); }
+Tensor Tensor::pow(Scalar exponent) const { return minidl::pow(*this, exponent); }
 
 }  // namespace minidl

@@ -1,4 +1,4 @@
-// Elementwise unary ops and activations (floating dtypes).
+// Elementwise unary ops and activations (integer tensors: see ops/unary.cpp).
 #pragma once
 
 #include <limits>
@@ -16,7 +16,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
-Tensor pow(const Tensor& x, double exponent);
+// An integer tensor keeps its dtype with an integer exponent, else computes in float32.
+Tensor pow(const Tensor& x, Scalar exponent);
 // Either bound may be absent; PyTorch: "At least one of 'min' or 'max' must not be None".
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor relu(const Tensor& x);

@@ -113,11 +113,15 @@ TEST_CASE("test device: elementwise ops") {
     return relu(t[0]) + leaky_relu(t[0], 0.1) + sigmoid(t[0]) + tanh(t[0]) + gelu(t[0]) + gelu(t[0], "tanh");
   });
   check_op("comparisons", {a, b}, [](auto& t) { return eq(t[0], t[1]) + gt(t[0], 0.1) + lt(t[1], 0.2); });
-  // Integer tensors promoted to float32 (floating scalars, true division), and
-  // an int64 scalar past 2^53 taken as a one-element tensor: all on the device.
+  // Integer tensors promoted to float32 (floating scalars, true division, the
+  // float unary ops), integer powers in int64, and an int64 scalar past 2^53
+  // taken as a one-element tensor: all on the device.
   const Tensor n = randint(-50, 50, {3, 4}), m = randint(1, 9, {3, 4});
   check_op("integer promotion", {n, m}, [](auto& t) { return t[0] * 2.5 + t[0] / t[1] + gt(t[1], 4.5); });
   check_op("int64 scalar past 2^53", {n}, [](auto& t) { return (t[0] + ((int64_t{1} << 60) + 1)) * 3; });
+  check_op("integer unary ops and pow", {n, m}, [](auto& t) {
+    return exp(t[1]) + sqrt(t[1]) + pow(t[1], 0.5) + pow(t[0], 3) * 1.0 + sigmoid(t[0]);
+  });
 }
 
 TEST_CASE("test device: in-place ops") {

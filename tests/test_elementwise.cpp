@@ -251,7 +251,7 @@ TEST_CASE("binary ops: errors") {
   CHECK_THROWS_CONTAINS(Tensor() + f32, "add: expected defined tensors, got an undefined first argument");
   CHECK_THROWS_CONTAINS(f32 - Tensor(), "sub: expected defined tensors, got an undefined second argument");
   CHECK_THROWS_CONTAINS(Tensor() * 2.0, "mul: expected a defined tensor");
-  CHECK_THROWS_CONTAINS(exp(ones({2}, kInt64)), "exp: expected a float32 or float64 tensor on CPU, got int64");
+  CHECK_THROWS_CONTAINS(leaky_relu(ones({2}, kInt64)), "leaky_relu: expected a float32 or float64 tensor on CPU, got int64");
   CHECK_THROWS_CONTAINS(ones({2}, kInt64) / ones({2}), "div: expected both tensors to have the same dtype, got int64 and float32");
 }
 

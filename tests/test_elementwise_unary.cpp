@@ -164,8 +164,40 @@ TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {
   CHECK(clamp(i, -1.0, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 5});
   CHECK(clamp(i, std::nullopt, 2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 2});
   CHECK_THROWS_CONTAINS(clamp(i, 0.5, std::nullopt), "clamp: the scalar 0.5 cannot be represented exactly");
-  CHECK_THROWS_CONTAINS(sigmoid(i), "sigmoid: expected a float32 or float64 tensor on CPU, got int64");
-  CHECK_THROWS_CONTAINS(pow(i, 2.0), "pow: expected a float32 or float64 tensor");
+  CHECK_THROWS_CONTAINS(leaky_relu(i), "leaky_relu: expected a float32 or float64 tensor on CPU, got int64");
+  CHECK_THROWS_CONTAINS(gelu(i), "gelu: expected a float32 or float64 tensor on CPU, got int64");
+}
+
+TEST_CASE("unary ops: integer tensors promote as PyTorch's (values from PyTorch 2.15)") {
+  Tensor i = tensor(std::vector<int64_t>{-3, 0, 5}, {3});
+  Tensor u = tensor(std::vector<uint8_t>{3, 200}, {2});
+  auto is_float32_near = [](const Tensor& t, std::vector<double> want) {
+    return t.dtype() == kFloat32 && values_near(t, want, 1e-6);
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(is_float32_near(exp(i), {std::exp(-3.0), 1, std::exp(5.0)}));
+  CHECK(is_float32_near(sigmoid(i), {1 / (1 + std::exp(3.0)), 0.5, 1 / (1 + std::exp(-5.0))}));
+  CHECK(is_float32_near(tanh(i), {std::tanh(-3.0), 0, std::tanh(5.0)}));
+  CHECK(is_float32_near(sqrt(tensor(std::vector<int64_t>{0, 4, 9}, {3})), {0, 2, 3}));
+  CHECK(is_float32_near(log(tensor(std::vector<int64_t>{1, 4}, {2})), {0, std::log(4.0)}));
+  CHECK(is_float32_near(rsqrt(tensor(std::vector<uint8_t>{4, 16}, {2})), {0.5, 0.25}));
+  CHECK(is_float32_near(i.exp(), {std::exp(-3.0), 1, std::exp(5.0)}));
+  // pow: a floating exponent computes in float32, an integer one keeps the dtype (wrapping).
+  CHECK(is_float32_near(pow(i, 0.5), {nan, 0, std::sqrt(5.0)}));
+  CHECK(is_float32_near(pow(i, 2.0), {9, 0, 25}));
+  CHECK(pow(i, 2).dtype() == kInt64);
+  CHECK(pow(i, 2).to_vector<int64_t>() == std::vector<int64_t>{9, 0, 25});
+  CHECK(i.pow(3).to_vector<int64_t>() == std::vector<int64_t>{-27, 0, 125});
+  CHECK(pow(i, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  CHECK(pow(i, int64_t{1}).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 5});
+  CHECK(pow(u, 2).to_vector<uint8_t>() == std::vector<uint8_t>{9, 64});  // 40000 mod 256
+  CHECK(pow(tensor(std::vector<uint8_t>{2}, {1}), 9).to_vector<uint8_t>() == std::vector<uint8_t>{0});
+  CHECK(pow(tensor(std::vector<int64_t>{3}, {1}), 40).to_vector<int64_t>() == std::vector<int64_t>{-6289078614652622815});
+  CHECK_THROWS_CONTAINS(pow(i, -1), "pow: Integers to negative integer powers are not allowed.");
+  CHECK_THROWS_CONTAINS(pow(i, uint64_t{1} << 63), "pow: value cannot be converted to type int64_t without overflow");
+  // Floating tensors keep their dtype whatever the exponent's type.
+  CHECK(pow(tensor({2.0}, {1}, kFloat64), 2).dtype() == kFloat64);
+  CHECK(values_near(pow(tensor({1.5}, {1}), 2), {2.25}));
 }
 
 TEST_CASE("unary ops: errors and method forms") {

@@ -1,0 +1,18 @@
+// PyTorch's type promotion where an op meets an integer tensor: the helpers
+// ops/binary.cpp and ops/unary.cpp share (their definitions: ops/binary.cpp).
+//   integer tensor (+ - * s) floating scalar -> float32   (uint8 * 2.0 is 400., not 144)
+//   integer tensor / anything                 -> float32   (true division)
+//   exp, log, sqrt, rsqrt, sigmoid, tanh      -> float32
+//   pow(integer tensor, floating exponent)    -> float32; an integer exponent keeps the dtype
+// float32 is PyTorch's default dtype. Integer tensors carry no gradient, so
+// the cast records nothing.
+#pragma once
+
+#include "minidl/core/tensor.h"
+
+namespace minidl {
+
+bool is_integer_tensor(const Tensor& t);  // defined and not floating
+Tensor float32_if_integer(const Tensor& t);
+
+}  // namespace minidl
