@@ -66,17 +66,22 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, std::move(strides), t.storage_offset());
 }
 
-// Checks a scalar operand against x's dtype.
-void check_scalar_operand(const Tensor& x, double value, const char* op) {
+// A scalar operand checked against x's dtype, as the kernels take it. A
+// uint8 tensor takes an integer modulo 256, as PyTorch casts it (u8 + 300
+// adds 44, u8 * -1 multiplies by 255, u8 > -1 compares with 255).
+double scalar_operand(const Tensor& x, double value, const char* op) {
   MINIDL_CHECK(x.defined(), op, ": expected a defined tensor, got an undefined one");
+  if (x.dtype() == kUInt8 && value == std::trunc(value) && std::abs(value) < 0x1p63)
+    value = static_cast<uint8_t>(static_cast<int64_t>(value));
   // A float operand too large for a float16 tensor becomes inf, as PyTorch's
   // wrapped scalars do (x + 1e5); fill_, clamp and alpha refuse it.
   if (!is_floating(x.dtype())) check_scalar_fits(x.dtype(), value, op);
+  return value;
 }
 
 // out = op(a, s) (or op(s, a)) in a new tensor of a's dtype and device.
 Tensor binary_scalar_forward(BinaryOp op, const Tensor& a, double s, bool scalar_first, const char* name) {
-  check_scalar_operand(a, s, name);
+  s = scalar_operand(a, s, name);
   Tensor out = empty(a.shape(), a.options(), a.suggest_memory_format());  // channels-last stays so
   if (out.is_contiguous()) {  // the common case, without in_memory_order's copies of the handles
     binary_scalar_stub(a.device())(op, out, a, s, scalar_first);
@@ -319,12 +324,11 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, double al
 
 // self = op(self, s).
 Tensor& scalar_inplace(Tensor& self, BinaryOp op, Scalar scalar, const char* name) {
-  const double s = scalar.to_double();
   if (is_integer_tensor(self) && (scalar.is_floating_point() || op == BinaryOp::Div))
     MINIDL_FAIL(name, ": result type Float can't be cast to the desired output type ",
                 scalar_type_name(self.dtype()));
   if (needs_exact_operand(self, scalar)) return binary_inplace(self, op, exact_operand(self, scalar), 1.0, name);
-  check_scalar_operand(self, s, name);
+  const double s = scalar_operand(self, scalar.to_double(), name);
   check_writable(self, name);
   binary_scalar_stub(self.device())(op, self, self, s, false);
   self.bump_version();

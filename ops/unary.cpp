@@ -15,12 +15,16 @@
 //   gelu        x*Phi(x)                dx = g*(Phi(x) + x*phi(x))   saves x
 //   gelu tanh   x/2*(1+tanh(k(x+c x^3)))  (its exact derivative)      saves x
 // Gradients overwrite (dx is a fresh tensor); the engine accumulates.
-// neg, abs, clamp and relu also run on integer tensors. exp, log, sqrt, rsqrt,
+// neg, abs, clamp and relu also run on integer tensors (clamp with a
+// floating bound computes in float32). exp, log, sqrt, rsqrt,
 // sigmoid and tanh compute an integer tensor in float32, pow with a floating
 // exponent too (ops/type_promotion.h); pow with an integer exponent keeps the
 // integer dtype. leaky_relu and gelu need float32/float64, as PyTorch's.
 // CPU kernels: ops/cpu/unary.cpp.
 #include "minidl/ops/unary.h"
+
+#include <cmath>
+#include <utility>
 
 #include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
@@ -148,17 +152,28 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return LeakyRelu::apply(x, UnaryParams{.scalar = negative_slope});
 }
 
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+Tensor clamp(const Tensor& input, std::optional<Scalar> min, std::optional<Scalar> max) {
   MINIDL_CHECK(min.has_value() || max.has_value(), "clamp: At least one of 'min' or 'max' must not be None");
+  // An integer tensor with a floating bound computes in float32 (PyTorch's promotion).
+  const bool floating_bound = (min && min->is_floating_point()) || (max && max->is_floating_point());
+  const Tensor x = floating_bound ? float32_if_integer(input) : input;
   UnaryParams p;
-  if (min) p.lo = *min;
-  if (max) p.hi = *max;
+  if (min) p.lo = min->to_double();
+  if (max) p.hi = max->to_double();
   if (x.defined()) {
-    if (min) check_scalar_fits(x.dtype(), *min, "clamp");
-    if (max) check_scalar_fits(x.dtype(), *max, "clamp");
+    for (const auto& [bound, value] : {std::pair{"min", min}, std::pair{"max", max}}) {
+      if (!value) continue;
+      if (is_integer_tensor(x)) {
+        const double v = value->to_double(), lo = x.dtype() == kUInt8 ? 0.0 : -0x1p63;
+        const double end = x.dtype() == kUInt8 ? 256.0 : 0x1p63;
+        MINIDL_CHECK(v >= lo && v < end, "clamp: Clamp ", bound, " value ", v,
+                     " is outside the representable range of ", scalar_type_name(x.dtype()));
+      }
+      check_scalar_fits(x.dtype(), value->to_double(), "clamp");
+    }
     // A NaN bound makes every element NaN with a zero gradient (PyTorch);
     // the Clamp kernels would need a NaN test per element on every device.
-    if ((min && std::isnan(*min)) || (max && std::isnan(*max))) return add(mul(x, 0.0), std::nan(""));
+    if (std::isnan(p.lo) || std::isnan(p.hi)) return add(mul(x, 0.0), std::nan(""));
   }
   return Clamp::apply(x, p);
 }

@@ -19,7 +19,8 @@ Tensor abs(const Tensor& x);
 // An integer tensor keeps its dtype with an integer exponent, else computes in float32.
 Tensor pow(const Tensor& x, Scalar exponent);
 // Either bound may be absent; PyTorch: "At least one of 'min' or 'max' must not be None".
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// An integer tensor with a floating bound computes in float32.
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& x);

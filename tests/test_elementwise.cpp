@@ -177,7 +177,20 @@ TEST_CASE("binary ops: integer tensors") {
   Tensor u = tensor(std::vector<uint8_t>{250, 3}, {2});
   CHECK((u + 10).dtype() == kUInt8);
   CHECK((u + 10).to_vector<int64_t>() == std::vector<int64_t>{4, 13});  // wraps like PyTorch
-  CHECK_THROWS_CONTAINS(u + 256, "uint8");  // PyTorch wraps this one too; minidl refuses
+  // Integer scalars outside uint8 are taken modulo 256, as PyTorch casts them
+  // (values from PyTorch 2.15; minidl refused them before).
+  Tensor w = tensor(std::vector<uint8_t>{1, 44, 200}, {3});
+  CHECK((w + 256).to_vector<int64_t>() == std::vector<int64_t>{1, 44, 200});
+  CHECK((w + 300).to_vector<int64_t>() == std::vector<int64_t>{45, 88, 244});
+  CHECK((w * -1).to_vector<int64_t>() == std::vector<int64_t>{255, 212, 56});
+  CHECK((300 - w).to_vector<int64_t>() == std::vector<int64_t>{43, 0, 100});
+  CHECK(gt(w, 300).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1});
+  CHECK(lt(w, 300).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
+  CHECK(gt(w, -1).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  CHECK(w.clone().add_(300).to_vector<int64_t>() == std::vector<int64_t>{45, 88, 244});
+  CHECK(w.clone().mul_(-1).to_vector<int64_t>() == std::vector<int64_t>{255, 212, 56});
+  CHECK_THROWS_CONTAINS(add(w, w, 300), "cannot be represented exactly");  // alpha: PyTorch refuses too
+  CHECK_THROWS_CONTAINS(w + (uint64_t{1} << 63), "uint8");  // past int64: PyTorch's overflow error
 }
 
 // PyTorch's promotion of an integer tensor: with a floating scalar, and in

@@ -161,9 +161,17 @@ TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {
   CHECK(neg(i).to_vector<int64_t>() == std::vector<int64_t>{3, 0, -5});
   CHECK(abs(i).to_vector<int64_t>() == std::vector<int64_t>{3, 0, 5});
   CHECK(relu(i).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 5});
-  CHECK(clamp(i, -1.0, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 5});
-  CHECK(clamp(i, std::nullopt, 2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 2});
-  CHECK_THROWS_CONTAINS(clamp(i, 0.5, std::nullopt), "clamp: the scalar 0.5 cannot be represented exactly");
+  CHECK(clamp(i, -1, std::nullopt).dtype() == kInt64);
+  CHECK(clamp(i, -1, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 5});
+  CHECK(clamp(i, std::nullopt, 2).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 2});
+  // A floating bound computes in float32, as PyTorch's clamp (it was refused).
+  CHECK(clamp(i, -1.0, std::nullopt).dtype() == kFloat32);
+  CHECK(values_near(clamp(i, 0.5, std::nullopt), {0.5, 0.5, 5}));
+  CHECK(values_near(clamp(i, -1, 2.5), {-1, 0, 2.5}));
+  CHECK(clamp(i, std::nan(""), std::nullopt).dtype() == kFloat32);
+  Tensor u = tensor(std::vector<uint8_t>{1, 44, 200}, {3});
+  CHECK_THROWS_CONTAINS(clamp(u, 300, std::nullopt), "clamp: Clamp min value 300 is outside the representable range of Byte");
+  CHECK_THROWS_CONTAINS(clamp(u, std::nullopt, -1), "clamp: Clamp max value -1 is outside the representable range of Byte");
   CHECK_THROWS_CONTAINS(leaky_relu(i), "leaky_relu: expected a float32 or float64 tensor on CPU, got int64");
   CHECK_THROWS_CONTAINS(gelu(i), "gelu: expected a float32 or float64 tensor on CPU, got int64");
 }
