@@ -4,6 +4,8 @@
 //   integer tensor / anything                 -> float32   (true division)
 //   exp, log, sqrt, rsqrt, sigmoid, tanh      -> float32
 //   pow(integer tensor, floating exponent)    -> float32; an integer exponent keeps the dtype
+//   clamp(integer tensor, a floating bound)   -> float32
+// (uint8 with an integer scalar stays uint8, the scalar taken modulo 256.)
 // float32 is PyTorch's default dtype. Integer tensors carry no gradient, so
 // the cast records nothing.
 #pragma once
