@@ -334,6 +334,8 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       // (16 images a chunk on 1 thread here; 3 threads cut 32 images into 3 chunks of 11, the gathers)
       {square(48, 32, 24, 32, 3, 2, 1), "stride 2, 32x32 -> 16x16, 48 images: chunks of 16 images"},
       {square(32, 40, 16, 23, 3, 2, 1), "stride 2, 23x23 -> 12x12, 32 images, 40 channels"},
+      // Whole row tiles (output channels in 8s) go panel by panel, each over all its taps:
+      {square(16, 264, 16, 8, 3, 2, 1), "stride 2, 16 images, 16 outputs, two K blocks (264 > 256), panel by panel"},
       // Grad weight in panels of 2 vectors where the output channels come
       // in multiples of 2 but not 3 vectors (AVX-512: 32 and 64 channels):
       {square(3, 10, 64, 6, 3, 1, 1), "64 output channels"},

@@ -130,37 +130,47 @@ void micro_tile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accu
   write_tile<T, NV>(acc, c, ldc, accumulate);
 }
 
-// micro_tile with kNV whole vectors from anywhere: vector v of B's row k at
-// src[v] + k * step[v] (step 0: the same vector every row). The forward's
+// micro_tile with NV whole vectors from anywhere, over one or more taps in
+// turn with the tile of C in registers throughout: tap t's left operand at
+// a[t] (kc x kMR, packed), vector v of its B row k at src[t * NV + v] +
+// k * step[t * NV + v] (step 0: the same vector every row). The forward's
 // images-innermost panels read straight from x transposed (no copy into a
-// packed panel: that copy was 5% of a 3x3 stride-2 forward on 8x8 maps).
-// A full kMR x kNR tile of C only.
-template <class T>
-void micro_tile_strided(int64_t kc, const T* a, const T* const* src, const int64_t* step, T* c, int64_t ldc,
-                        bool accumulate) {
+// packed panel: that copy was 5% of a 3x3 stride-2 forward on 8x8 maps), and
+// a panel's taps summed in registers write its tile once, not once per tap.
+// A full kMR x (NV vectors) tile of C only.
+template <class T, int NV = kNV>
+void micro_tile_taps(int64_t taps, int64_t kc, const T* const* a, const T* const* src, const int64_t* step, T* c,
+                     int64_t ldc, bool accumulate) {
   using V = Vec<T>;
-  V acc[kMR][kNV];
+  V acc[kMR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 3
-    for (int v = 0; v < kNV; ++v) acc[r][v] = V{};
-  if (accumulate) prefetch_tile<T, kNV>(c, ldc);
-  const T* b[kNV];
-  for (int v = 0; v < kNV; ++v) b[v] = src[v];
-  for (int64_t k = 0; k < kc; ++k, a += kMR) {
-    V x[kNV];
-#pragma GCC unroll 3
-    for (int v = 0; v < kNV; ++v) {
-      x[v] = load(b[v]);
-      in_register(x[v]);
-      b[v] += step[v];
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  if (accumulate) prefetch_tile<T, NV>(c, ldc);
+  for (int64_t t = 0; t < taps; ++t) {
+    const T* at = a[t];
+    const T* b[NV];
+    int64_t bstep[NV];
+    for (int v = 0; v < NV; ++v) {
+      b[v] = src[t * NV + v];
+      bstep[v] = step[t * NV + v];
     }
-    for (int r = 0; r < kMR; ++r) {
-      const V ar = broadcast(a[r]);
-      for (int v = 0; v < kNV; ++v) acc[r][v] += ar * x[v];
+    for (int64_t k = 0; k < kc; ++k, at += kMR) {
+      V x[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        x[v] = load(b[v]);
+        in_register(x[v]);
+        b[v] += bstep[v];
+      }
+      for (int r = 0; r < kMR; ++r) {
+        const V ar = broadcast(at[r]);
+        for (int v = 0; v < NV; ++v) acc[r][v] += ar * x[v];
+      }
     }
   }
-  write_tile<T, kNV>(acc, c, ldc, accumulate);
+  write_tile<T, NV>(acc, c, ldc, accumulate);
 }
 
 // micro_tile for the rows x cols corner of a tile (at an edge of C): the

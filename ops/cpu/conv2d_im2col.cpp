@@ -191,6 +191,75 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
 template <class T>
 constexpr bool kDirectPanels = conv2d_gemm::kLanes<T> * sizeof(T) >= 64;
 
+// The forward panel by panel, each panel taking all its taps in turn,
+// where every panel a tap reaches reads whole vectors from xt (images
+// innermost, whole panels and row tiles: the common case from 16 images and
+// 32 channels, AVX-512). A panel's column block of out stays in L1/L2 over
+// its taps, summed in registers (conv2d_gemm::micro_tile_taps); tap by tap,
+// all of out (2 MB at 128 rows x 4096 columns) went out to L3 and back once
+// per tap. Returns false, having done nothing, where
+// some panel needs packing. done(p) runs after panel p's last product.
+template <class T, class Done>
+bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int64_t Cg, int64_t Kg, const T* xt,
+                            int64_t plane, const T* a_group, T* out, bool parallel, Scratch& s,
+                            std::vector<char>& started, Done done) {
+  constexpr int64_t NR = kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
+  constexpr int64_t kUnreached = -3;  // beside conv2d_pack::kZero (-1): the tap does not reach the panel
+  const int64_t taps = g.kernel_h * g.kernel_w, cols = plan.cols;
+  if (!kDirectPanels<T> || Kg % kMR != 0 || cols % L != 0) return false;
+  static_assert(NV == 3);
+  // Vectors in panel p (the last may have fewer).
+  auto vectors = [&](int64_t p) { return std::min(NV, (cols - p * NR) / L); };
+  // Vector q of panel p at tap t: s.vsrc[(p * taps + t) * NV + q], its start
+  // in a channel's plane of xt.
+  s.vsrc.assign(static_cast<size_t>(plan.panels * taps * NV), kUnreached);
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t p : plan.panels_of_tap[static_cast<size_t>(t)])
+      for (int64_t q = 0; q < vectors(p); ++q) {
+        const int64_t j = p * NR + q * L, pix = plan.input_pixel(g, j, t / g.kernel_w, t % g.kernel_w);
+        if (!plan.one_pixel(j, L)) return false;
+        s.vsrc[static_cast<size_t>((p * taps + t) * NV + q)] =
+            pix < 0 ? conv2d_pack::kZero : pix * plan.images + plan.n[plan.col(j)];
+      }
+  alignas(64) static const T zeros[L] = {};
+  constexpr int64_t kMaxTaps = 64;  // arrays on the stack; larger kernels go tap by tap
+  if (taps > kMaxTaps) return false;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t p = 0; p < plan.panels; ++p) {
+    const int64_t nv = vectors(p);
+    bool started_p = false;
+    for (int64_t k0 = 0; k0 < Cg; k0 += kKC) {
+      const int64_t kc = std::min(kKC, Cg - k0);
+      // The taps that reach panel p: their rows of w and their vectors.
+      const T* a[kMaxTaps];
+      const T* src[kMaxTaps * NV];
+      int64_t step[kMaxTaps * NV], reached = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t* v = s.vsrc.data() + (p * taps + t) * NV;
+        if (v[0] == kUnreached) continue;
+        a[reached] = a_group + (t * Cg + k0) * Kg;
+        for (int64_t q = 0; q < nv; ++q) {
+          src[reached * nv + q] = v[q] >= 0 ? xt + k0 * plane + v[q] : zeros;
+          step[reached * nv + q] = v[q] >= 0 ? plane : 0;
+        }
+        ++reached;
+      }
+      if (reached == 0) break;
+      for (int64_t tile = 0; tile < Kg / kMR; ++tile) {
+        T* c = out + tile * kMR * cols + p * NR;
+        if (nv == 3) conv2d_gemm::micro_tile_taps<T, 3>(reached, kc, a, src, step, c, cols, k0 > 0);
+        if (nv == 2) conv2d_gemm::micro_tile_taps<T, 2>(reached, kc, a, src, step, c, cols, k0 > 0);
+        if (nv == 1) conv2d_gemm::micro_tile_taps<T, 1>(reached, kc, a, src, step, c, cols, k0 > 0);
+        for (int64_t r = 0; r < reached; ++r) a[r] += kc * kMR;  // the next row tile's
+      }
+      started_p = true;
+    }
+    started[static_cast<size_t>(p)] = started_p;
+    if (started_p) done(p);
+  }
+  return true;
+}
+
 // The forward correlation with w already packed (WeightView::kForward of
 // this geometry's weights).
 template <class T>
@@ -279,7 +348,14 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
       if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt, plane);
-      for (int64_t a = 0; a < g.kernel_h; ++a)
+      const bool per_panel =
+          images_inner && forward_taps_per_panel(g, plan, Cg, Kg, xt, plane, packed_w.data + gi * packed_w.group, out,
+                                                 parallel, s, started, [&](int64_t p) {
+                                                   if (early)
+                                                     for (int64_t tile = 0; tile < Kg / kMR; ++tile) flush(tile, p);
+                                                 });
+      // Else tap by tap, each over all panels:
+      for (int64_t a = 0; a < g.kernel_h && !per_panel; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
           const int64_t t = a * g.kernel_w + b;
           const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
@@ -291,7 +367,7 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
           if (images_inner)
             for (int64_t i = 0; i < np; ++i) {
               // Whole panels of whole vectors (and whole row tiles) go
-              // from xt to the GEMM uncopied (conv2d_gemm::micro_tile_strided),
+              // from xt to the GEMM uncopied (conv2d_gemm::micro_tile_taps),
               // where a vector is a cache line (AVX-512). Zen 5, 1 thread, CPU
               // time, 3x3 stride 2: 64 x 128 -> 256 at 16x16 9.86 -> 9.60 ms,
               // 256 -> 512 at 8x8 a wash; with AVX2 (half lines) the 8x8 one
@@ -362,8 +438,9 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
                       src[q] = v >= 0 ? xt + k0 * plane + v : zeros;
                       step[q] = v >= 0 ? plane : 0;
                     }
-                    conv2d_gemm::micro_tile_strided(kc, a_blk + tile * kc * kMR, src, step,
-                                                    out + tile * kMR * cols + p * NR, cols, acc);
+                    const T* a_tile = a_blk + tile * kc * kMR;
+                    conv2d_gemm::micro_tile_taps(1, kc, &a_tile, src, step, out + tile * kMR * cols + p * NR, cols,
+                                                 acc);
                   } else {
                     any_tile(kc, a_blk + tile * kc * kMR, bpack + i * kc * NR, out + tile * kMR * cols + p * NR,
                              cols, std::min(kMR, Kg - tile * kMR), std::min(NR, cols - p * NR), acc);
