@@ -197,12 +197,11 @@ constexpr bool kDirectPanels = conv2d_gemm::kLanes<T> * sizeof(T) >= 64;
 // 32 channels, AVX-512). A panel's column block of out stays in L1/L2 over
 // its taps, summed in registers (conv2d_gemm::micro_tile_taps); tap by tap,
 // all of out (2 MB at 128 rows x 4096 columns) went out to L3 and back once
-// per tap. Returns false, having done nothing, where
-// some panel needs packing. done(p) runs after panel p's last product.
-template <class T, class Done>
+// per tap. Returns false, having done nothing, where some panel needs packing.
+template <class T>
 bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int64_t Cg, int64_t Kg, const T* xt,
                             int64_t plane, const T* a_group, T* out, bool parallel, Scratch& s,
-                            std::vector<char>& started, Done done) {
+                            std::vector<char>& started) {
   constexpr int64_t NR = kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
   constexpr int64_t kUnreached = -3;  // beside conv2d_pack::kZero (-1): the tap does not reach the panel
   const int64_t taps = g.kernel_h * g.kernel_w, cols = plan.cols;
@@ -255,7 +254,6 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
       started_p = true;
     }
     started[static_cast<size_t>(p)] = started_p;
-    if (started_p) done(p);
   }
   return true;
 }
@@ -348,12 +346,10 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
       std::fill(started.begin(), started.end(), 0);
       const T* xg = x + (n0 * g.in_channels + gi * Cg) * HW;
       if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt, plane);
-      const bool per_panel =
-          images_inner && forward_taps_per_panel(g, plan, Cg, Kg, xt, plane, packed_w.data + gi * packed_w.group, out,
-                                                 parallel, s, started, [&](int64_t p) {
-                                                   if (early)
-                                                     for (int64_t tile = 0; tile < Kg / kMR; ++tile) flush(tile, p);
-                                                 });
+      // (Not where tiles go to y early, tap by tap: with images innermost, only chunks of one image.)
+      const bool per_panel = images_inner && !early &&
+                             forward_taps_per_panel(g, plan, Cg, Kg, xt, plane, packed_w.data + gi * packed_w.group,
+                                                    out, parallel, s, started);
       // Else tap by tap, each over all panels:
       for (int64_t a = 0; a < g.kernel_h && !per_panel; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
