@@ -204,8 +204,9 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
                             std::vector<char>& started) {
   constexpr int64_t NR = kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
   constexpr int64_t kUnreached = -3;  // beside conv2d_pack::kZero (-1): the tap does not reach the panel
+  constexpr int64_t kMaxTaps = 64;  // arrays on the stack; larger kernels go tap by tap
   const int64_t taps = g.kernel_h * g.kernel_w, cols = plan.cols;
-  if (!kDirectPanels<T> || Kg % kMR != 0 || cols % L != 0) return false;
+  if (!kDirectPanels<T> || Kg % kMR != 0 || cols % L != 0 || taps > kMaxTaps) return false;
   static_assert(NV == 3);
   // Vectors in panel p (the last may have fewer).
   auto vectors = [&](int64_t p) { return std::min(NV, (cols - p * NR) / L); };
@@ -221,8 +222,6 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
             pix < 0 ? conv2d_pack::kZero : pix * plan.images + plan.n[plan.col(j)];
       }
   alignas(64) static const T zeros[L] = {};
-  constexpr int64_t kMaxTaps = 64;  // arrays on the stack; larger kernels go tap by tap
-  if (taps > kMaxTaps) return false;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t p = 0; p < plan.panels; ++p) {
     const int64_t nv = vectors(p);
