@@ -29,6 +29,9 @@ namespace minidl {
 
 bool is_integer_tensor(const Tensor& t) { return t.defined() && !is_floating(t.dtype()); }
 Tensor float32_if_integer(const Tensor& t) { return is_integer_tensor(t) ? t.to(kFloat32) : t; }
+bool in_integer_range(DType dtype, double value) {
+  return dtype == kUInt8 ? value >= 0.0 && value < 256.0 : value >= -0x1p63 && value < 0x1p63;
+}
 
 DispatchStub<BinaryFn> binary_stub("binary");
 DispatchStub<BinaryScalarFn> binary_scalar_stub("binary_scalar");
@@ -411,9 +414,7 @@ void check_scalar_fits(DType dtype, double value, const char* op) {
   MINIDL_CHECK(!scalar_overflows(dtype, value), op, ": value cannot be converted to type ",
                c10_type_name(dtype), " without overflow");
   if (is_floating(dtype)) return;
-  const double lo = dtype == kUInt8 ? 0.0 : -0x1p63;
-  const double end = dtype == kUInt8 ? 256.0 : 0x1p63;  // exclusive
-  MINIDL_CHECK(std::isfinite(value) && value == std::trunc(value) && value >= lo && value < end, op,
+  MINIDL_CHECK(std::isfinite(value) && value == std::trunc(value) && in_integer_range(dtype, value), op,
                ": the scalar ", value, " cannot be represented exactly by a ", dtype_name(dtype),
                " tensor; convert the tensor to a floating dtype first");
 }

@@ -16,5 +16,7 @@ namespace minidl {
 
 bool is_integer_tensor(const Tensor& t);  // defined and not floating
 Tensor float32_if_integer(const Tensor& t);
+// Whether value lies within an integer dtype's range (uint8: [0, 256), int64: [-2^63, 2^63)).
+bool in_integer_range(DType dtype, double value);
 
 }  // namespace minidl

@@ -163,13 +163,10 @@ Tensor clamp(const Tensor& input, std::optional<Scalar> min, std::optional<Scala
   if (x.defined()) {
     for (const auto& [bound, value] : {std::pair{"min", min}, std::pair{"max", max}}) {
       if (!value) continue;
-      if (is_integer_tensor(x)) {
-        const double v = value->to_double(), lo = x.dtype() == kUInt8 ? 0.0 : -0x1p63;
-        const double end = x.dtype() == kUInt8 ? 256.0 : 0x1p63;
-        MINIDL_CHECK(v >= lo && v < end, "clamp: Clamp ", bound, " value ", v,
-                     " is outside the representable range of ", scalar_type_name(x.dtype()));
-      }
-      check_scalar_fits(x.dtype(), value->to_double(), "clamp");
+      const double v = value->to_double();
+      MINIDL_CHECK(!is_integer_tensor(x) || in_integer_range(x.dtype(), v), "clamp: Clamp ", bound, " value ", v,
+                   " is outside the representable range of ", scalar_type_name(x.dtype()));
+      check_scalar_fits(x.dtype(), v, "clamp");
     }
     // A NaN bound makes every element NaN with a zero gradient (PyTorch);
     // the Clamp kernels would need a NaN test per element on every device.
