@@ -44,6 +44,7 @@
 #include "minidl/ops/cpu/conv2d_gemm.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
 #include "minidl/ops/cpu/conv2d_pack.h"
+#include "minidl/ops/cpu/conv2d_packed_forward.h"
 
 namespace minidl {
 
@@ -61,6 +62,8 @@ using conv2d_plan::chunk_images;
 using conv2d_plan::kChunkCols;
 using conv2d_plan::ColumnOrder;
 using conv2d_plan::Plans;
+using conv2d_im2col::PackedWeights;
+using conv2d_im2col::WeightView;
 
 // K block over channels (forward, grad input): a packed panel (kKC x kNR)
 // stays in L1/L2 while the row tiles pass over it.
@@ -100,15 +103,6 @@ void for_each_chunk(const Conv2dGeometry& g, int64_t nb, F chunk) {
   }
 }
 
-// Which matrix of w the left operand is, per tap t: W_t (rows m, K = c) for
-// the forward; W_t^T (rows c, K = m) for grad input; W_{flip(t)}^T for grad
-// input computed as a forward correlation of dy with the flipped kernel.
-enum class WeightView { kForward, kTransposed, kTransposedFlipped };
-
-// w packed tap-major as the left operand, in K blocks of kKC, group after
-// group (PackedWeights::group apart). Block (tap, k0) of size kc starts at
-// (tap * inner + k0) * m_pad, row tile i of it at + i * kc * kMR. (g is w's
-// own geometry.) The buffer is the calling thread's Slot::kWeights.
 // transpose8::block where T is float; the callers' `if constexpr` keeps other
 // types away, but inside their generic lambdas clang checks the call anyway.
 template <class T>
@@ -116,13 +110,10 @@ void transpose_block8(const T* s, int64_t lds, T* d, int64_t ldd) {
   if constexpr (std::is_same_v<T, float>) transpose8::block(s, lds, d, ldd);
 }
 
+}  // namespace
+
 template <class T>
-struct PackedWeights {
-  const T* data;
-  int64_t group;  // values per group
-};
-template <class T>
-PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView view) {
+PackedWeights<T> conv2d_im2col::pack_weights(const Conv2dGeometry& g, const T* w, WeightView view) {
   const int64_t G = g.groups, Kg = g.out_channels / G, Cg = g.in_channels / G, taps = g.kernel_h * g.kernel_w;
   const bool forward = view == WeightView::kForward;
   const int64_t m = forward ? Kg : Cg, inner = forward ? Cg : Kg, m_pad = round_up(m, kMR);
@@ -186,6 +177,8 @@ PackedWeights<T> pack_weights(const Conv2dGeometry& g, const T* w, WeightView vi
   return {packed, group};
 }
 
+namespace {
+
 // Whether the forward's images-innermost panels are read from xt in place
 // (see forward_packed): where a vector is at least a cache line.
 template <class T>
@@ -200,7 +193,8 @@ constexpr bool kDirectPanels = conv2d_gemm::kLanes<T> * sizeof(T) >= 64;
 // per tap. Returns false, having done nothing, where some panel needs packing.
 template <class T>
 bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int64_t Cg, int64_t Kg, const T* xt,
-                            int64_t plane, const T* a_group, T* out, bool parallel, Scratch& s,
+                            int64_t plane, const PackedWeights<T>& packed_w, int64_t gi, T* out, bool parallel,
+                            Scratch& s,
                             std::vector<char>& started) {
   constexpr int64_t NR = kNR<T>, L = conv2d_gemm::kLanes<T>, NV = NR / L;
   constexpr int64_t kUnreached = -3;  // beside conv2d_pack::kZero (-1): the tap does not reach the panel
@@ -235,7 +229,7 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
       for (int64_t t = 0; t < taps; ++t) {
         const int64_t* v = s.vsrc.data() + (p * taps + t) * NV;
         if (v[0] == kUnreached) continue;
-        a[reached] = a_group + (t * Cg + k0) * Kg;
+        a[reached] = packed_w.block(gi, t, Cg, k0, Kg);  // (whole row tiles: Kg is m_pad)
         for (int64_t q = 0; q < nv; ++q) {
           src[reached * nv + q] = v[q] >= 0 ? xt + k0 * plane + v[q] : zeros;
           step[reached * nv + q] = v[q] >= 0 ? plane : 0;
@@ -257,10 +251,10 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
   return true;
 }
 
-// The forward correlation with w already packed (WeightView::kForward of
-// this geometry's weights).
+}  // namespace
+
 template <class T>
-void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>& packed_w, const T* bias, T* y) {
+void conv2d_im2col::forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>& packed_w, const T* bias, T* y) {
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
@@ -347,8 +341,8 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
       if (images_inner) conv2d_pack::images_inner(parallel, images, Cg, HW, g.in_channels * HW, xg, xt, plane);
       // (Not where tiles go to y early, tap by tap: with images innermost, only chunks of one image.)
       const bool per_panel = images_inner && !early &&
-                             forward_taps_per_panel(g, plan, Cg, Kg, xt, plane, packed_w.data + gi * packed_w.group,
-                                                    out, parallel, s, started);
+                             forward_taps_per_panel(g, plan, Cg, Kg, xt, plane, packed_w, gi, out, parallel, s,
+                                                    started);
       // Else tap by tap, each over all panels:
       for (int64_t a = 0; a < g.kernel_h && !per_panel; ++a)
         for (int64_t b = 0; b < g.kernel_w; ++b) {
@@ -413,7 +407,7 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
                 conv2d_pack::pack_panels(parallel, np, kc, xg + k0 * HW, HW, s.offsets.data(), groups, bpack);
               }
             }
-            const T* a_blk = packed_w.data + gi * packed_w.group + (t * Cg + k0) * m_pad;
+            const T* a_blk = packed_w.block(gi, t, Cg, k0, m_pad);
             // Panel-major inside blocks of kMC rows: a panel stays in L1
             // while the block's row tiles pass over it, and the block of w
             // stays in L2 while the panels pass.
@@ -487,7 +481,8 @@ void forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>&
   });
 }
 
-}  // namespace
+using conv2d_im2col::forward_packed;
+using conv2d_im2col::pack_weights;
 
 template <class T>
 void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
@@ -508,6 +503,7 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
     return forward_packed(gt, dy, pack_weights(g, w, WeightView::kTransposedFlipped), static_cast<const T*>(nullptr),
                           dx);
   }
+  if (conv2d_backward_input_by_phases(g, dy, w, dx)) return;
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Cg, kMR);
@@ -543,7 +539,7 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
           if (np == 0) continue;
           for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
             const int64_t kc = std::min(kKC, Kg - k0);
-            const T* a_blk = packed_w.data + gi * packed_w.group + (t * Kg + k0) * m_pad;
+            const T* a_blk = packed_w.block(gi, t, Kg, k0, m_pad);
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
             for (int64_t i = 0; i < np; ++i)
               for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
@@ -573,6 +569,14 @@ void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T*
   });
 }
 
+template conv2d_im2col::PackedWeights<float> conv2d_im2col::pack_weights(const Conv2dGeometry&, const float*,
+                                                                         WeightView);
+template conv2d_im2col::PackedWeights<double> conv2d_im2col::pack_weights(const Conv2dGeometry&, const double*,
+                                                                          WeightView);
+template void conv2d_im2col::forward_packed(const Conv2dGeometry&, const float*, const PackedWeights<float>&,
+                                            const float*, float*);
+template void conv2d_im2col::forward_packed(const Conv2dGeometry&, const double*, const PackedWeights<double>&,
+                                            const double*, double*);
 template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
 template void conv2d_im2col_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
                                             double*);
