@@ -121,19 +121,22 @@ TEST_CASE("conv2d kAuto: strided passes by output size and channels per ISA") {
   CHECK(resolve(small, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(narrow, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(narrow, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
-  CHECK(resolve(one_by_one, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+  // Grad input by phases (im2col) for 1x1 kernels and up to 16x16 outputs.
+  CHECK(resolve(one_by_one, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
 #if defined(__AVX512F__)
-  // AVX-512: larger strided outputs and every strided grad input keep the shifted planes.
+  // AVX-512: larger strided outputs keep the shifted planes, grad input too.
   CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
-  CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
+  CHECK(resolve(square(32, 16, 16, 40, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 20x20 out
 #else
   // AVX2: im2col from 20 pairs per channel forward, from 32 for 3x3 grad input.
   CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
-  CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(square(32, 16, 16, 40, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);  // 20x20 out
+  CHECK(resolve(square(32, 16, 16, 48, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 24x24
   CHECK(resolve(square(16, 64, 64, 64, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);  // 32 pairs
   CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 21 pairs
   CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);

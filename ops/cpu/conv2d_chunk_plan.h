@@ -175,6 +175,9 @@ struct ChunkPlan {
 // Output pixels per chunk: the packed right operand of one K block of the
 // forward (256 channels x this) stays in L2.
 constexpr int64_t kChunkCols = 1024;
+// Chunks of a vector's worth of images (ColumnOrder::kImagesInner, see
+// ops/cpu/conv2d_im2col.cpp's forward) may have up to this many columns.
+constexpr int64_t kMaxImageGroupCols = 4 * kChunkCols;
 
 // Images per chunk: about `cols` output pixels, and a whole number of
 // chunks per thread (the threads share the chunks out).

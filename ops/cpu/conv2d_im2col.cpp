@@ -265,7 +265,7 @@ void conv2d_im2col::forward_packed(const Conv2dGeometry& g, const T* x, const Pa
   // at 32x32, ms before / after: 64 -> 128 14.9 / 13.7, 32 -> 64 4.3 / 4.1;
   // with 16 channels it lost (16 -> 32: 1.64 / 1.8-2.1).
   const int64_t group_cols = conv2d_plan::kImageGroup * P;
-  const bool group_chunks = g.kernel_h * g.kernel_w > 1 && Cg >= 32 && group_cols <= 4 * kChunkCols;
+  const bool group_chunks = g.kernel_h * g.kernel_w > 1 && Cg >= 32 && group_cols <= conv2d_plan::kMaxImageGroupCols;
   const int64_t nb = chunk_images(g, group_chunks ? std::max(kChunkCols, group_cols) : kChunkCols);
   // Images innermost (see ColumnOrder): vectors of columns copied whole
   // from a transposed x, no gathers (Zen 5, 1 thread: 3x3 stride 2 on 8x8

@@ -5,6 +5,7 @@
 // count a call is worth.
 #include "minidl/core/backend_settings.h"
 #include "minidl/ops/cpu/conv2d_kernels.h"
+#include "minidl/ops/cpu/conv2d_chunk_plan.h"  // the images-innermost chunks
 
 #include <omp.h>
 
@@ -193,19 +194,29 @@ Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
 // shifted planes' computing of the skipped pixels (Zen 5, 1 thread, CPU
 // time, 64 x 64 -> 128 at 32x32: 3x3 stride 2 13.4 against 15.7 ms, AVX2
 // 22.3 against 25.6; 1x1 stride 2 1.9 against 3.3, AVX2 2.9 against 4.7).
-// Larger outputs keep the rule (3x3 stride 2 from 40x40: 10.8 against 10.3),
-// and strided grad input keeps the shifted planes (15.5 against 18.9 ms
-// at 32x32, where the im2col path's col2im scatters). Not so with AVX2: on
+// Larger outputs keep the rule (3x3 stride 2 from 40x40: 10.8 against 10.3).
+// Not so with AVX2: on
 // a Zen 3 (x86-64-v3, 2 threads, least of 4 rounds, ms im2col / shifted)
 // the im2col GEMM wins strided forwards of every output size from
 // kStridedForwardIm2colPairs (20) pairs per channel (16 x 64 -> 128 at 56x56,
 // 3x3 stride 2: 12.2-14.7 / 18.2-22.5; 1x1: 1.6-1.8 / 2.7-4.2; 16 x 128 ->
 // 256: 51.5 / 72.3; 8 x 32 -> 64 at 128x128: 11.3 / 13.8) but not below
-// (8 x 16 -> 32 at 128x128: 5.3-5.6 / 3.3-4.9; 32 -> 32: 8.5 / 7.1), and
-// the 3x3 (not 1x1) strided grad inputs from kStridedInputIm2colPairs (32):
-// 64 x 64 -> 128 at 32x32 20.8-28.5 / 26.2-36.3, 16 x 48 -> 96 at 64x64
-// 14.2 / 21.4, 16 x 128 -> 256 at 56x56 51.1 / 82.6; below, the shifted
-// planes (8 x 32 -> 64 at 128x128: 15.1 / 13.7).
+// (8 x 16 -> 32 at 128x128: 5.3-5.6 / 3.3-4.9; 32 -> 32: 8.5 / 7.1).
+// Strided grad input takes the im2col path, which computes it phase by
+// phase (ops/cpu/conv2d_input_phases.cpp), for 1x1 kernels and where the
+// phases' stride-1 forwards get chunks of images innermost (kImageGroup
+// times the output pixels within kMaxImageGroupCols: 16x16 outputs with
+// AVX-512, 22x22 with AVX2); larger maps, whose forwards gather column by
+// column, keep the shifted planes, except with AVX2 from
+// kStridedInputIm2colPairs (32) pairs per channel (Zen 3, col2im / shifted:
+// 16 x 48 -> 96 at 64x64 14.2 / 21.4, 16 x 128 -> 256 at 56x56 51.1 / 82.6;
+// below, 8 x 32 -> 64 at 128x128, 15.1 / 13.7). Zen 4, 1 thread, CPU
+// time, ms phases / the former col2im / shifted: 64 x 64 -> 128 at 32x32,
+// 3x3 stride 2, 26.7 / 36.0 / 29.5 (AVX2 28.9 / 34.8 / 33.1); 64 x 16 -> 32
+// at 32x32 2.5 / 4.0 / 2.7; 32 x 64 -> 128 at 40x40 24.3 / 24.3 / 21.6
+// (AVX2 22.2 / 26.5 / 24.7); 16 x 64 -> 128 at 56x56 24.9 / 23.5 / 20.4;
+// 1x1 stride 2, 16 x 64 -> 128 at 56x56, 3.8 / 6.6 / 4.3 (AVX2 4.1 / 8.9 /
+// 5.1); AVX2, 16 x 128 -> 256 at 56x56, 86.2 / 83.7 / 105.4.
 Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dAlgo algo) {
   if (algo != Conv2dAlgo::kAuto) return algo;
   algo = conv2d_pick_algo(g);
@@ -217,7 +228,9 @@ Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dA
   if (algo == Conv2dAlgo::kShiftedPlanes && strided) {
     const double pairs = pairs_per_channel(g);
     const bool forward_im2col = g.out_h * g.out_w <= kStridedForwardIm2colPixels || pairs >= kStridedForwardIm2colPairs;
-    const bool input_im2col = g.kernel_h * g.kernel_w > 1 && pairs >= kStridedInputIm2colPairs;
+    const bool input_im2col = g.kernel_h * g.kernel_w == 1 ||
+                              conv2d_plan::kImageGroup * g.out_h * g.out_w <= conv2d_plan::kMaxImageGroupCols ||
+                              pairs >= kStridedInputIm2colPairs;
     if (pass == Conv2dPass::kWeight || (pass == Conv2dPass::kForward && forward_im2col) ||
         (pass == Conv2dPass::kInput && input_im2col))
       algo = Conv2dAlgo::kIm2colGemm;
