@@ -91,7 +91,7 @@ std::string shape_str(const Tensor& t) {
 
 int run(const Args& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  // The cheap checks of the flags first, then the checkpoint.
+  // The cheap checks of the flags first, then the checkpoint, then --out.
   const auto [device, device_note] = examples::choose_device(a.device, /*distributed=*/false);
   const examples::MixedPrecision amp(a.amp, device, /*training=*/false);
   const std::vector<fs::path> files = input_files(a.images);
@@ -99,7 +99,6 @@ int run(const Args& a) {
   for (const fs::path& f : files)
     MINIDL_CHECK(!fs::equivalent(f.parent_path(), a.out, ec), "predict_unet3d: --out ", a.out,
                  " is the folder of the input ", f.string(), "; choose another (inputs are never overwritten)");
-  examples::create_output_dir("--out", a.out);
   const examples::LoadedCheckpoint checkpoint = examples::read_checkpoint(a.checkpoint, "predict_unet3d", "train_unet3d");
   int64_t patch = 0, levels = 0;
   const std::shared_ptr<nn::Module> model = load_model(checkpoint, &patch, &levels);
@@ -109,6 +108,8 @@ int run(const Args& a) {
   const int64_t roi = a.roi > 0 ? a.roi : patch, multiple = int64_t{1} << (levels - 1);
   MINIDL_CHECK(roi % multiple == 0, "predict_unet3d: --roi ", roi, " is not a multiple of ", multiple,
                " (the network pools ", levels - 1, " times)");
+  // Only now, every refusal done: a refused run leaves no empty --out folder.
+  examples::create_output_dir("--out", a.out);
   nn::SlidingWindowOptions sw;
   sw.roi_size = {roi, roi, roi};
   sw.overlap = a.overlap;

@@ -116,6 +116,10 @@ expect 1 "--out $unet_val/images is the folder of the input" \
   "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$unet_val/images"
 expect 1 "--roi 12 is not a multiple of 8 (the network pools 3 times)" \
   "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --roi 12
+if [ -e "$work/pred" ]; then  # each refused before predicting: no --out folder left behind
+  echo "FAIL: predict_unet3d left $work/pred behind after refusing its input"
+  failures=$((failures + 1))
+fi
 expect 1 "$missing/000.npy" \
   "$PREDICT_UNET3D" --checkpoint "$unet_ckpt" --images "$unet_val/images" --out "$work/pred" --labels "$missing"
 expect 1 "--expect-dice needs --labels" \
