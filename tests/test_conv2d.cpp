@@ -313,7 +313,7 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(3, 24, 40, 8, 1, 2, 0), "1x1 stride 2 shortcut"},
       {square(3, 16, 24, 8, 3, 1, 1), "8x8 3x3 pad 1"},
       {square(2, 16, 16, 4, 3, 1, 2), "padding 2: outputs whose taps are almost all padding"},
-      {square(2, 16, 16, 4, 3, 1, 3), "padding 3 > kernel reach: grad input by col2im"},
+      {square(2, 16, 16, 4, 3, 1, 3), "padding 3 > kernel reach: grad input's forward padded by -1"},
       {square(2, 8, 8, 5, 3, 1, 2, 2), "dilation 2"},
       {square(2, 16, 24, 6, 3, 1, 1, 1, 2), "groups 2"},
       {square(1, 20, 50, 3, 2, 1, 0), "one image, 2x2 kernel, no padding, 50 = 48 + 2 columns of grad weight"},
@@ -327,7 +327,9 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(2, 8, 16, 9, 3, 2, 1), "stride 2 on 9x9: phases of 5 and 4 rows and columns"},
       {square(2, 8, 16, 8, 5, 2, 2), "5x5 stride 2: phases of 3 and 2 taps, one padded"},
       {square(2, 8, 16, 10, 3, 3, 1), "stride 3: 3 x 3 phases of one tap each"},
-      {square(2, 8, 16, 8, 2, 2, 1), "2x2 stride 2 pad 1: a phase would need negative padding (col2im)"},
+      {square(2, 8, 16, 8, 2, 2, 1), "2x2 stride 2 pad 1: a phase's forward padded by -1"},
+      {square(3, 8, 16, 7, 1, 2, 1), "1x1 stride 2 pad 1 on 7x7: the odd phases read dy from its second pixel"},
+      {square(2, 8, 16, 11, 3, 3, 2, 1, 2), "3x3 stride 3 pad 2, groups 2: phases padded by -1 and 0"},
       // Strided 3x3 forwards order the columns images innermost and copy
       // whole vectors (one pixel of consecutive images) from a transposed x
       // (conv2d_plan::ColumnOrder::kImagesInner); partial blocks of images go column by column:

@@ -28,11 +28,13 @@
 // (ops/cpu/conv2d_winograd_transforms.h).
 #include <omp.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "minidl/core/backend_settings.h"
+#include "minidl/ops/cpu/conv2d_chunk_plan.h"  // the rule's bound on grad input by phases
 #include "tests/conv2d_accuracy.h"
 #include "tests/conv_geometry.h"
 #include "tests/test_util.h"
@@ -121,22 +123,25 @@ TEST_CASE("conv2d kAuto: strided passes by output size and channels per ISA") {
   CHECK(resolve(small, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(narrow, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(narrow, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
-  // Grad input by phases (im2col) for 1x1 kernels and up to 16x16 outputs.
+  // Grad input by phases (im2col) for 1x1 kernels and where a vector's worth
+  // of images fits a chunk (16x16 outputs with AVX-512, 22x22 with AVX2).
   CHECK(resolve(one_by_one, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(small, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  const auto side = static_cast<int64_t>(
+      std::sqrt(static_cast<double>(conv2d_plan::kMaxImageGroupCols / conv2d_plan::kImageGroup)));
+  INFO("largest square output by phases: ", side, "x", side);
+  CHECK(resolve(square(32, 16, 16, 2 * side, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
+  CHECK(resolve(square(32, 16, 16, 2 * side + 2, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
 #if defined(__AVX512F__)
   // AVX-512: larger strided outputs keep the shifted planes, grad input too.
   CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kShiftedPlanes);
   CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);
-  CHECK(resolve(square(32, 16, 16, 40, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 20x20 out
 #else
   // AVX2: im2col from 20 pairs per channel forward, from 32 for 3x3 grad input.
   CHECK(resolve(wide, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(one_by_one, Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);
   CHECK(resolve(wide, Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);
-  CHECK(resolve(square(32, 16, 16, 40, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);  // 20x20 out
-  CHECK(resolve(square(32, 16, 16, 48, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 24x24
   CHECK(resolve(square(16, 64, 64, 64, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kIm2colGemm);  // 32 pairs
   CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kInput) == Conv2dAlgo::kShiftedPlanes);  // 21 pairs
   CHECK(resolve(square(8, 32, 64, 128, 3, 2, 1), Conv2dPass::kForward) == Conv2dAlgo::kIm2colGemm);

@@ -8,9 +8,8 @@
 // t = (kh, kw), with W_t[m][c] = w[m][c][kh][kw] and X_t[c][j] the input
 // pixel that tap t of output pixel j reads (0 in the padding):
 //     forward      Y[m][j]     = sum_t W_t * X_t
-//     grad input   dX_t[c][j]  = W_t^T * dY,  added back to the pixels X_t read (col2im);
-//                  with stride 1 it is instead the forward correlation of dy
-//                  with the flipped kernel, so the forward code does it
+//     grad input   the forward correlation of dy with W^T's taps, reversed,
+//                  phase by phase of dx where strided (ops/cpu/conv2d_im2col_input.cpp)
 //     grad weight  dW_t        = X_t * dY^T   summed over the chunks
 // On a small map many taps read only padding: with 3x3 taps and padding 1 on
 // 4x4 maps, 31% of the products are with zeros. So the columns are ordered
@@ -30,7 +29,7 @@
 // Grad weight (dW_t as the GEMM X_t * dY^T over the columns) is in
 // ops/cpu/conv2d_im2col_weight.cpp.
 //
-// Threads: forward and grad input give each thread whole chunks (each chunk
+// Threads: the forward gives each thread whole chunks (each chunk
 // writes its own images); with fewer chunks than threads, a chunk's row
 // tiles are split instead.
 #include <omp.h>
@@ -147,17 +146,15 @@ PackedWeights<T> conv2d_im2col::pack_weights(const Conv2dGeometry& g, const T* w
               k += 7;
               continue;
             }
-          // Source tap s of w goes to packed tap dt(s) (flipped: taps - 1 - s).
-          auto dt = [&](int64_t s) { return V == WeightView::kTransposedFlipped ? taps - 1 - s : s; };
           int64_t s = 0;
           if constexpr (std::is_same_v<T, float> && kMR == 8)
             if (rows == kMR)  // 8 taps of the 8 rows at a time, transposed in registers
               for (alignas(32) float tr[64]; s + 8 <= taps; s += 8) {
                 transpose8::block(src + s, row_step, tr, 8);
-                for (int64_t e = 0; e < 8; ++e) std::memcpy(d + dt(s + e) * inner * m_pad, tr + e * 8, sizeof tr / 8);
+                for (int64_t e = 0; e < 8; ++e) std::memcpy(d + (s + e) * inner * m_pad, tr + e * 8, sizeof tr / 8);
               }
           for (; s < taps; ++s) {
-            T* ds = d + dt(s) * inner * m_pad;
+            T* ds = d + s * inner * m_pad;
             if (rows == kMR) {
               for (int64_t r = 0; r < kMR; ++r) ds[r] = src[r * row_step + s];
             } else {
@@ -170,9 +167,6 @@ PackedWeights<T> conv2d_im2col::pack_weights(const Conv2dGeometry& g, const T* w
   switch (view) {
     case WeightView::kForward: pack(std::integral_constant<WeightView, WeightView::kForward>()); break;
     case WeightView::kTransposed: pack(std::integral_constant<WeightView, WeightView::kTransposed>()); break;
-    case WeightView::kTransposedFlipped:
-      pack(std::integral_constant<WeightView, WeightView::kTransposedFlipped>());
-      break;
   }
   return {packed, group};
 }
@@ -489,86 +483,6 @@ void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, cons
   forward_packed(g, x, pack_weights(g, w, WeightView::kForward), bias, y);
 }
 
-template <class T>
-void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
-  // With stride 1, dx is the correlation of dy, padded by d*(k-1) - p, with
-  // the flipped kernel (w transposed): the forward code, padding skipped alike.
-  if (g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
-      g.pad_w <= g.dilation_w * (g.kernel_w - 1)) {
-    Conv2dGeometry gt = g;
-    gt.in_channels = g.out_channels, gt.in_h = g.out_h, gt.in_w = g.out_w, gt.out_channels = g.in_channels;
-    gt.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
-    gt.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
-    conv2d_set_output_size(gt);  // = in_h x in_w
-    return forward_packed(gt, dy, pack_weights(g, w, WeightView::kTransposedFlipped), static_cast<const T*>(nullptr),
-                          dx);
-  }
-  if (conv2d_backward_input_by_phases(g, dy, w, dx)) return;
-  constexpr int64_t NR = kNR<T>;
-  const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
-  const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Cg, kMR);
-  const PackedWeights<T> packed_w = pack_weights(g, w, WeightView::kTransposed);
-  const int64_t nb = chunk_images(g, kChunkCols);
-  const Plans plans(g, nb, NR);
-  for_each_chunk(g, nb, [&](int64_t n0, int64_t images, bool parallel, Scratch& s) {
-    const ChunkPlan& plan = plans(images);
-    const int64_t cols = plan.cols, panels = plan.panels;
-    T* dcol = thread_buffer<T>(Slot::kProduct, Cg * cols);
-    T* bpack = thread_buffer<T>(Slot::kOperandB, Kg * panels * NR);  // dY: [K block][panel][k][NR]
-    s.offsets.resize(static_cast<size_t>(panels * NR));
-    std::fill_n(dx + n0 * g.in_channels * HW, images * g.in_channels * HW, T(0));
-    for (int64_t gi = 0; gi < G; ++gi) {
-      const T* dyg = dy + (n0 * g.out_channels + gi * Kg) * P;
-      T* dxg = dx + (n0 * g.in_channels + gi * Cg) * HW;
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t p = 0; p < panels; ++p)
-        for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
-          const int64_t kc = std::min(kKC, Kg - k0);
-          T* d = bpack + (k0 * panels + p * kc) * NR;
-          for (int64_t m = k0; m < k0 + kc; ++m, d += NR)
-            for (int64_t jj = 0; jj < NR; ++jj) {
-              const int64_t j = p * NR + jj;
-              d[jj] = j < cols ? dyg[m * P + plan.output_offset(j)] : T(0);
-            }
-        }
-      for (int64_t a = 0; a < g.kernel_h; ++a)
-        for (int64_t b = 0; b < g.kernel_w; ++b) {
-          const int64_t t = a * g.kernel_w + b;
-          const std::vector<int64_t>& pt = plan.panels_of_tap[static_cast<size_t>(t)];
-          const auto np = static_cast<int64_t>(pt.size());
-          if (np == 0) continue;
-          for (int64_t k0 = 0; k0 < Kg; k0 += kKC) {
-            const int64_t kc = std::min(kKC, Kg - k0);
-            const T* a_blk = packed_w.block(gi, t, Kg, k0, m_pad);
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
-            for (int64_t i = 0; i < np; ++i)
-              for (int64_t tile = 0; tile < m_pad / kMR; ++tile) {
-                const int64_t p = pt[static_cast<size_t>(i)];
-                any_tile(kc, a_blk + tile * kc * kMR, bpack + (k0 * panels + p * kc) * NR,
-                         dcol + tile * kMR * cols + p * NR, cols, std::min(kMR, Cg - tile * kMR),
-                         std::min(NR, cols - p * NR), k0 > 0);
-              }
-          }
-          // col2im for tap t: each dX_t entry back to the pixel it came from.
-          for (int64_t i = 0; i < np; ++i)
-            for (int64_t jj = 0; jj < NR; ++jj)
-              s.offsets[static_cast<size_t>(i * NR + jj)] =
-                  plan.input_offset(g, pt[static_cast<size_t>(i)] * NR + jj, a, b);
-#pragma omp parallel for schedule(static) if (parallel)
-          for (int64_t c = 0; c < Cg; ++c) {
-            T* plane = dxg + c * HW;
-            for (int64_t i = 0; i < np; ++i) {
-              const int64_t* off = s.offsets.data() + i * NR;
-              const T* src = dcol + c * cols + pt[static_cast<size_t>(i)] * NR;
-              for (int64_t jj = 0; jj < NR; ++jj)
-                if (off[jj] >= 0) plane[off[jj]] += src[jj];
-            }
-          }
-        }
-    }
-  });
-}
-
 template conv2d_im2col::PackedWeights<float> conv2d_im2col::pack_weights(const Conv2dGeometry&, const float*,
                                                                          WeightView);
 template conv2d_im2col::PackedWeights<double> conv2d_im2col::pack_weights(const Conv2dGeometry&, const double*,
@@ -580,7 +494,5 @@ template void conv2d_im2col::forward_packed(const Conv2dGeometry&, const double*
 template void conv2d_im2col_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*);
 template void conv2d_im2col_forward<double>(const Conv2dGeometry&, const double*, const double*, const double*,
                                             double*);
-template void conv2d_im2col_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
-template void conv2d_im2col_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
 
 }  // namespace minidl

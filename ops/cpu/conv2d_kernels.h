@@ -61,18 +61,14 @@ void conv2d_shifted_backward_input(const Conv2dGeometry& g, const T* dy, const T
 template <class T>
 void conv2d_shifted_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
 
-// im2col + GEMM (ops/cpu/conv2d_im2col.cpp):
+// im2col + GEMM (ops/cpu/conv2d_im2col.cpp; grad input in conv2d_im2col_input.cpp, grad
+// weight in conv2d_im2col_weight.cpp):
 template <class T>
 void conv2d_im2col_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 template <class T>
 void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
 template <class T>
 void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw);
-// Strided grad input as one stride-1 forward per phase of dx
-// (ops/cpu/conv2d_input_phases.cpp); false, having done nothing, where some
-// phase's sub-kernel would need a negative padding.
-template <class T>
-bool conv2d_backward_input_by_phases(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
 
 // Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where
 // conv2d_winograd_applies; tile: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).

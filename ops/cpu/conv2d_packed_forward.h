@@ -11,9 +11,8 @@
 namespace minidl::conv2d_im2col {
 
 // Which matrix of w the left operand is, per tap t: W_t (rows m, K = c) for
-// the forward; W_t^T (rows c, K = m) for grad input; W_{flip(t)}^T for grad
-// input computed as a forward correlation of dy with the flipped kernel.
-enum class WeightView { kForward, kTransposed, kTransposedFlipped };
+// the forward; W_t^T (rows c, K = m) for grad input (forwards of dy).
+enum class WeightView { kForward, kTransposed };
 
 // w packed tap-major as the left operand, in K blocks of kKC, group after
 // group (`group` values apart). Block (tap, k0) of size kc starts at

@@ -1,18 +1,20 @@
-// Strided grad input as stride-1 forwards, one per phase: the im2col path's
-// grad input where the stride is more than 1 (ops/cpu/conv2d_im2col.cpp).
+// conv2d's grad input on the im2col path (ops/cpu/conv2d_im2col.cpp) as
+// forwards of dy, one per phase of dx.
 //
-// With stride s, input pixel ih is reached by the taps a with
-// ih = oh*s - pad + a*d, and which taps those are depends only on ih mod s,
-// its phase: dx at ih = s*i + r is the sum over the phase's taps of
-// W_a^T dy at oh = i + (r + pad - a*d)/s. Ordered by that offset (a
-// descending), the offsets step by d / gcd(s, d): a stride-1 correlation of
-// dy with the phase's sub-kernel (w transposed, its taps reversed), padded
-// by minus the first offset. So grad input is s_h * s_w forwards, each
-// summing its taps in registers as the forward does, and every dx pixel is
-// written once. Tap by tap (GEMM, then col2im), each tap's product went
-// through memory and was added into dx by a scatter: a fifth of a 3x3
-// stride-2 grad input on 16x16 maps. conv3d splits its strided depth into
-// phases the same way (ops/cpu/conv3d.cpp).
+// Input pixel ih is reached by the taps a with ih = oh*s - pad + a*d (stride
+// s, dilation d), and which taps those are depends only on ih mod s, its
+// phase: dx at ih = s*i + r is the sum over the phase's taps of W_a^T dy at
+// oh = i + (r + pad - a*d)/s. Ordered by that offset (a descending), the
+// offsets step by d / gcd(s, d): a stride-1 correlation of dy with the
+// phase's sub-kernel (W^T's taps, reversed), padded by minus the first
+// offset (a negative padding where that offset is positive: the forward's
+// plans take it as they take any other). So grad input is s_h * s_w
+// forwards, each summing its taps in registers, and every dx pixel is
+// written once; with stride 1 it is one forward, of the whole kernel
+// flipped, straight into dx. Tap by tap (GEMM, then col2im, as this path
+// did before), each tap's product went through memory and was added into dx
+// by a scatter: a fifth of a 3x3 stride-2 grad input on 16x16 maps. conv3d
+// splits its strided depth into phases the same way (ops/cpu/conv3d.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -34,10 +36,7 @@ struct AxisPhase {
   int64_t pad = 0, dilation = 1, size = 0;
 };
 
-// False where the first offset is positive: the sub-correlation would need a
-// negative padding (a 2x2 kernel with stride 2 and padding 1, say).
-bool axis_phase(int64_t r, int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
-                AxisPhase& p) {
+void axis_phase(int64_t r, int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, AxisPhase& p) {
   p.size = r < in ? (in - 1 - r) / stride + 1 : 0;
   std::vector<int64_t> offsets;
   for (int64_t a = kernel - 1; a >= 0; --a) {
@@ -46,24 +45,21 @@ bool axis_phase(int64_t r, int64_t in, int64_t kernel, int64_t stride, int64_t p
     p.taps.push_back(a);
     offsets.push_back(num / stride);  // exact
   }
-  if (p.taps.empty()) return true;
-  if (offsets[0] > 0) return false;
+  if (p.taps.empty()) return;
   p.pad = -offsets[0];
   p.dilation = offsets.size() > 1 ? offsets[1] - offsets[0] : 1;
-  return true;
 }
 
 }  // namespace
 
 template <class T>
-bool conv2d_backward_input_by_phases(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
   std::vector<AxisPhase> rows(static_cast<size_t>(g.stride_h)), cols(static_cast<size_t>(g.stride_w));
   for (int64_t r = 0; r < g.stride_h; ++r)
-    if (!axis_phase(r, g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, rows[static_cast<size_t>(r)]))
-      return false;
+    axis_phase(r, g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, rows[static_cast<size_t>(r)]);
   for (int64_t r = 0; r < g.stride_w; ++r)
-    if (!axis_phase(r, g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, cols[static_cast<size_t>(r)]))
-      return false;
+    axis_phase(r, g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, cols[static_cast<size_t>(r)]);
+  const bool one_phase = g.stride_h == 1 && g.stride_w == 1;
   const int64_t HW = g.in_h * g.in_w, planes = g.batch * g.in_channels;
   // W^T packed once, all taps (WeightView::kTransposed): per tap, the
   // forward weight of a stride-1 correlation of dy into dx; a phase's
@@ -71,9 +67,9 @@ bool conv2d_backward_input_by_phases(const Conv2dGeometry& g, const T* dy, const
   const conv2d_im2col::PackedWeights<T> packed =
       conv2d_im2col::pack_weights(g, w, conv2d_im2col::WeightView::kTransposed);
   // Each phase's pixels of dx, [n][c][i][j], phase after phase (row phase
-  // major): they partition dx, so all of them are dx's size. nullptr: no tap
-  // reaches the phase (its pixels are 0).
-  T* by_phase = conv2d_gemm::thread_buffer<T>(conv2d_gemm::Slot::kSums, planes * HW);
+  // major): they partition dx, so all of them are dx's size (with one phase,
+  // dx itself). nullptr: no tap reaches the phase (its pixels are 0).
+  T* by_phase = one_phase ? dx : conv2d_gemm::thread_buffer<T>(conv2d_gemm::Slot::kSums, planes * HW);
   std::vector<const T*> values;
   std::vector<int64_t> taps;
   for (const AxisPhase& ph : rows)
@@ -95,6 +91,7 @@ bool conv2d_backward_input_by_phases(const Conv2dGeometry& g, const T* dy, const
       values.back() = by_phase;
       by_phase += planes * ph.size * pw.size;
     }
+  if (one_phase) return;  // (every tap reaches it)
   // Interleave the phases into dx, plane by plane: row by row, the column
   // phases' rows side by side (stride 2: pairs, which the compiler turns
   // into vector shuffles).
@@ -129,10 +126,9 @@ bool conv2d_backward_input_by_phases(const Conv2dGeometry& g, const T* dy, const
         }
       }
     }
-  return true;
 }
 
-template bool conv2d_backward_input_by_phases<float>(const Conv2dGeometry&, const float*, const float*, float*);
-template bool conv2d_backward_input_by_phases<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv2d_im2col_backward_input<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv2d_im2col_backward_input<double>(const Conv2dGeometry&, const double*, const double*, double*);
 
 }  // namespace minidl
