@@ -99,6 +99,7 @@ int run(const Args& a) {
   for (const fs::path& f : files)
     MINIDL_CHECK(!fs::equivalent(f.parent_path(), a.out, ec), "predict_unet3d: --out ", a.out,
                  " is the folder of the input ", f.string(), "; choose another (inputs are never overwritten)");
+  examples::check_output_dir("--out", a.out);  // created below, once everything is accepted
   const examples::LoadedCheckpoint checkpoint = examples::read_checkpoint(a.checkpoint, "predict_unet3d", "train_unet3d");
   int64_t patch = 0, levels = 0;
   const std::shared_ptr<nn::Module> model = load_model(checkpoint, &patch, &levels);

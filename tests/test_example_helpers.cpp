@@ -10,6 +10,7 @@
 
 #include "examples/common/backend_choice.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/cli_checks.h"
 #include "examples/common/lr_scaling.h"
 #include "examples/common/mixed_precision.h"
 #include "examples/common/segmentation_data.h"
@@ -166,6 +167,24 @@ TEST_CASE("load_segmentation_data generates only into an absent or empty folder"
     CHECK(d.val->size() == 1);
     CHECK(d.description.find("synthetic grain volumes generated in") == 0);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("check_output_dir refuses what create_output_dir would, and creates nothing") {
+  const fs::path dir = fs::temp_directory_path() / ("minidl_test_out_dir_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  examples::check_output_dir("--out", dir.string());                      // a folder already
+  examples::check_output_dir("--out", (dir / "a" / "b" / "c").string());  // parents to create
+  CHECK_FALSE(fs::exists(dir / "a"));
+  for (const fs::path& bad : {dir / "file", dir / "file" / "sub" / "deeper"}) {
+    const std::string want = "--out: cannot create directory '" + bad.string() + "': Not a directory";
+    CHECK_THROWS_WITH_AS(examples::check_output_dir("--out", bad.string()), doctest::Contains(want.c_str()), minidl::Error);
+    CHECK_THROWS_WITH_AS(examples::create_output_dir("--out", bad.string()), doctest::Contains(want.c_str()), minidl::Error);
+  }
+  CHECK_THROWS_WITH_AS(examples::check_output_dir("--out", ""), doctest::Contains("--out: expected a folder"),
+                       minidl::Error);
   fs::remove_all(dir);
 }
 

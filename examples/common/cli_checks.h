@@ -59,4 +59,18 @@ inline void create_output_dir(const char* flag, const std::string& dir) {
                "': ", ec ? ec.message() : "not a directory");
 }
 
+// Whether `dir` could be created by create_output_dir, or is a folder
+// already, without creating it (so that a program which refuses its other
+// input afterwards leaves no empty folder): the nearest part of the path
+// that exists must be a folder. Throws minidl::Error as create_output_dir
+// would; permissions are left to it.
+inline void check_output_dir(const char* flag, const std::string& dir) {
+  MINIDL_CHECK(!dir.empty(), flag, ": expected a folder, got an empty path");
+  std::error_code ec;
+  std::filesystem::path p = dir;
+  while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+  MINIDL_CHECK(p.empty() || std::filesystem::is_directory(p, ec), flag, ": cannot create directory '", dir,
+               "': Not a directory");
+}
+
 }  // namespace minidl::examples
