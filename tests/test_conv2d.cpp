@@ -323,7 +323,7 @@ TEST_CASE("conv2d im2col + GEMM path on small maps with many channels (float32 a
       {square(1, 19, 21, 9, 3, 2, 1), "one image, 9x9 -> 5x5: rows of 5 straddle the groups of 4"},
       {square(2, 6, 12, 11, 3, 2, 0, 2), "stride 2, dilation 2, no padding"},
       {square(2, 8, 16, 13, 3, 3, 1), "stride 3: gathers only"},
-      // Strided grad input goes phase by phase (ops/cpu/conv2d_input_phases.cpp):
+      // Grad input goes phase by phase (ops/cpu/conv2d_im2col_input.cpp):
       {square(2, 8, 16, 9, 3, 2, 1), "stride 2 on 9x9: phases of 5 and 4 rows and columns"},
       {square(2, 8, 16, 8, 5, 2, 2), "5x5 stride 2: phases of 3 and 2 taps, one padded"},
       {square(2, 8, 16, 10, 3, 3, 1), "stride 3: 3 x 3 phases of one tap each"},

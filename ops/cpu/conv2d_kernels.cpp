@@ -203,7 +203,7 @@ Conv2dAlgo conv2d_pick_algo(const Conv2dGeometry& g) {
 // 256: 51.5 / 72.3; 8 x 32 -> 64 at 128x128: 11.3 / 13.8) but not below
 // (8 x 16 -> 32 at 128x128: 5.3-5.6 / 3.3-4.9; 32 -> 32: 8.5 / 7.1).
 // Strided grad input takes the im2col path, which computes it phase by
-// phase (ops/cpu/conv2d_input_phases.cpp), for 1x1 kernels and where the
+// phase (ops/cpu/conv2d_im2col_input.cpp), for 1x1 kernels and where the
 // phases' stride-1 forwards get chunks of images innermost (kImageGroup
 // times the output pixels within kMaxImageGroupCols: 16x16 outputs with
 // AVX-512, 22x22 with AVX2); larger maps, whose forwards gather column by

@@ -1,7 +1,7 @@
 // The im2col path's packed weights and its forward on them
-// (ops/cpu/conv2d_im2col.cpp), shared with the strided grad input's phases
-// (ops/cpu/conv2d_input_phases.cpp), which run the forward on some taps of
-// w's transposed packing. Internal to ops/cpu/.
+// (ops/cpu/conv2d_im2col.cpp), shared with the grad input by phases
+// (ops/cpu/conv2d_im2col_input.cpp), which runs the forward on taps of
+// w's transposed packing, in its own order. Internal to ops/cpu/.
 #pragma once
 
 #include <cstdint>
