@@ -10,7 +10,9 @@
 // that has started threads does not survive fork); do all work in the ranks.
 #pragma once
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,6 +101,31 @@ inline std::string capture_stderr(const std::function<void()>& f) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
+
+// A loopback port that is bound but never listens: a connection to it is
+// refused, and while this object lives no other server can take the port.
+// (A port from a server that was closed again could be handed to another
+// test's server, run in parallel, before a client gave up retrying on it.)
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("RefusingPort: cannot bind a loopback socket");
+    port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { ::close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_, port_ = 0;
+};
 
 // A unique, not yet existing path for a file:// rendezvous.
 inline std::string fresh_rendezvous_path() {

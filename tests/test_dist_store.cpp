@@ -77,27 +77,20 @@ TEST_CASE("TCPStore: errors") {
   CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", 0, false), "needs the master's port");
   CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", 70000, true), "port must be in [0, 65535]");
   // No server: the client retries, then says where it tried to connect.
-  int free_port;
-  {
-    TCPStore probe("127.0.0.1", 0, true, 1s);
-    free_port = probe.port();
-  }
-  CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", free_port, false, 300ms), "could not connect to 127.0.0.1:");
+  const testing::RefusingPort no_server;
+  CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", no_server.port(), false, 300ms), "could not connect to 127.0.0.1:");
   // A second master on the same port is refused.
   TCPStore master("127.0.0.1", 0, true, 1s);
   CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", master.port(), true, 1s), "cannot listen on port");
 }
 
 TEST_CASE("TCPStore: a client waiting for its master says so on stderr after 10 s") {
-  int free_port;
-  {
-    TCPStore probe("127.0.0.1", 0, true, 1s);
-    free_port = probe.port();
-  }
+  const testing::RefusingPort no_server;
   const std::string text = testing::capture_stderr([&] {
-    CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", free_port, false, 10500ms), "could not connect to 127.0.0.1:");
+    CHECK_THROWS_CONTAINS(TCPStore("127.0.0.1", no_server.port(), false, 10500ms), "could not connect to 127.0.0.1:");
   });
-  CHECK(text.find("still waiting for rank 0's store at 127.0.0.1:" + std::to_string(free_port)) != std::string::npos);
+  CHECK(text.find("still waiting for rank 0's store at 127.0.0.1:" + std::to_string(no_server.port())) !=
+        std::string::npos);
   CHECK(text.find("giving up after 10 s") != std::string::npos);
 }
 
