@@ -180,8 +180,9 @@ TEST_CASE("check_output_dir refuses what create_output_dir would, and creates no
   CHECK_FALSE(fs::exists(dir / "a"));
   for (const fs::path& bad : {dir / "file", dir / "file" / "sub" / "deeper"}) {
     const std::string want = "--out: cannot create directory '" + bad.string() + "': Not a directory";
-    CHECK_THROWS_WITH_AS(examples::check_output_dir("--out", bad.string()), doctest::Contains(want.c_str()), minidl::Error);
-    CHECK_THROWS_WITH_AS(examples::create_output_dir("--out", bad.string()), doctest::Contains(want.c_str()), minidl::Error);
+    const doctest::Contains says(want.c_str());
+    CHECK_THROWS_WITH_AS(examples::check_output_dir("--out", bad.string()), says, minidl::Error);
+    CHECK_THROWS_WITH_AS(examples::create_output_dir("--out", bad.string()), says, minidl::Error);
   }
   CHECK_THROWS_WITH_AS(examples::check_output_dir("--out", ""), doctest::Contains("--out: expected a folder"),
                        minidl::Error);

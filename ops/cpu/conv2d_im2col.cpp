@@ -248,7 +248,8 @@ bool forward_taps_per_panel(const Conv2dGeometry& g, const ChunkPlan& plan, int6
 }  // namespace
 
 template <class T>
-void conv2d_im2col::forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>& packed_w, const T* bias, T* y) {
+void conv2d_im2col::forward_packed(const Conv2dGeometry& g, const T* x, const PackedWeights<T>& packed_w, const T* bias,
+                                   T* y) {
   constexpr int64_t NR = kNR<T>;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, P = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);

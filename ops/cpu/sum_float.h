@@ -35,8 +35,9 @@ constexpr int kSumGroupVecs = 16;                      // vectors added pairwise
 constexpr int64_t kSumGroup = kSumLanes * kSumGroupVecs;  // 256 floats
 
 // Software prefetch of the cache lines [p + kPrefetchAhead, + bytes): the
-// amax/amin rows (ops/cpu/reduce.cpp) read faster from memory with it (4096x4096 float amax at 1 thread: 1.86 -> 1.21 ms with 8 KiB, 1.62
-// with 2 KiB; the hardware prefetcher alone falls behind). Past the end of the
+// amax/amin rows (ops/cpu/reduce.cpp) read faster from memory with it
+// (4096x4096 float amax at 1 thread: 1.86 -> 1.21 ms with 8 KiB, 1.62 with
+// 2 KiB; the hardware prefetcher alone falls behind). Past the end of the
 // data it only fetches a neighbour's lines: prefetches never fault.
 constexpr int kPrefetchAhead = 8192;
 inline void prefetch_ahead(const void* p, int bytes) {
