@@ -33,6 +33,18 @@ bool in_integer_range(DType dtype, double value) {
   return dtype == kUInt8 ? value >= 0.0 && value < 256.0 : value >= -0x1p63 && value < 0x1p63;
 }
 
+// The one-element tensor is made on a's device from two halves that doubles
+// hold exactly (no host copy, so it also works inside a CUDA graph capture).
+bool needs_exact_operand(const Tensor& a, Scalar s) {
+  return s.rounds_in_double() && a.defined() && a.dtype() == kInt64;
+}
+Tensor exact_operand(const Tensor& a, Scalar s) {
+  const int64_t v = s.to_int64();
+  Tensor t = full({}, static_cast<double>(v >> 32), a.options());
+  t.mul_(int64_t{1} << 32).add_(v & 0xffffffff);
+  return t;
+}
+
 DispatchStub<BinaryFn> binary_stub("binary");
 DispatchStub<BinaryScalarFn> binary_scalar_stub("binary_scalar");
 DispatchStub<SumToFn> sum_to_stub("sum_to_shape");
@@ -123,20 +135,6 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
 
 // PyTorch's result type for a tensor and a scalar (ops/type_promotion.h).
 Tensor promoted(const Tensor& a, Scalar s) { return s.is_floating_point() ? float32_if_integer(a) : a; }
-
-// An int64 tensor with an integer scalar the kernels' double would round
-// (past 2^53) takes it as a one-element tensor: the tensor path, exact. The
-// tensor is made on a's device from two halves that doubles hold exactly
-// (no host copy, so it also works inside a CUDA graph capture).
-bool needs_exact_operand(const Tensor& a, Scalar s) {
-  return s.rounds_in_double() && a.defined() && a.dtype() == kInt64;
-}
-Tensor exact_operand(const Tensor& a, Scalar s) {
-  const int64_t v = s.to_int64();
-  Tensor t = full({}, static_cast<double>(v >> 32), a.options());
-  t.mul_(int64_t{1} << 32).add_(v & 0xffffffff);
-  return t;
-}
 
 Shape saved_shape(AutogradContext* ctx, const char* key) { return ctx->saved_data[key].to_int_list(); }
 

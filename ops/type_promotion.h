@@ -10,6 +10,7 @@
 // the cast records nothing.
 #pragma once
 
+#include "minidl/core/scalar.h"
 #include "minidl/core/tensor.h"
 
 namespace minidl {
@@ -18,5 +19,10 @@ bool is_integer_tensor(const Tensor& t);  // defined and not floating
 Tensor float32_if_integer(const Tensor& t);
 // Whether value lies within an integer dtype's range (uint8: [0, 256), int64: [-2^63, 2^63)).
 bool in_integer_range(DType dtype, double value);
+// An int64 tensor with an integer scalar the kernels' double would round
+// (past 2^53) takes it as a one-element int64 tensor on a's device: the
+// tensor path, exact (binary ops, clamp).
+bool needs_exact_operand(const Tensor& a, Scalar s);
+Tensor exact_operand(const Tensor& a, Scalar s);
 
 }  // namespace minidl

@@ -171,6 +171,12 @@ Tensor clamp(const Tensor& input, std::optional<Scalar> min, std::optional<Scala
     // A NaN bound makes every element NaN with a zero gradient (PyTorch);
     // the Clamp kernels would need a NaN test per element on every device.
     if (std::isnan(p.lo) || std::isnan(p.hi)) return add(mul(x, 0.0), std::nan(""));
+    // int64 bounds the kernels' double would round (past 2^53): maximum and
+    // minimum with exact one-element tensors (no gradient on integers).
+    if ((min && needs_exact_operand(x, *min)) || (max && needs_exact_operand(x, *max))) {
+      Tensor y = min ? maximum(x, exact_operand(x, *min)) : x;
+      return max ? minimum(y, exact_operand(x, *max)) : y;
+    }
   }
   return Clamp::apply(x, p);
 }

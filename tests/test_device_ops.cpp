@@ -119,6 +119,9 @@ TEST_CASE("test device: elementwise ops") {
   const Tensor n = randint(-50, 50, {3, 4}), m = randint(1, 9, {3, 4});
   check_op("integer promotion", {n, m}, [](auto& t) { return t[0] * 2.5 + t[0] / t[1] + gt(t[1], 4.5); });
   check_op("int64 scalar past 2^53", {n}, [](auto& t) { return (t[0] + ((int64_t{1} << 60) + 1)) * 3; });
+  check_op("clamp with int64 bounds past 2^53", {n}, [](auto& t) {
+    return clamp(t[0] * (int64_t{1} << 55), -(int64_t{1} << 60) - 1, (int64_t{1} << 58) + 3);
+  });
   check_op("integer unary ops and pow", {n, m}, [](auto& t) {
     return exp(t[1]) + sqrt(t[1]) + pow(t[1], 0.5) + pow(t[0], 3) * 1.0 + sigmoid(t[0]);
   });

@@ -169,6 +169,13 @@ TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {
   CHECK(values_near(clamp(i, 0.5, std::nullopt), {0.5, 0.5, 5}));
   CHECK(values_near(clamp(i, -1, 2.5), {-1, 0, 2.5}));
   CHECK(clamp(i, std::nan(""), std::nullopt).dtype() == kFloat32);
+  // int64 bounds past 2^53 are exact (a double holds 2^60 + 2 as 2^60).
+  const int64_t big = (int64_t{1} << 60) + 2;
+  Tensor b = tensor(std::vector<int64_t>{big + 1, big - 1, -big - 1, 7}, {4});
+  CHECK(clamp(b, -big, big).to_vector<int64_t>() == std::vector<int64_t>{big, big - 1, -big, 7});
+  CHECK(clamp(b, big, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>{big + 1, big, big, big});
+  CHECK(clamp(b, -1, big).to_vector<int64_t>() == std::vector<int64_t>{big, big - 1, -1, 7});
+  CHECK(clamp(b, big, -1).to_vector<int64_t>() == std::vector<int64_t>{-1, -1, -1, -1});  // min > max: all max
   Tensor u = tensor(std::vector<uint8_t>{1, 44, 200}, {3});
   CHECK_THROWS_CONTAINS(clamp(u, 300, std::nullopt), "clamp: Clamp min value 300 is outside the representable range of Byte");
   CHECK_THROWS_CONTAINS(clamp(u, std::nullopt, -1), "clamp: Clamp max value -1 is outside the representable range of Byte");
