@@ -48,22 +48,11 @@ inline const CLI::Validator kNonNegative(
     },
     "NONNEGATIVE", "NONNEGATIVE");
 
-// Creates the output folder `dir` (with parents) that the flag `flag`
-// ("--log-dir", "--out") names; throws minidl::Error naming both (the
-// filesystem's own error named only the path).
-inline void create_output_dir(const char* flag, const std::string& dir) {
-  MINIDL_CHECK(!dir.empty(), flag, ": expected a folder, got an empty path");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  MINIDL_CHECK(!ec && std::filesystem::is_directory(dir), flag, ": cannot create directory '", dir,
-               "': ", ec ? ec.message() : "not a directory");
-}
-
 // Whether `dir` could be created by create_output_dir, or is a folder
 // already, without creating it (so that a program which refuses its other
 // input afterwards leaves no empty folder): the nearest part of the path
-// that exists must be a folder. Throws minidl::Error as create_output_dir
-// would; permissions are left to it.
+// that exists must be a folder. Throws minidl::Error naming the flag;
+// permissions are left to create_output_dir.
 inline void check_output_dir(const char* flag, const std::string& dir) {
   MINIDL_CHECK(!dir.empty(), flag, ": expected a folder, got an empty path");
   std::error_code ec;
@@ -71,6 +60,17 @@ inline void check_output_dir(const char* flag, const std::string& dir) {
   while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
   MINIDL_CHECK(p.empty() || std::filesystem::is_directory(p, ec), flag, ": cannot create directory '", dir,
                "': Not a directory");
+}
+
+// Creates the output folder `dir` (with parents) that the flag `flag`
+// ("--log-dir", "--out") names; throws minidl::Error naming both (the
+// filesystem's own error named only the path).
+inline void create_output_dir(const char* flag, const std::string& dir) {
+  check_output_dir(flag, dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MINIDL_CHECK(!ec && std::filesystem::is_directory(dir), flag, ": cannot create directory '", dir,
+               "': ", ec ? ec.message() : "not a directory");
 }
 
 }  // namespace minidl::examples

@@ -36,29 +36,27 @@ struct AxisPhase {
   int64_t pad = 0, dilation = 1, size = 0;
 };
 
-void axis_phase(int64_t r, int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, AxisPhase& p) {
+AxisPhase axis_phase(int64_t r, int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  AxisPhase p;
   p.size = r < in ? (in - 1 - r) / stride + 1 : 0;
-  std::vector<int64_t> offsets;
-  for (int64_t a = kernel - 1; a >= 0; --a) {
-    const int64_t num = r + pad - a * dilation;
-    if ((num % stride + stride) % stride != 0) continue;
-    p.taps.push_back(a);
-    offsets.push_back(num / stride);  // exact
-  }
-  if (p.taps.empty()) return;
-  p.pad = -offsets[0];
-  p.dilation = offsets.size() > 1 ? offsets[1] - offsets[0] : 1;
+  auto offset = [&](int64_t a) { return (r + pad - a * dilation) / stride; };  // exact for the phase's taps
+  for (int64_t a = kernel - 1; a >= 0; --a)
+    if (((r + pad - a * dilation) % stride + stride) % stride == 0) p.taps.push_back(a);
+  if (p.taps.empty()) return p;
+  p.pad = -offset(p.taps[0]);
+  p.dilation = p.taps.size() > 1 ? offset(p.taps[1]) - offset(p.taps[0]) : 1;
+  return p;
 }
 
 }  // namespace
 
 template <class T>
 void conv2d_im2col_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
-  std::vector<AxisPhase> rows(static_cast<size_t>(g.stride_h)), cols(static_cast<size_t>(g.stride_w));
+  std::vector<AxisPhase> rows, cols;
   for (int64_t r = 0; r < g.stride_h; ++r)
-    axis_phase(r, g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, rows[static_cast<size_t>(r)]);
+    rows.push_back(axis_phase(r, g.in_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h));
   for (int64_t r = 0; r < g.stride_w; ++r)
-    axis_phase(r, g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, cols[static_cast<size_t>(r)]);
+    cols.push_back(axis_phase(r, g.in_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w));
   const bool one_phase = g.stride_h == 1 && g.stride_w == 1;
   const int64_t HW = g.in_h * g.in_w, planes = g.batch * g.in_channels;
   // W^T packed once, all taps (WeightView::kTransposed): per tap, the
