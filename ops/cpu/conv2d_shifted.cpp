@@ -134,15 +134,20 @@ struct ShiftedProblem {
 };
 
 // Fills the buffer of `p` from J source planes (src_h x src_w, consecutive).
+// Channel by channel, all slots of a channel together: its source plane is
+// read once from memory and then from cache (slot by slot, an image of more
+// channels than fit in L2 was read from memory once per slot).
 template <class T>
 void fill_planes(const ShiftedProblem& p, const T* src, int64_t src_h, int64_t src_w, T* buffer) {
-  T* dst = buffer;
-  for (const ShiftedProblem::Slot& s : p.slots) {
-    // Plane columns [u_begin, u_end) have source pixels.
-    const int64_t u_begin = std::clamp<int64_t>(ceil_div(-s.col0, p.col_step), 0, p.pitch);
-    const int64_t u_end = std::clamp<int64_t>(ceil_div(src_w - s.col0, p.col_step), u_begin, p.pitch);
-    for (int64_t j = 0; j < p.J; ++j) {
-      const T* src_j = src + j * src_h * src_w;
+  const int64_t slots = static_cast<int64_t>(p.slots.size());
+  for (int64_t j = 0; j < p.J; ++j) {
+    const T* src_j = src + j * src_h * src_w;
+    for (int64_t si = 0; si < slots; ++si) {
+      const ShiftedProblem::Slot& s = p.slots[static_cast<size_t>(si)];
+      T* dst = buffer + (si * p.J + j) * p.plane;
+      // Plane columns [u_begin, u_end) have source pixels.
+      const int64_t u_begin = std::clamp<int64_t>(ceil_div(-s.col0, p.col_step), 0, p.pitch);
+      const int64_t u_end = std::clamp<int64_t>(ceil_div(src_w - s.col0, p.col_step), u_begin, p.pitch);
       for (int64_t v = 0; v < p.src_rows; ++v, dst += p.pitch) {
         const int64_t r = v * p.row_step + s.row0;
         if (r < 0 || r >= src_h) {
@@ -161,7 +166,8 @@ void fill_planes(const ShiftedProblem& p, const T* src, int64_t src_h, int64_t s
       }
     }
   }
-  std::fill(dst, buffer + p.buffer_size, T(0));
+  T* tail = buffer + slots * p.J * p.plane;
+  std::fill(tail, buffer + p.buffer_size, T(0));
 }
 
 // Packs weights value(m, j, term) for the row tiles of m: tile (start, rows)
