@@ -25,11 +25,14 @@
 #include "minidl/optim/clip_grad.h"
 #include "minidl/optim/sgd.h"
 #include "tests/cuda_test.h"
+#include "tests/optim_step_cases.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using minidl::testing::allclose;
 using minidl::testing::max_abs_diff;
+using minidl::testing::random_adam_step;
+using minidl::testing::random_sgd_step;
 
 MINIDL_CUDA_TEST_REQUIRES_DEVICE();
 
@@ -72,16 +75,7 @@ TEST_CASE("_fused_sgd_ on CUDA equals the CPU kernels") {
         MultiStepArgs<SgdStepArgs> cpu, gpu;
         int k = 0;
         for (int64_t n : sizes(dt == kFloat32 && momentum != 0.0)) {
-          SgdStepArgs a;
-          a.param = randn({n}, dt);
-          a.grad = randn({n}, dt);
-          if (momentum != 0.0) a.momentum_buffer = randn({n}, dt);
-          a.first_step = momentum != 0.0 && k++ % 3 == 0;
-          a.lr = 0.1;
-          a.momentum = momentum;
-          a.dampening = nesterov ? 0.0 : 0.25;
-          a.weight_decay = 1e-2;
-          a.nesterov = nesterov;
+          const SgdStepArgs a = random_sgd_step(n, dt, momentum, nesterov, momentum != 0.0 && k++ % 3 == 0);
           SgdStepArgs b = a;
           b.param = on_gpu(a.param);
           b.grad = on_gpu(a.grad);
@@ -109,21 +103,7 @@ TEST_CASE("_fused_adam_ on CUDA equals the CPU kernels") {
         MultiStepArgs<AdamStepArgs> cpu, gpu;
         int k = 0;
         for (int64_t n : sizes(false)) {
-          AdamStepArgs a;
-          a.param = randn({n}, dt);
-          a.grad = randn({n}, dt);
-          a.exp_avg = randn({n}, dt);
-          a.exp_avg_sq = rand({n}, dt);
-          if (amsgrad) a.max_exp_avg_sq = rand({n}, dt);
-          a.lr = 1e-3;
-          a.beta1 = 0.9;
-          a.beta2 = 0.999;
-          a.eps = 1e-8;
-          a.weight_decay = 0.05;
-          a.decoupled_weight_decay = decoupled;
-          const double t = 1 + k++ % 5;
-          a.step_size = a.lr / (1.0 - std::pow(a.beta1, t));
-          a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, t));
+          const AdamStepArgs a = random_adam_step(n, dt, decoupled, amsgrad, 1 + k++ % 5);
           AdamStepArgs b = a;
           b.param = on_gpu(a.param);
           b.grad = on_gpu(a.grad);

@@ -16,10 +16,13 @@
 #include "minidl/optim/adam.h"
 #include "minidl/optim/clip_grad.h"
 #include "minidl/optim/sgd.h"
+#include "tests/optim_step_cases.h"
 #include "tests/test_util.h"
 
 using namespace minidl;
 using namespace minidl::cuda_math;
+using minidl::testing::random_adam_step;
+using minidl::testing::random_sgd_step;
 
 namespace {
 
@@ -119,16 +122,8 @@ TEST_CASE_TEMPLATE("the SGD multi-tensor functor under the plan gives the CPU ke
       MultiStepArgs<SgdStepArgs> mine, cpu;
       int k = 0;
       for (int64_t n : sizes()) {
-        SgdStepArgs a;
-        a.param = randn({n}, dt);
-        a.grad = randn({n}, dt);
-        if (momentum != 0.0) a.momentum_buffer = randn({n}, dt);
-        a.first_step = momentum != 0.0 && k++ % 3 == 0;  // buffers created at different steps
-        a.lr = 0.1;
-        a.momentum = momentum;
-        a.dampening = nesterov ? 0.0 : 0.25;
-        a.weight_decay = 1e-2;
-        a.nesterov = nesterov;
+        // (momentum buffers created at different steps)
+        const SgdStepArgs a = random_sgd_step(n, dt, momentum, nesterov, momentum != 0.0 && k++ % 3 == 0);
         SgdStepArgs b = a;
         b.param = a.param.clone();
         b.momentum_buffer = a.momentum_buffer.defined() ? a.momentum_buffer.clone() : Tensor();
@@ -155,21 +150,8 @@ TEST_CASE_TEMPLATE("the Adam multi-tensor functor under the plan gives the CPU k
       MultiStepArgs<AdamStepArgs> mine, cpu;
       int k = 0;
       for (int64_t n : sizes()) {
-        AdamStepArgs a;
-        a.param = randn({n}, dt);
-        a.grad = randn({n}, dt);
-        a.exp_avg = randn({n}, dt);
-        a.exp_avg_sq = rand({n}, dt);
-        if (amsgrad) a.max_exp_avg_sq = rand({n}, dt);
-        a.lr = 1e-3;
-        a.beta1 = 0.9;
-        a.beta2 = 0.999;
-        a.eps = 1e-8;
-        a.weight_decay = 0.05;
-        a.decoupled_weight_decay = decoupled;
-        const double t = 1 + k++ % 5;  // parameters at different steps
-        a.step_size = a.lr / (1.0 - std::pow(a.beta1, t));
-        a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, t));
+        // (parameters at different steps)
+        const AdamStepArgs a = random_adam_step(n, dt, decoupled, amsgrad, 1 + k++ % 5);
         AdamStepArgs b = a;
         b.param = a.param.clone();
         b.exp_avg = a.exp_avg.clone();
@@ -215,20 +197,8 @@ TEST_CASE_TEMPLATE("the capturable SGD and Adam functors under the plan give the
     sgd_cpu.tensors.push_back(s);
     sgd_mine.tensors.push_back(sc);
 
-    AdamStepArgs a;
-    a.param = randn({n}, dt);
-    a.grad = randn({n}, dt);
-    a.exp_avg = randn({n}, dt);
-    a.exp_avg_sq = rand({n}, dt);
-    a.lr = 0.037;
-    a.beta1 = 0.9;
-    a.beta2 = 0.999;
-    a.eps = 1e-8;
-    a.weight_decay = 0.05;
-    a.decoupled_weight_decay = true;
     const double t = 1 + k++ % 5;  // counters at different steps before the call
-    a.step_size = a.lr / (1.0 - std::pow(a.beta1, t + 1));
-    a.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(a.beta2, t + 1));
+    const AdamStepArgs a = random_adam_step(n, dt, /*decoupled=*/true, /*amsgrad=*/false, t + 1, /*lr=*/0.037);
     AdamStepArgs ac = a;
     ac.param = a.param.clone();
     ac.exp_avg = a.exp_avg.clone();
