@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "minidl/core/check.h"
 #include "minidl/dist/collective_check.h"
@@ -57,10 +58,8 @@ int to_int(const std::string& s, const char* what) {
   MINIDL_FAIL("init_process_group: ", what, " must be an integer, got '", s, "'");
 }
 
-// "host:port?rank=1&world_size=4" -> host, port, query map.
+// "host:port?rank=1&world_size=4" -> path "host:port", query map.
 struct Url {
-  std::string host;
-  int port = -1;
   std::string path;
   std::map<std::string, std::string> query;
 };
@@ -81,22 +80,51 @@ Url parse_query(std::string rest, Url url) {
   return url;
 }
 
-// The local address that routes to `master` (what the peers should dial), or
-// 127.0.0.1 when the master is on this machine's loopback.
+// "host:port" or "[ipv6]:port" (as in a URL; tcp://[::1]:29500) -> host, port.
+std::pair<std::string, int> split_host_port(const std::string& s, const std::string& init_method) {
+  std::string host, rest;
+  if (!s.empty() && s[0] == '[') {
+    const auto close = s.find(']');
+    MINIDL_CHECK(close != std::string::npos, "init_process_group: tcp:// rendezvous: no ']' after the IPv6 address in '",
+                 init_method, "'");
+    host = s.substr(1, close - 1), rest = s.substr(close + 1);
+  } else {
+    const auto colon = s.find(':');
+    host = s.substr(0, colon), rest = colon == std::string::npos ? "" : s.substr(colon);
+    MINIDL_CHECK(rest.find(':', 1) == std::string::npos, "init_process_group: tcp:// rendezvous: an IPv6 address ",
+                 "needs brackets, as tcp://[::1]:29500, got '", init_method, "'");
+  }
+  MINIDL_CHECK(rest.size() > 1 && rest[0] == ':', "init_process_group: tcp:// rendezvous: port number missing in '",
+               init_method, "'");
+  MINIDL_CHECK(!host.empty(), "init_process_group: tcp:// rendezvous: host missing in '", init_method, "'");
+  return {host, to_int(rest.substr(1), "port")};
+}
+
+// MASTER_ADDR as getaddrinfo takes it: an IPv6 address also in brackets.
+std::string strip_brackets(const std::string& addr) {
+  return addr.size() > 2 && addr.front() == '[' && addr.back() == ']' ? addr.substr(1, addr.size() - 2) : addr;
+}
+
+// The local address that routes to `master` (what the peers should dial), of
+// the master's address family: 127.0.0.1 or ::1 when the master is on this
+// machine's loopback; 127.0.0.1 when the master does not resolve.
 std::string local_address_towards(const std::string& master) {
   addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   if (::getaddrinfo(master.c_str(), "9", &hints, &res) != 0 || !res) return "127.0.0.1";
-  std::string result = "127.0.0.1";
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  std::string result = res->ai_family == AF_INET6 ? "::1" : "127.0.0.1";
+  int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {  // UDP connect sends nothing
-    sockaddr_in local{};
+    sockaddr_storage local{};
     socklen_t len = sizeof(local);
-    char buf[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)))
-      result = buf;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET6
+                             ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr)
+                             : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) result = buf;
+    }
   }
   if (fd >= 0) ::close(fd);
   ::freeaddrinfo(res);
@@ -171,18 +199,16 @@ void init_process_group(const std::string& backend, const std::string& init_meth
     if (world_size < 0 && !url.query.count("world_size"))
       world_size = given(to_int(env_or_fail("WORLD_SIZE"), "WORLD_SIZE"), "WORLD_SIZE", 1);
     resolve_rank(url, "env://");
-    std::string addr = env_or_fail("MASTER_ADDR");
+    std::string addr = strip_brackets(env_or_fail("MASTER_ADDR"));
     int port = to_int(env_or_fail("MASTER_PORT"), "MASTER_PORT");
     MINIDL_CHECK(rank < world_size, "init_process_group: RANK ", rank, " must be below WORLD_SIZE ", world_size);
     store = tcp_store(addr, port);
   } else if (init_method.rfind("tcp://", 0) == 0) {
     Url url = parse_query(init_method.substr(6), Url{});
-    auto colon = url.path.rfind(':');
-    MINIDL_CHECK(colon != std::string::npos && colon + 1 < url.path.size(),
-                 "init_process_group: tcp:// rendezvous: port number missing in '", init_method, "'");
+    const auto [addr, port] = split_host_port(url.path, init_method);
     resolve_rank(url, "tcp://");
     MINIDL_CHECK(rank < world_size, "init_process_group: rank ", rank, " must be below world_size ", world_size);
-    store = tcp_store(url.path.substr(0, colon), to_int(url.path.substr(colon + 1), "port"));
+    store = tcp_store(addr, port);
   } else if (init_method.rfind("file://", 0) == 0) {
     Url url = parse_query(init_method.substr(7), Url{});
     MINIDL_CHECK(!url.path.empty(), "init_process_group: file:// rendezvous: the path is empty");

@@ -217,6 +217,41 @@ TEST_CASE("init methods: tcp:// with the query, env://, new_group") {
   CHECK_MESSAGE(failures.empty(), failures);
 }
 
+TEST_CASE("init methods over IPv6 loopback: tcp://[::1]:port and MASTER_ADDR=::1") {
+  // A free port on ::1 (where the machine has no IPv6 loopback, nothing to test).
+  auto free_v6_port = [] {
+    TCPStore probe("::1", 0, true, 1s);
+    return probe.port();
+  };
+  int tcp_port = 0, env_port = 0;
+  try {
+    tcp_port = free_v6_port();
+    env_port = free_v6_port();
+  } catch (const Error& e) {
+    MESSAGE("skipped: no IPv6 loopback here (", e.what(), ")");
+    return;
+  }
+  auto failures = run_ranks(
+      2,
+      [tcp_port, env_port](int rank, int) {
+        init_process_group("gloo", "tcp://[::1]:" + std::to_string(tcp_port), 2, rank, 20s);
+        Tensor t = full({4}, double(rank + 1), kFloat32);
+        all_reduce(t);
+        DIST_REQUIRE(t.min().item<double>() == 3.0 && t.max().item<double>() == 3.0);
+        destroy_process_group();
+        setenv("MASTER_ADDR", rank == 0 ? "::1" : "[::1]", 1);  // the bracketed form too
+        setenv("MASTER_PORT", std::to_string(env_port).c_str(), 1);
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("WORLD_SIZE", "2", 1);
+        init_process_group("gloo", "env://", -1, -1, 20s);
+        all_reduce(t, ReduceOp::MAX);
+        DIST_REQUIRE(t.min().item<double>() == 3.0);
+        destroy_process_group();
+      },
+      60s, /*init=*/false);
+  CHECK_MESSAGE(failures.empty(), failures);
+}
+
 TEST_CASE("init_process_group and collectives: errors") {
   // Run in a child so the parent's process state stays clean.
   auto failures = run_ranks(
@@ -233,6 +268,14 @@ TEST_CASE("init_process_group and collectives: errors") {
         setenv("RANK", "0", 1);
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1?rank=0&world_size=1"), "port number missing");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=1"), "rank parameter missing");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1]?rank=0&world_size=1"), "port number missing");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1:1234?rank=0&world_size=1"),
+                                     "no ']' after the IPv6 address in 'tcp://[::1:1234?rank=0&world_size=1'");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://::1:1234?rank=0&world_size=1"),
+                                     "an IPv6 address needs brackets, as tcp://[::1]:29500");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://:1234?rank=0&world_size=1"), "host missing");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1]:x?rank=0&world_size=1"),
+                                     "port must be an integer, got 'x'");
         // Given but out of range: said so (was "parameter missing").
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=0&rank=0"),
                                      "init_process_group: world_size must be >= 1, got 0");
