@@ -377,7 +377,8 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
   for (const NormShape s : {NormShape{3, 4, 1, 5, 4}, NormShape{1, 6, 2, 2, 3}, NormShape{1, 4, 6, 1, 1},
                             NormShape{2, 6, 3, 7, 2}, NormShape{5, 3, 1, 33, 3}, NormShape{1, 6, 2, 1, 3},
                             NormShape{1, 4, 3, 5, 1}, NormShape{3, 4, 5, 1, 1}, NormShape{2, 4, 1, 1, 4},
-                            NormShape{1, 6, 1, 4, 6}, NormShape{1, 1, 7, 1, 1}}) {
+                            NormShape{1, 6, 1, 4, 6}, NormShape{1, 1, 7, 1, 1}, NormShape{1, 6, 1, 4, 3},
+                            NormShape{1, 8, 1, 1, 4}}) {
     shapes.push_back(s);
     shapes.push_back(s.with_dividers());
     CHECK(shapes.back().fast);
@@ -394,7 +395,9 @@ TEST_CASE("NormShape enumerates each group's and channel's elements exactly once
         CHECK(s.channel_in_group(g, j) == s.channel_of(off));
         CHECK(s.channel_of(off) == NormShape{s.A, s.G, s.K, s.S, s.P}.channel_of(off));  // the 64-bit formulas
         // One weight a group when K == 1: the CUDA passes' per-group factors
-        // (ops/cuda/norm_core.cu, FactorStatsStore/FactorParamStore) take channel g % P.
+        // (ops/cuda/norm_factors.cuh's StatsStore and SumsStore, norm_core.cu's
+        // FactorParamStore) take channel g % P; InstanceNorm's groups are
+        // (image, channel) pairs, P of them an image.
         if (s.K == 1) CHECK(s.channel_of(off) == g % s.P);
         ++seen[off];
       }

@@ -179,8 +179,6 @@ TEST_CASE_TEMPLATE("the capturable SGD and Adam functors under the plan give the
   const DType dt = dtype_v<T>;
   const Tensor lr = full({}, 0.037, kFloat64);
   MultiStepArgs<SgdStepArgs> sgd_mine, sgd_cpu;
-  MultiStepArgs<AdamStepArgs> adam_mine, adam_cpu;
-  int k = 0;
   for (int64_t n : sizes()) {
     SgdStepArgs s;
     s.param = randn({n}, dt);
@@ -196,31 +194,47 @@ TEST_CASE_TEMPLATE("the capturable SGD and Adam functors under the plan give the
     sc.lr_tensor = lr;
     sgd_cpu.tensors.push_back(s);
     sgd_mine.tensors.push_back(sc);
-
-    const double t = 1 + k++ % 5;  // counters at different steps before the call
-    const AdamStepArgs a = random_adam_step(n, dt, /*decoupled=*/true, /*amsgrad=*/false, t + 1, /*lr=*/0.037);
-    AdamStepArgs ac = a;
-    ac.param = a.param.clone();
-    ac.exp_avg = a.exp_avg.clone();
-    ac.exp_avg_sq = a.exp_avg_sq.clone();
-    ac.lr_tensor = lr;
-    ac.step_tensor = full({}, t, kFloat32);
-    adam_cpu.tensors.push_back(a);
-    adam_mine.tensors.push_back(ac);
   }
   sgd_multi_step_stub(kCPU)(sgd_cpu);
   run_like_the_kernel(make_sgd_capturable_op<T>(sgd_mine.tensors.front()), sgd_capturable_lists<T>(sgd_mine));
-  adam_multi_step_stub(kCPU)(adam_cpu);
-  run_like_the_kernel(StepIncrementOp{}, step_increment_lists(adam_mine));  // the kernel's first launch
-  run_like_the_kernel(make_adam_capturable_op<T>(adam_mine.tensors.front()), adam_capturable_lists<T>(adam_mine));
   for (size_t i = 0; i < sgd_mine.tensors.size(); ++i) {
     CAPTURE(i);
     CHECK(same_bits(sgd_mine.tensors[i].param, sgd_cpu.tensors[i].param));
     CHECK(same_bits(sgd_mine.tensors[i].momentum_buffer, sgd_cpu.tensors[i].momentum_buffer));
-    CHECK(same_bits(adam_mine.tensors[i].param, adam_cpu.tensors[i].param));
-    CHECK(same_bits(adam_mine.tensors[i].exp_avg_sq, adam_cpu.tensors[i].exp_avg_sq));
-    CHECK(adam_mine.tensors[i].step_tensor.item<float>() == static_cast<float>(1 + i % 5 + 1));
   }
+
+  for (const bool decoupled : {false, true})  // Adam's L2 decay into the gradient; AdamW's 1 - lr * weight_decay
+    for (const bool amsgrad : {false, true}) {
+      CAPTURE(decoupled);
+      CAPTURE(amsgrad);
+      MultiStepArgs<AdamStepArgs> adam_mine, adam_cpu;
+      int k = 0;
+      for (int64_t n : sizes()) {
+        const double t = 1 + k++ % 5;  // counters at different steps before the call
+        const AdamStepArgs a = random_adam_step(n, dt, decoupled, amsgrad, t + 1, /*lr=*/0.037);
+        AdamStepArgs ac = a;
+        ac.param = a.param.clone();
+        ac.exp_avg = a.exp_avg.clone();
+        ac.exp_avg_sq = a.exp_avg_sq.clone();
+        ac.max_exp_avg_sq = amsgrad ? a.max_exp_avg_sq.clone() : Tensor();
+        ac.lr = -1.0, ac.step_size = -1.0, ac.bias_correction2_sqrt = -1.0;  // must not be read
+        ac.lr_tensor = lr;
+        ac.step_tensor = full({}, t, kFloat32);
+        adam_cpu.tensors.push_back(a);
+        adam_mine.tensors.push_back(ac);
+      }
+      adam_multi_step_stub(kCPU)(adam_cpu);
+      run_like_the_kernel(StepIncrementOp{}, step_increment_lists(adam_mine));  // the kernel's first launch
+      run_like_the_kernel(make_adam_capturable_op<T>(adam_mine.tensors.front()), adam_capturable_lists<T>(adam_mine));
+      for (size_t i = 0; i < adam_mine.tensors.size(); ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(adam_mine.tensors[i].param, adam_cpu.tensors[i].param));
+        CHECK(same_bits(adam_mine.tensors[i].exp_avg, adam_cpu.tensors[i].exp_avg));
+        CHECK(same_bits(adam_mine.tensors[i].exp_avg_sq, adam_cpu.tensors[i].exp_avg_sq));
+        if (amsgrad) CHECK(same_bits(adam_mine.tensors[i].max_exp_avg_sq, adam_cpu.tensors[i].max_exp_avg_sq));
+        CHECK(adam_mine.tensors[i].step_tensor.item<float>() == static_cast<float>(1 + i % 5 + 1));
+      }
+    }
 }
 
 TEST_CASE("optimizers on mixed dtypes: the multi-tensor path equals one single-tensor kernel per parameter") {

@@ -251,6 +251,23 @@ TEST_CASE("normalization with running statistics; float32, float64") {
     compare("instance_norm N=1 parameter gradients", [](auto& v) {
       return instance_norm(v[0], Tensor(), Tensor(), v[1], v[2]);
     }, {randn({1, 3, 4, 4}, dt), leaf({3}, dt), leaf({3}, dt)});
+    // dx from the group sums' store (factors::SumsStore), outside the fused
+    // kernels: one weight a group (K == 1) folded into the factors, as
+    // BatchNorm whose weight and bias need no gradient, and affine
+    // InstanceNorm of N > 1 on groups past the fused kernels' 4096 values
+    // (channel g % C); GroupNorm's groups of two channels (the weight per
+    // element, by plane); LayerNorm over more than 128 x 128 rows (longer
+    // column chunks, dx inside the column pass).
+    compare("batch_norm frozen weight and bias", [](auto& v) {
+      return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+    }, {leaf({4, 3, 5, 5}, dt), randn({3}, dt), randn({3}, dt)});
+    compare("instance_norm affine, groups past the fused kernels", [](auto& v) {
+      return instance_norm(v[0], Tensor(), Tensor(), v[1], v[2]);
+    }, {leaf({2, 3, 70, 70}, dt), leaf({3}, dt), leaf({3}, dt)});
+    compare("group_norm two channels a group past the fused kernels", [](auto& v) {
+      return group_norm(v[0], 2, v[1], v[2]);
+    }, {leaf({2, 4, 48, 48}, dt), leaf({4}, dt), leaf({4}, dt)});
+    compare("layer_norm 20001 rows (long column chunks)", ln, {leaf({20001, 40}, dt), leaf({40}, dt), leaf({40}, dt)});
   }
 }
 

@@ -360,7 +360,8 @@ void backward_typed(const NormBackwardArgs& args) {
     if (sums_factors)
       cuda_kernels::launch_row_reduce(
           ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(),
-          factors::SumsStore<T, GroupSumsStore>{store, mean, invstd, static_cast<double>(shape.group_size()), sf.data},
+          factors::SumsStore<T, GroupSumsStore, W>{store, mean, invstd, static_cast<double>(shape.group_size()),
+                                                   sf.data, shape.K == 1 ? w : nullptr, shape.P},
           "normalization backward");
     else
       cuda_kernels::launch_row_reduce(ctx, shape.G, shape.group_size(), DySums{}, load, AddDySums(), store,
@@ -438,6 +439,12 @@ void backward_typed(const NormBackwardArgs& args) {
                                       ChannelPartialLoader{partial, shape.K, shape.P}, AddDySums(),
                                       ParamGradStore<W>{dw, db}, "normalization backward",
                                       cuda_kernels::RowAccess::kInterleaved);
+    return;
+  }
+  if (sums_factors && shape.K == 1) {  // the factors are whole (SumsStore took the group's weight)
+    launch_norm_pass<T>(ctx, args.geo.numel(), {f.dx, f.dy, f.x},
+                        factors::DxPass<T, factors::BackwardValue<T>>{f.dx, dy, x, {sf.data, shape}},
+                        "normalization backward");
     return;
   }
   if (sums_factors) {

@@ -122,18 +122,24 @@ struct WeightedBackwardValue {
 };
 
 // The store of the row reduction of the w-weighted group sums (K > 1, or
-// groups that are not channels) that also makes each group's dx factors with
-// weight 1 (WeightedBackwardValue puts the weight in per element).
-template <class T, class Sums>
+// groups that are not channels) that also makes each group's dx factors:
+// where a group has one weight (K == 1: BatchNorm without parameter
+// gradients, InstanceNorm outside its fused kernels; channel g % P) with that
+// weight, so the factors are whole (BackwardValue); where a group spans
+// channels with weight 1 (WeightedBackwardValue puts the weight in per element).
+template <class T, class Sums, class W>
 struct SumsStore {
   Sums sums;  // norm_core.cu's GroupSumsStore
   const double *mean, *invstd;
   double count;
   Backward<T>* factors;
+  const W* group_weight;  // K == 1: w (optional); else nullptr
+  int64_t P;
   template <class Row, class S>
   __device__ void operator()(int64_t g, const Row& row, const S& s) const {
     sums(g, row, s);
-    factors[g] = cuda_math::backward_factors<opmath_t<T>>(mean[g], invstd[g], 1.0, true, s.dy, s.dy_xmu, count);
+    const double weight = group_weight ? convert<double>(group_weight[g % P]) : 1.0;
+    factors[g] = cuda_math::backward_factors<opmath_t<T>>(mean[g], invstd[g], weight, true, s.dy, s.dy_xmu, count);
   }
 };
 

@@ -186,7 +186,7 @@ MINIDL_HOST_DEVICE inline GroupStatistics statistics_of(const Welford& w, double
 // The elementwise passes in two steps: a group's factors (double math,
 // rounded to the compute type T), then the few T operations per element.
 // Where a group has one weight (K == 1: BatchNorm, InstanceNorm) the CUDA
-// kernels make the factors once per group (ops/cuda/norm_core.cu): per element
+// kernels make the factors once per group (ops/cuda/norm_factors.cuh): per element
 // they were 2 double divisions, ~6 double products and 4-5 conversions, which
 // bound the dx pass rather than memory on an H100 (~55 us for 96 MiB).
 template <class T>

@@ -55,8 +55,8 @@ inline bool dx_in_column_pass() {
 }
 
 // Where a group's statistics go, once per group. A Store for the launch
-// below is this or wraps it (ops/cuda/norm_core.cu's FactorStatsStore: also
-// the normalize factors).
+// below is this or wraps it (ops/cuda/norm_factors.cuh's factors::StatsStore:
+// also the normalize factors).
 struct StatsStore {
   double *mean, *invstd, *var;  // var optional
   double eps;
