@@ -225,6 +225,16 @@ TEST_CASE("launch: second node of two, with dashes or torchrun's underscores") {
                                                         "[rank 3] 3 1 4 2 1 10.0.0.7 29555"});
 }
 
+TEST_CASE("launch: an IPv6 --master-addr, bare or in brackets, reaches MASTER_ADDR bare") {
+  for (const std::string addr : {"fd00::7", "[fd00::7]"}) {
+    CAPTURE(addr);
+    Result r = run_launcher({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1", "--master-addr", addr,
+                             "--master-port", "29555", "sh", "-c", kPrintEnv});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "[rank 1] 1 0 2 1 1 fd00::7 29555\n");
+  }
+}
+
 TEST_CASE("launch: arguments after PROGRAM pass through unchanged") {
   const std::vector<std::string> expected{"[rank 0] <--nproc-per-node>", "[rank 0] <5>",
                                           "[rank 0] <-->", "[rank 0] <two words>",

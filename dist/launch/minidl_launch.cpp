@@ -140,6 +140,9 @@ Options parse_options(int argc, char** argv) {
     usage_error("--timeout-kill must be 0..1e6 seconds, got " + CLI::detail::to_string(o.timeout_kill));
   if (o.nnodes > 1 && port->count() == 0)
     usage_error("--master-port is required with --nnodes > 1 (all nodes must use the same port)");
+  // An IPv6 address may come in brackets, as in a URL ([::1]): what getaddrinfo takes is without.
+  if (o.master_addr.size() > 2 && o.master_addr.front() == '[' && o.master_addr.back() == ']')
+    o.master_addr = o.master_addr.substr(1, o.master_addr.size() - 2);
   if (o.master_addr.empty()) usage_error("--master-addr is empty");
   return o;
 }
