@@ -67,5 +67,5 @@ static int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return minidl::examples::run_main_with_usage("bench_conv_accuracy", "bench_conv_accuracy [--batch N] [--seeds N]",
-                                               [&] { return program(argc, argv); });
+                                               argc, argv, [&] { return program(argc, argv); });
 }

@@ -98,6 +98,6 @@ static int program(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return minidl::examples::run_main_with_usage("bench_conv_algos", "bench_conv_algos [--threads N] [--reps N] [options]",
-                                               [&] { return program(argc, argv); });
+  return minidl::examples::run_main_with_usage("bench_conv_algos", "bench_conv_algos [--threads N] [--reps N]",
+                                               argc, argv, [&] { return program(argc, argv); });
 }

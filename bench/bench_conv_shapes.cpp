@@ -148,5 +148,5 @@ static int program(int argc, char** argv) {
 int main(int argc, char** argv) {
   return minidl::examples::run_main_with_usage(
       "bench_conv_shapes", "bench_conv_shapes [--threads N] [--reps N] [--algo A] [--pass P] N,C,K,H,k,stride,pad ...",
-      [&] { return program(argc, argv); });
+      argc, argv, [&] { return program(argc, argv); });
 }

@@ -64,6 +64,7 @@ static int program(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return minidl::examples::run_main_with_usage("bench_ddp", "bench_ddp [--threads N] [--reps N] [options]",
-                                               [&] { return program(argc, argv); });
+  return minidl::examples::run_main_with_usage(
+      "bench_ddp", "bench_ddp [--threads N] [--reps N] [--batch N] [--norm NAME] (alone or under minidl-launch)",
+      argc, argv, [&] { return program(argc, argv); });
 }

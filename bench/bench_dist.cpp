@@ -109,5 +109,5 @@ static int program(int argc, char** argv) {
 int main(int argc, char** argv) {
   return minidl::examples::run_main_with_usage("bench_dist",
                                                "bench_dist [--threads N] [--reps N] [--bytes B] [--inner N] [--threads-detail 1] [options]",
-                                               [&] { return program(argc, argv); });
+                                               argc, argv, [&] { return program(argc, argv); });
 }

@@ -412,5 +412,5 @@ int main(int argc, char** argv) {
   return examples::run_main_with_usage("bench_gpu",
                                        "bench_gpu [--device cuda:N] [--rounds N] [--suite all|ops|norms|pools|train|graph|profile] "
                                        "[--model resnet18|smallnet] [--batch N] [--amp off|fp16] [--memory-format contiguous|channels-last]",
-                                       [&] { return program(argc, argv); });
+                                       argc, argv, [&] { return program(argc, argv); });
 }

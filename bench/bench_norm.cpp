@@ -74,6 +74,6 @@ static int program(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return minidl::examples::run_main_with_usage("bench_norm", "bench_norm [--threads N] [--reps N] [options]",
-                                               [&] { return program(argc, argv); });
+  return minidl::examples::run_main_with_usage("bench_norm", "bench_norm [--threads N] [--reps N]",
+                                               argc, argv, [&] { return program(argc, argv); });
 }

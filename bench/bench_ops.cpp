@@ -358,6 +358,7 @@ static int program(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return minidl::examples::run_main_with_usage("bench_ops", "bench_ops [--threads N] [--reps N] [options]",
-                                               [&] { return program(argc, argv); });
+  return minidl::examples::run_main_with_usage(
+      "bench_ops", "bench_ops [--threads N] [--reps N] [--only matmul|conv|volume|overhead|activations|reduce|softmax]",
+      argc, argv, [&] { return program(argc, argv); });
 }

@@ -295,6 +295,9 @@ static int program(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  return minidl::examples::run_main_with_usage("bench_train", "bench_train [--threads N] [--reps N] [options]",
-                                               [&] { return program(argc, argv); });
+  return minidl::examples::run_main_with_usage(
+      "bench_train",
+      "bench_train [--threads N] [--reps N] [--model resnet18|resnet20|resnet56|smallnet|unet3d|unet3d_predict] "
+      "[--batch N] [--amp off|bf16] [--profile 1]",
+      argc, argv, [&] { return program(argc, argv); });
 }

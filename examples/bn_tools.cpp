@@ -86,5 +86,5 @@ static int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return examples::run_main_with_usage("bn_tools", "bn_tools [path/to/data_batch_1.bin]",
-                                       [&] { return program(argc, argv); });
+                                       argc, argv, [&] { return program(argc, argv); });
 }

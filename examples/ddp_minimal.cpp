@@ -49,5 +49,5 @@ static int program(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return examples::run_main_with_usage("ddp_minimal", "ddp_minimal [CIFAR_DIR] [EPOCHS] (under minidl-launch)",
-                                       [&] { return program(argc, argv); });
+                                       argc, argv, [&] { return program(argc, argv); });
 }

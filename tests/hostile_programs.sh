@@ -190,6 +190,22 @@ expect 2 "--reps: expected an integer, got '3x'" "$BENCH_DDP" --reps 3x
 expect 2 "--threads: expected an integer, got ''" "$BENCH_CONV" --threads ""
 expect 1 "unknown model" "$BENCH_TRAIN" --model nosuchnet --batch 2 --reps 1
 
+# --help: the usage on stdout, exit 0, at once (before: some programs took
+# "--help" for a data folder, the benchmarks ignored it and ran for minutes).
+echo "--- --help"
+for prog in "$TRAIN" "$BN_TOOLS" "$DDP_MINIMAL" "$GRAD_ACC" "$SYNCBN_FIX" "$BN_TRAIN_EVAL" "$AMP_BN_DEMO" "$LAUNCH" \
+            "$BENCH_TRAIN" "$BENCH_OPS" "$BENCH_DDP" "$BENCH_CONV" "$UNET3D" "$MAKE_GRAIN" "$QUICKSTART" "$BN_BY_HAND" \
+            "$CUSTOM_FUNCTION"; do
+  out=$(timeout 20 "$prog" --help 2>/dev/null)
+  rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -qi "usage" <<<"$out"; then
+    echo "FAIL: $(basename "$prog") --help: exit $rc, stdout: $(head -c 200 <<<"$out")"
+    failures=$((failures + 1))
+  else
+    echo "ok:   $(basename "$prog") --help -> 0: $(head -1 <<<"$out" | cut -c1-100)"
+  fi
+done
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1

@@ -46,9 +46,19 @@ inline int64_t parse_int_arg(const std::string& text, const std::string& what) {
   return v;
 }
 
-// run_main for programs with a hand-written command line: UsageError exits 2.
+// run_main for programs with a hand-written command line: `--help` or `-h`
+// (before a `--`) prints the usage and exits 0, without running the program;
+// UsageError exits 2.
 template <class F>
-int run_main_with_usage(const char* program, const char* usage, F&& body) noexcept {
+int run_main_with_usage(const char* program, const char* usage, int argc, char** argv, F&& body) noexcept {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: " << usage << std::endl;
+      return 0;
+    }
+  }
   try {
     return body();
   } catch (const UsageError& e) {
