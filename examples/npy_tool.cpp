@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "examples/common/main_guard.h"
 #include "minidl/data/npy.h"
 #include "tests/npy_pattern.h"
 
@@ -63,13 +64,10 @@ int write_samples(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  const char* usage = "npy_tool info FILE... | npy_tool write-samples DIR";
+  return examples::run_main_with_usage("npy_tool", usage, argc, argv, [&] {
     if (argc >= 3 && std::strcmp(argv[1], "info") == 0) return info(argc, argv);
     if (argc == 3 && std::strcmp(argv[1], "write-samples") == 0) return write_samples(argv[2]);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "npy_tool: error: %s\n", e.what());  // as main_guard.h's run_main
-    return 1;
-  }
-  std::fprintf(stderr, "usage: npy_tool info FILE... | npy_tool write-samples DIR\n");
-  return 2;
+    throw examples::UsageError(argc < 2 ? "no command given" : std::string("unknown command or arguments: ") + argv[1]);
+  });
 }
