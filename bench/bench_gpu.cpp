@@ -172,8 +172,9 @@ void conv_suite(const Options& o) {
 void norm_suite(const Options& o) {
   const Shape s{128, 64, 32, 32};
   const std::string shape = dims(s);
-  // BatchNorm also at ResNet-18's batch-512 shapes (first and last stage), where its channels-last step trails.
-  for (const Shape& b : {s, Shape{512, 64, 32, 32}, Shape{512, 512, 4, 4}}) {
+  // BatchNorm also at ResNet-18's batch-512 shapes (first and last stage), where its channels-last step trails,
+  // and at ResNet-20's 16 channels (channels-last: one block of 32 columns, at most 128 chunks of rows).
+  for (const Shape& b : {s, Shape{512, 64, 32, 32}, Shape{512, 512, 4, 4}, Shape{128, 16, 32, 32}}) {
     const Tensor brm = zeros({b[1]}).to(o.device), brv = ones({b[1]}).to(o.device);
     for (bool cl : {false, true})
       time_op(o, cl ? "batch_norm2d_train_cl" : "batch_norm2d_train", dims(b), 0,

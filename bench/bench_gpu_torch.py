@@ -90,8 +90,9 @@ def conv_suite(a):
 def norm_suite(a):
     s = (128, 64, 32, 32)
     shape = "x".join(map(str, s))
-    # BatchNorm also at ResNet-18's batch-512 shapes (first and last stage), as bench_gpu.cpp.
-    for b in (s, (512, 64, 32, 32), (512, 512, 4, 4)):
+    # BatchNorm also at ResNet-18's batch-512 shapes (first and last stage) and ResNet-20's
+    # 16 channels, as bench_gpu.cpp.
+    for b in (s, (512, 64, 32, 32), (512, 512, 4, 4), (128, 16, 32, 32)):
         brm, brv = torch.zeros(b[1], device=a.dev), torch.ones(b[1], device=a.dev)
         for cl in (False, True):
             time_op(a, "batch_norm2d_train_cl" if cl else "batch_norm2d_train", "x".join(map(str, b)), 0,
