@@ -29,6 +29,7 @@
 #include "examples/common/device_choice.h"
 #include "examples/common/main_guard.h"
 #include "examples/common/mixed_precision.h"
+#include "minidl/core/json_int.h"
 #include "minidl/minidl.h"
 
 namespace fs = std::filesystem;
@@ -66,12 +67,12 @@ std::vector<fs::path> input_files(const std::string& images) {
 std::shared_ptr<nn::Module> load_model(const examples::LoadedCheckpoint& c, int64_t* patch, int64_t* levels) {
   try {  // a missing key or another model's tensors: an error naming the file
     const json& cfg = c.json.at("config");
-    *patch = cfg.at("patch").get<int64_t>();
-    *levels = cfg.at("levels").get<int64_t>();
+    *patch = json_int64(cfg.at("patch"), "predict_unet3d: the checkpoint's patch");
+    *levels = json_int64(cfg.at("levels"), "predict_unet3d: the checkpoint's levels");
     auto model = models::UNet3d(models::UNetOptions()
                                     .in_channels(1)
                                     .classes(1)
-                                    .base_width(cfg.at("base_width").get<int64_t>())
+                                    .base_width(json_int64(cfg.at("base_width"), "predict_unet3d: base_width"))
                                     .levels(*levels)
                                     .norm(cfg.at("norm").get<std::string>())
                                     .upsample(cfg.at("upsample").get<std::string>()))

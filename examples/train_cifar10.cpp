@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "minidl/core/json_int.h"
 #include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
@@ -254,11 +255,12 @@ Resumed load_checkpoint_from(const examples::LoadedCheckpoint& c, const Args& a,
                  ", this run has --", flag, " ", shown(now.at(key)));
   }
   // The loader's order and augmentation come from (seed, epoch, index).
-  MINIDL_CHECK(j.at("loader").at("seed").get<uint64_t>() == a.seed,
-               "train_cifar10: the checkpoint was made with --seed ", j.at("loader").at("seed").get<uint64_t>(),
+  const uint64_t seed = json_uint64(j.at("loader").at("seed"), "train_cifar10: the checkpoint's loader seed");
+  MINIDL_CHECK(seed == a.seed, "train_cifar10: the checkpoint was made with --seed ", seed,
                "; resume with the same seed to continue the same run");
-  if (cfg.at("epochs").get<int64_t>() != a.epochs && a.schedule != "none")
-    std::cerr << "warning: the checkpoint's run had --epochs " << cfg.at("epochs").get<int64_t>()
+  const int64_t epochs = json_int64(cfg.at("epochs"), "train_cifar10: the checkpoint's epochs");
+  if (epochs != a.epochs && a.schedule != "none")
+    std::cerr << "warning: the checkpoint's run had --epochs " << epochs
               << "; the lr schedule continues from its saved state, not as a fresh " << a.epochs << "-epoch schedule\n";
   examples::load_model_and_optimizer(c, model, opt);
   sched.load_state_dict(j.at("scheduler"));

@@ -58,6 +58,7 @@
 #include "examples/common/segmentation_data.h"
 #include "examples/common/svg_plot.h"
 #include "examples/common/tensorboard.h"
+#include "minidl/core/json_int.h"
 #include "minidl/dist/batch_norm_report.h"
 #include "minidl/dist/ddp.h"
 #include "minidl/dist/sync_batch_norm.h"
@@ -101,8 +102,8 @@ json to_json(const EpochMetrics& m) {
 
 EpochMetrics metrics_from_json(const json& j) {
   auto num = [&](const char* k) { return j.at(k).is_null() ? NAN : j.at(k).get<double>(); };
-  return {j.at("epoch").get<int64_t>(), num("lr"),      num("train_loss"), num("val_loss"),
-          num("val_dice"),              num("val_iou"), num("seconds")};
+  return {json_int64(j.at("epoch"), "metrics: epoch"), num("lr"), num("train_loss"), num("val_loss"),
+          num("val_dice"), num("val_iou"), num("seconds")};
 }
 
 // Sums over samples on this rank; total() adds the ranks' sums (the

@@ -12,6 +12,7 @@
 #include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/check.h"
 #include "minidl/core/cuda.h"
+#include "minidl/core/json_int.h"
 #include "minidl/ops/amp.h"
 #include "minidl/ops/binary.h"
 
@@ -255,8 +256,10 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   const double scale = number("scale", false).get<double>();
   const double growth_factor = number("growth_factor", false).get<double>();
   const double backoff_factor = number("backoff_factor", false).get<double>();
-  const int64_t growth_interval = number("growth_interval", true).get<int64_t>();
-  const int64_t growth_tracker = number("_growth_tracker", true).get<int64_t>();
+  const int64_t growth_interval =
+      json_int64(number("growth_interval", true), "GradScaler.load_state_dict: growth_interval");
+  const int64_t growth_tracker =
+      json_int64(number("_growth_tracker", true), "GradScaler.load_state_dict: _growth_tracker");
   check_factors(growth_factor, backoff_factor);
   check_init_scale(scale);
   check_growth_interval(growth_interval);

@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "minidl/core/check.h"
+#include "minidl/core/json_int.h"
 #include "minidl/optim/adam.h"
 #include "minidl/optim/sgd.h"
 
@@ -77,8 +78,8 @@ void LRScheduler::load_state_dict(const json& state) {
     MINIDL_CHECK(base_lrs.size() == optimizer_.param_groups().size() && last_lr.size() == base_lrs.size(),
                  "LRScheduler.load_state_dict: the state is for ", base_lrs.size(),
                  " parameter groups, the optimizer has ", optimizer_.param_groups().size());
-    last_epoch_ = state.at("last_epoch").get<int64_t>();
-    step_count_ = state.at("_step_count").get<int64_t>();
+    last_epoch_ = json_int64(state.at("last_epoch"), "LRScheduler.load_state_dict: last_epoch");
+    step_count_ = json_int64(state.at("_step_count"), "LRScheduler.load_state_dict: _step_count");
     base_lrs_ = std::move(base_lrs);
     last_lr_ = std::move(last_lr);
   } catch (const json::exception& e) {

@@ -8,11 +8,16 @@
 #include <iterator>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "minidl/core/json_int.h"
 #include "minidl/core/safetensors.h"
 #include "minidl/data/cifar10.h"
 #include "minidl/data/fashion_mnist.h"
 #include "minidl/data/image_folder.h"
 #include "minidl/dist/store_protocol.h"
+#include "minidl/optim/grad_scaler.h"
+#include "minidl/optim/lr_scheduler.h"
 #include "minidl/optim/sgd.h"
 #include "tests/test_util.h"
 
@@ -157,4 +162,36 @@ TEST_CASE("Optimizer::load_state_dict: a 20-digit parameter index is refused") {
   optim::OptimizerStateDict state = opt.state_dict();
   state.tensors.emplace_back("state.99999999999999999999.momentum_buffer", zeros({2}));
   CHECK_THROWS_CONTAINS(opt.load_state_dict(state), "names parameter 99999999999999999999");
+}
+
+// fuzz_checkpoint's scheduler input with "last_epoch": 3.9e61 (a JSON float):
+// nlohmann's get<int64_t>() converted it with undefined behaviour (UBSan:
+// float-cast-overflow); a float that fits (1.5) was silently truncated. The
+// integers of a state dict now must be JSON integers (core/json_int.h).
+TEST_CASE("LRScheduler / GradScaler load_state_dict: integers that are floats or overflow are refused") {
+  const std::string input = fuzz_input("checkpoint-scheduler-epoch-float");
+  const nlohmann::json state = nlohmann::json::parse(input.substr(1));  // byte 0 picks the reader
+  Tensor p = zeros({2}).requires_grad_();
+  optim::SGD opt({p}, 0.1, 0.9);
+  optim::CosineAnnealingLR sched(opt, 10);
+  CHECK_THROWS_CONTAINS(sched.load_state_dict(state),
+                        "LRScheduler.load_state_dict: last_epoch: expected an integer, got 3.8");
+  nlohmann::json half = sched.state_dict();
+  half["_step_count"] = 1.5;
+  CHECK_THROWS_CONTAINS(sched.load_state_dict(half), "_step_count: expected an integer, got 1.5");
+  CHECK_NOTHROW(sched.load_state_dict(sched.state_dict()));
+
+  amp::GradScaler scaler("cpu");
+  nlohmann::json big = scaler.state_dict();
+  big["_growth_tracker"] = uint64_t{1} << 63;
+  CHECK_THROWS_CONTAINS(scaler.load_state_dict(big), "_growth_tracker: expected an integer that fits int64");
+}
+
+TEST_CASE("json_int64 / json_uint64: JSON integers only") {
+  CHECK(json_int64(nlohmann::json(-7), "x") == -7);
+  CHECK(json_int64(nlohmann::json(uint64_t{1} << 62), "x") == int64_t{1} << 62);
+  CHECK_THROWS_CONTAINS(json_int64(nlohmann::json(2.0), "the count"), "the count: expected an integer, got 2.0");
+  CHECK_THROWS_CONTAINS(json_int64(nlohmann::json("3"), "x"), "expected an integer, got \"3\"");
+  CHECK(json_uint64(nlohmann::json(uint64_t{1} << 63), "x") == uint64_t{1} << 63);
+  CHECK_THROWS_CONTAINS(json_uint64(nlohmann::json(-1), "the seed"), "the seed: expected an integer >= 0, got -1");
 }

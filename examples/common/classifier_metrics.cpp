@@ -2,6 +2,7 @@
 #include "examples/common/classifier_metrics.h"
 
 #include "examples/common/svg_plot.h"
+#include "minidl/core/json_int.h"
 
 namespace minidl::examples {
 
@@ -18,7 +19,7 @@ json to_json(const EpochMetrics& m) {
 EpochMetrics metrics_from_json(const json& j) {
   auto num = [&](const char* k) { return j.at(k).is_null() ? NAN : j.at(k).get<double>(); };
   EpochMetrics m;
-  m.epoch = j.at("epoch").get<int64_t>();
+  m.epoch = json_int64(j.at("epoch"), "metrics: epoch");
   m.lr = num("lr");
   m.train_loss = num("train_loss");
   m.train_acc = num("train_acc");
