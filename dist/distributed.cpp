@@ -85,8 +85,8 @@ std::pair<std::string, int> split_host_port(const std::string& s, const std::str
   std::string host, rest;
   if (!s.empty() && s[0] == '[') {
     const auto close = s.find(']');
-    MINIDL_CHECK(close != std::string::npos, "init_process_group: tcp:// rendezvous: no ']' after the IPv6 address in '",
-                 init_method, "'");
+    MINIDL_CHECK(close != std::string::npos,
+                 "init_process_group: tcp:// rendezvous: no ']' after the IPv6 address in '", init_method, "'");
     host = s.substr(1, close - 1), rest = s.substr(close + 1);
   } else {
     const auto colon = s.find(':');

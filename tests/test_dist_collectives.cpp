@@ -268,7 +268,8 @@ TEST_CASE("init_process_group and collectives: errors") {
         setenv("RANK", "0", 1);
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1?rank=0&world_size=1"), "port number missing");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://127.0.0.1:1234?world_size=1"), "rank parameter missing");
-        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1]?rank=0&world_size=1"), "port number missing");
+        DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1]?rank=0&world_size=1"),
+                                     "port number missing");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://[::1:1234?rank=0&world_size=1"),
                                      "no ']' after the IPv6 address in 'tcp://[::1:1234?rank=0&world_size=1'");
         DIST_REQUIRE_THROWS_CONTAINS(init_process_group("gloo", "tcp://::1:1234?rank=0&world_size=1"),
