@@ -178,7 +178,6 @@ void Reducer::ensure_prior_reduction_finished() const {
 
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   expect_hooks_ = true;
-  require_finalize_ = true;
   finalize_queued_ = false;
   marked_unused_ = false;
   next_bucket_ = 0;
@@ -239,6 +238,10 @@ void Reducer::mark_ready(size_t index) {
     }
   }
   ready_[index] = 1;
+  // A reduction has begun and must finish before the next forward (PyTorch
+  // arms this in mark_variable_ready, not in prepare_for_backward: a forward
+  // whose output is dropped, or an evaluation with grad mode on, starts none).
+  require_finalize_ = true;
   ++num_ready_;
   if (--buckets_[bucket_of_[index]].pending == 0) launch_ready_buckets();
 }

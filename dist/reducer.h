@@ -147,7 +147,7 @@ class Reducer {
 
   // Per-iteration state.
   bool expect_hooks_ = false;     // a synced forward armed this backward
-  bool require_finalize_ = false;  // armed and not yet finalized
+  bool require_finalize_ = false;  // a gradient was marked ready, finalize not run yet
   bool finalize_queued_ = false;
   bool marked_unused_ = false;
   size_t next_bucket_ = 0;

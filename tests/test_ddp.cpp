@@ -164,6 +164,43 @@ TEST_CASE("DDP unused parameter without find_unused_parameters: the next forward
   });
 }
 
+TEST_CASE("DDP: a forward without backward (a dropped loss, evaluation with grad on) leaves the next step intact") {
+  check_ranks(2, [](int, int) {
+    auto net = branch_net(3), fresh = branch_net(3);
+    net->use_branch = fresh->use_branch = true;  // every parameter used
+    dist::DistributedDataParallel ddp(net), ref(fresh);
+    manual_seed(6);
+    Tensor x = randn({3, 4}, kFloat64);
+    for (int i = 0; i < 2; ++i) ddp(x).sum();  // e.g. a NaN loss skipped with `continue`
+    net->eval();
+    ddp(x);  // validation without no_grad
+    net->train();
+    for (int step = 0; step < 2; ++step) {
+      ddp(x).sum().backward();  // threw "Expected to have finished reduction in the prior iteration"
+      ref(x).sum().backward();
+    }
+    DIST_REQUIRE(max_abs_diff(net->fc1->weight.grad(), fresh->fc1->weight.grad()) == 0.0);
+  });
+}
+
+TEST_CASE("DDP: two forwards and one backward of their summed loss (siamese models) average the gradient") {
+  check_ranks(2, [](int rank, int) {
+    auto net = branch_net(3), local = branch_net(3);
+    net->use_branch = local->use_branch = true;
+    dist::DistributedDataParallel ddp(net);
+    manual_seed(6 + rank);
+    Tensor x = randn({3, 4}, kFloat64);
+    for (int step = 0; step < 2; ++step) {
+      net->zero_grad();
+      local->zero_grad();
+      (ddp(x).sum() + ddp(x * 2.0).sum()).backward();
+      (local(x).sum() + local(x * 2.0).sum()).backward();
+      const Tensor average = dist::reduce_tensor(local->fc1->weight.grad());
+      DIST_REQUIRE(max_abs_diff(net->fc1->weight.grad(), average) < kTol, << "step " << step);
+    }
+  });
+}
+
 TEST_CASE("DDP find_unused_parameters: training matches one process; unused grads stay undefined") {
   check_ranks(4, [](int rank, int world) {
     auto ref = branch_net(7);
