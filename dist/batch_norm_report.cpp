@@ -15,6 +15,7 @@
 
 #include "minidl/core/check.h"
 #include "minidl/dist/distributed.h"
+#include "minidl/dist/non_group_member.h"
 #include "minidl/nn/norm_utils.h"
 #include "minidl/ops/shape_ops.h"
 
@@ -97,6 +98,8 @@ double CrossRankBatchNormReport::max_running_var_diff() const {
 
 CrossRankBatchNormReport batch_norm_report_across_ranks(const nn::Module& model, const ProcessGroupPtr& group_) {
   const ProcessGroupPtr group = group_ ? group_ : default_group();
+  MINIDL_CHECK(!is_non_group_member(group), "batch_norm_report_across_ranks: global rank ", get_rank(),
+               " is not a member of the given process group");
   const int W = group->size();
   const std::vector<LayerRef> refs = batch_norm_layers(model);
 

@@ -174,6 +174,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                  "Default process group has not been initialized, please make sure to call init_process_group.");
     group_ = default_group();
   }
+  MINIDL_CHECK(!is_non_group_member(group_), "DistributedDataParallel: global rank ", get_rank(),
+               " is not a member of the given process group (new_group gave it the non-member group)");
   const std::optional<double>& cap_mb = options_.bucket_cap_mb();
   MINIDL_CHECK(!cap_mb || *cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ", *cap_mb);
 

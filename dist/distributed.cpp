@@ -17,6 +17,7 @@
 #include "minidl/core/check.h"
 #include "minidl/dist/collective_check.h"
 #include "minidl/dist/nccl_host/nccl_checks.h"
+#include "minidl/dist/non_group_member.h"
 #include "minidl/dist/process_group_gloo.h"
 #ifdef MINIDL_WITH_CUDA
 #include "minidl/dist/nccl/make_process_group_nccl.h"
@@ -278,7 +279,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout) {
     if (members[i] == world->rank()) my_index = static_cast<int>(i);
   // Every rank counts the call so the next group's keys differ, members or not.
   int64_t id = ++state().groups_created;
-  if (my_index < 0) return nullptr;
+  if (my_index < 0) return make_non_group_member(world->rank());
   auto store = std::make_shared<PrefixStore>("group_" + std::to_string(id), state().store);
   auto group = make_group(state().backend, store, my_index, static_cast<int>(members.size()), timeout, state().host);
   auto& subgroups = state().subgroups;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "minidl/dist/non_group_member.h"
 #include "minidl/dist/process_group.h"
 #include "minidl/dist/store.h"
 
@@ -32,7 +33,9 @@ int get_world_size(const ProcessGroupPtr& group = nullptr);
 
 // A group of some of the default group's ranks. Every rank of the default
 // group must call it with the same ranks (in any order); ranks outside it get
-// nullptr. Group ranks follow the sorted global ranks, as PyTorch's.
+// the non-member group (dist/non_group_member.h: rank and size -1, its
+// collectives do nothing), as PyTorch's GroupMember.NON_GROUP_MEMBER. Group
+// ranks follow the sorted global ranks, as PyTorch's.
 ProcessGroupPtr new_group(const std::vector<int>& ranks, Milliseconds timeout = kDefaultTimeout);
 
 // torch.distributed-style calls on `group` (default group when null),

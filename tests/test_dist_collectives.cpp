@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "minidl/core/cuda.h"
+#include "minidl/dist/ddp.h"
 #include "minidl/dist/distributed.h"
 #include "tests/dist_test_util.h"
 #include "tests/test_util.h"
@@ -181,14 +182,24 @@ TEST_CASE("init methods: tcp:// with the query, env://, new_group") {
         // Sub-groups: {0, 2} and {1}; each rank calls new_group for both.
         auto g02 = new_group({0, 2}, 20s);
         auto g1 = new_group({1}, 20s);
-        if (rank == 1) {
-          DIST_REQUIRE(g02 == nullptr && g1 != nullptr && g1->size() == 1 && g1->rank() == 0);
-        } else {
-          DIST_REQUIRE(g02 != nullptr && g1 == nullptr && g02->size() == 2 && g02->rank() == rank / 2);
+        // Outside a group, a rank holds the non-member group (PyTorch's
+        // GroupMember.NON_GROUP_MEMBER): rank and size -1, collectives that do
+        // nothing. It was nullptr, which collectives took for the default group.
+        const auto& outside = rank == 1 ? g02 : g1;
+        const auto& inside = rank == 1 ? g1 : g02;
+        DIST_REQUIRE(outside != nullptr && is_non_group_member(outside) && !is_non_group_member(inside));
+        DIST_REQUIRE(get_rank(outside) == -1 && get_world_size(outside) == -1);
+        DIST_REQUIRE(inside->size() == (rank == 1 ? 1 : 2) && get_rank(inside) == rank / 2);
+        for (const auto& g : {g02, g1}) {  // every rank calls both: members reduce, the others skip
           Tensor t = full({5}, double(rank), kFloat32);
-          all_reduce(t, ReduceOp::SUM, g02);
-          DIST_REQUIRE(t.min().item<double>() == 2.0 && t.max().item<double>() == 2.0);
+          all_reduce(t, ReduceOp::SUM, g);
+          const double expect = g == outside ? rank : rank == 1 ? 1.0 : 2.0;
+          DIST_REQUIRE(t.min().item<double>() == expect && t.max().item<double>() == expect);
+          broadcast(t, rank == 1 ? 1 : 0, g);
+          barrier(g);
         }
+        DIST_REQUIRE_THROWS_CONTAINS(dist::DistributedDataParallel(nn::Linear(2, 2), {}, outside),
+                                     "is not a member of the given process group");
         barrier();
         destroy_process_group();
         DIST_REQUIRE(!is_initialized() && get_rank() == -1);
