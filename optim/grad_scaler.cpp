@@ -78,8 +78,11 @@ Tensor GradScaler::scale(const Tensor& outputs) {
   if (dtype == kFloat32) return mul(outputs, s);
   if (dtype == kFloat64) return mul(outputs, s.to(kFloat64));
   if (outputs.dim() == 0) return mul(outputs.to(kFloat32), s);  // both 0-d: float32 wins
-  // A 16-bit tensor with dimensions keeps its dtype and the scale is cast to
-  // it; the product is taken in float32 and rounded once, as PyTorch's kernels.
+  // A 16-bit tensor with dimensions keeps its dtype; the product is taken in
+  // float32 and rounded once. On the CPU the 0-d scale is a CPU scalar to
+  // PyTorch, used at full precision; on a device its kernel loads the scale
+  // as the 16-bit type first (65536 is inf in float16).
+  if (outputs.device().is_cpu()) return mul(outputs.to(kFloat32), s).to(dtype);
   return mul(outputs.to(kFloat32), s.to(dtype).to(kFloat32)).to(dtype);
 }
 

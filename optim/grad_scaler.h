@@ -66,9 +66,11 @@ class GradScaler {
 
   // outputs * scale (differentiable; the scale is copied to the output's
   // device). The result's dtype is PyTorch's: float64 stays float64; a
-  // 16-bit output with dimensions stays 16-bit (the scale rounded to it
-  // first, so 65536 is inf in float16, as in PyTorch); a 0-d 16-bit output
-  // becomes float32. A disabled scaler returns outputs unchanged.
+  // 16-bit output with dimensions stays 16-bit (the product rounded once; on
+  // a device, CUDA or the test device, the scale is rounded to the 16-bit
+  // type first, so 65536 is inf in float16 there, as in PyTorch's CUDA
+  // kernels; on the CPU it is not, as PyTorch's CPU scalar); a 0-d 16-bit
+  // output becomes float32. A disabled scaler returns outputs unchanged.
   Tensor scale(const Tensor& outputs);
   std::vector<Tensor> scale(const std::vector<Tensor>& outputs);
 

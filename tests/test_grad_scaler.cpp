@@ -162,12 +162,25 @@ TEST_CASE("GradScaler: scale() keeps PyTorch's result dtypes, for one output and
   const Tensor h0 = scaler.scale(full({}, 0.5, kFloat16));  // 0-d half * 0-d float32: float32
   CHECK(h0.dtype() == kFloat32);
   CHECK(h0.item<double>() == 32768.0);
-  const Tensor h1 = scaler.scale(full({2}, 0.5, kFloat16));  // the scale rounded to float16 first: inf
+  // 16-bit with dimensions: on the CPU the float32 scale multiplies unrounded
+  // and the product is rounded once (PyTorch 2.15, CPU: [32768, 16384, inf]);
+  // it was rounded to float16 first, 65536 -> inf, which only PyTorch's CUDA
+  // kernels do (the test device stands in for them below).
+  const Tensor h1 = scaler.scale(tensor({0.5, 0.25, 2.0}, {3}, kFloat16));
   CHECK(h1.dtype() == kFloat16);
-  CHECK(std::isinf(h1.to_vector<double>()[0]));
+  const std::vector<double> h1v = h1.to_vector<double>();
+  CHECK((h1v[0] == 32768.0 && h1v[1] == 16384.0 && std::isinf(h1v[2])));
   const Tensor b1 = scaler.scale(full({2}, 0.5, kBFloat16));
   CHECK(b1.dtype() == kBFloat16);
   CHECK(b1.to_vector<double>() == std::vector<double>{32768.0, 32768.0});
+  // Where the scale's rounding shows (PyTorch 2.15, CPU: 260 772 and 2052 6148).
+  amp::GradScaler s257("cpu", 257.0), s2049("cpu", 2049.0);
+  CHECK(s257.scale(tensor({1.0078125, 3.0}, {2}, kBFloat16)).to_vector<double>() == std::vector<double>{260, 772});
+  CHECK(s2049.scale(tensor({1.0009765625, 3.0}, {2}, kFloat16)).to_vector<double>() == std::vector<double>{2052, 6148});
+  const Tensor on_device = s2049.scale(tensor({1.0009765625, 3.0}, {2}, kFloat16).to(kTestDevice));
+  CHECK(on_device.to_vector<double>() == std::vector<double>{2050, 6144});  // the scale rounded to 2048 first
+  amp::GradScaler device_scaler("cpu");
+  CHECK(std::isinf(device_scaler.scale(full({2}, 0.5, kFloat16).to(kTestDevice)).to_vector<double>()[0]));
   const std::vector<Tensor> many = scaler.scale(std::vector<Tensor>{tensor({1.0}), tensor({2.0}).to(kTestDevice)});
   CHECK(many[0].item<double>() == 65536.0);
   CHECK(many[1].device() == kTestDevice);
