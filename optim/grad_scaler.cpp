@@ -264,7 +264,10 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   const int64_t growth_tracker =
       json_int64(number("_growth_tracker", true), "GradScaler.load_state_dict: _growth_tracker");
   check_factors(growth_factor, backoff_factor);
-  check_init_scale(scale);
+  // 0 is a state update() reaches (about 150 backoffs of a float32 scale
+  // underflow it), so a checkpoint may hold it; init_scale may not be 0.
+  MINIDL_CHECK(std::isfinite(scale) && scale >= 0.0,
+               "GradScaler.load_state_dict: expected a finite \"scale\" >= 0, got ", scale);
   check_growth_interval(growth_interval);
   MINIDL_CHECK(growth_tracker >= 0, "GradScaler.load_state_dict: expected \"_growth_tracker\" >= 0, got ",
                growth_tracker);

@@ -274,6 +274,27 @@ TEST_CASE("GradScaler: state_dict round trip (PyTorch's keys and JSON types)") {
   wrong["growth_interval"] = 2.5;
   CHECK_THROWS_CONTAINS(fresh.load_state_dict(wrong), "expected \"growth_interval\" to be an integer, got 2.5");
   CHECK(fresh.get_scale() == 4096.0);  // a refused dict changes nothing
+  json negative = sd;
+  negative["scale"] = -1.0;
+  CHECK_THROWS_CONTAINS(fresh.load_state_dict(negative), "expected a finite \"scale\" >= 0, got -1");
+}
+
+TEST_CASE("GradScaler: a scale backed off to 0 (non-finite gradients every step) saves and loads") {
+  Tensor p = tensor({1.0}).requires_grad_();
+  optim::SGD opt({p}, 0.1);
+  amp::GradScaler scaler("cpu");
+  int steps = 0;
+  while (scaler.get_scale() > 0.0 && steps < 1000) {  // PyTorch 2.15: 0.0 after 166 steps
+    p.set_grad(full({1}, std::numeric_limits<double>::quiet_NaN()));
+    (void)scaler.scale(tensor({1.0}));
+    scaler.step(opt);
+    scaler.update();
+    ++steps;
+  }
+  CHECK(steps == 166);
+  amp::GradScaler resumed("cpu");
+  resumed.load_state_dict(scaler.state_dict());  // was refused: "expected a finite init_scale > 0, got 0"
+  CHECK(resumed.get_scale() == 0.0);
 }
 
 TEST_CASE("amp kernel math: unscale_element and update_scale") {
