@@ -210,8 +210,13 @@ namespace {
 // OneCycleLR sets initial_lr before the base constructor reads it (as
 // PyTorch); the argument checks come first too.
 Optimizer& set_one_cycle_initial_lrs(Optimizer& optimizer, const std::vector<double>& max_lrs, double div_factor,
-                                     int64_t total_steps, double pct_start, bool cycle_momentum) {
+                                     double final_div_factor, int64_t total_steps, double pct_start,
+                                     bool cycle_momentum) {
   MINIDL_CHECK(total_steps > 0, "Expected positive integer total_steps, but got ", total_steps);
+  // PyTorch divides by both at construction (ZeroDivisionError); here a 0
+  // gave an inf or NaN learning rate that the optimizer then used.
+  MINIDL_CHECK(div_factor != 0.0, "OneCycleLR: float division by zero (div_factor is 0)");
+  MINIDL_CHECK(final_div_factor != 0.0, "OneCycleLR: float division by zero (final_div_factor is 0)");
   MINIDL_CHECK(pct_start >= 0.0 && pct_start <= 1.0, "Expected float between 0 and 1 pct_start, but got ",
                pct_start);
   auto& groups = optimizer.param_groups();
@@ -229,8 +234,8 @@ Optimizer& set_one_cycle_initial_lrs(Optimizer& optimizer, const std::vector<dou
 OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps, double pct_start,
                        Anneal anneal_strategy, double div_factor, double final_div_factor, bool three_phase,
                        Momentum momentum)
-    : LRScheduler(set_one_cycle_initial_lrs(optimizer, max_lrs, div_factor, total_steps, pct_start,
-                                            momentum.cycle)),
+    : LRScheduler(set_one_cycle_initial_lrs(optimizer, max_lrs, div_factor, final_div_factor, total_steps,
+                                            pct_start, momentum.cycle)),
       total_steps_(total_steps),
       anneal_(anneal_strategy),
       momentum_(momentum) {
@@ -272,8 +277,13 @@ std::pair<const OneCycleLR::Phase*, double> OneCycleLR::phase_at() const {
   double start_step = 0.0;
   for (size_t i = 0; i < phases_.size(); ++i) {
     const Phase& phase = phases_[i];
-    if (static_cast<double>(step_num) <= phase.end_step || i + 1 == phases_.size())
+    if (static_cast<double>(step_num) <= phase.end_step || i + 1 == phases_.size()) {
+      // A phase of no steps (e.g. pct_start 1, or 0.1 of 10 steps): PyTorch
+      // raises ZeroDivisionError on reaching it; here it wrote NaN lrs.
+      MINIDL_CHECK(phase.end_step != start_step, "OneCycleLR: float division by zero at step ", step_num,
+                   ": phase ", i + 1, " of the schedule has no steps (total_steps ", total_steps_, ")");
       return {&phase, (static_cast<double>(step_num) - start_step) / (phase.end_step - start_step)};
+    }
     start_step = phase.end_step;
   }
   MINIDL_ASSERT(false, "OneCycleLR: no phase");
