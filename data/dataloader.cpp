@@ -192,11 +192,14 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 DataLoader::~DataLoader() = default;
 
 int64_t DataLoader::size() const {
-  const int64_t n = options_.sampler->size();
-  return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+  const int64_t n = options_.sampler->size(), b = options_.batch_size;
+  return n / b + (!options_.drop_last && n % b != 0);  // (n + b - 1) / b overflowed for a huge batch_size
 }
 
 DataLoader::Iterator DataLoader::begin() {
+  // The sampler's own epoch once its set_epoch() was called (it was ignored:
+  // a run resumed the PyTorch way replayed epoch 0's order).
+  if (options_.sampler->epoch_was_set()) epoch_ = options_.sampler->epoch();
   const std::vector<int64_t> order = options_.sampler->indices(epoch_);
   for (int64_t i : order)
     MINIDL_CHECK(i >= 0 && i < dataset_->size(), "DataLoader: the sampler produced index ", i,

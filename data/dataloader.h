@@ -14,7 +14,10 @@
 // the same for any num_workers, and batches are always yielded in order.
 //
 // Each pass over the loader (each begin()) uses epoch() and then advances it
-// by one, so loops without set_epoch still reshuffle every epoch.
+// by one, so loops without set_epoch still reshuffle every epoch. A sampler
+// whose own set_epoch() was called decides instead, as in PyTorch:
+//   sampler->set_epoch(epoch);  // e.g. a DistributedSampler, resuming at epoch 3
+//   for (Batch& b : loader) ...  // the sampler's epoch-3 order
 //
 // Workers: num_workers == 0 builds each batch on the calling thread when it is
 // needed. Otherwise the workers keep at most prefetch_factor * num_workers
@@ -73,7 +76,7 @@ class DataLoader {
 
   int64_t size() const;  // batches per epoch
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
-  int64_t epoch() const { return epoch_; }
+  int64_t epoch() const { return epoch_; }  // of the next pass (unless the sampler's epoch was set)
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
 

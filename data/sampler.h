@@ -16,12 +16,19 @@ class Sampler {
   virtual int64_t size() const = 0;
   virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
 
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  // Once called, this epoch drives a DataLoader over the sampler (PyTorch's
+  // DistributedSampler style; the loader then reads it and never moves it).
+  void set_epoch(int64_t epoch) {
+    epoch_ = epoch;
+    epoch_set_ = true;
+  }
   int64_t epoch() const { return epoch_; }
+  bool epoch_was_set() const { return epoch_set_; }
   std::vector<int64_t> indices() const { return indices(epoch_); }
 
  private:
   int64_t epoch_ = 0;
+  bool epoch_set_ = false;
 };
 
 // 0, 1, ..., n-1 every epoch.

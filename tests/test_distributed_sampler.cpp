@@ -5,6 +5,7 @@
 // exactly-once coverage, argument errors, and a DataLoader driven by them.
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -277,4 +278,32 @@ TEST_CASE("DataLoader yields exactly a distributed sampler's indices") {
         CHECK(drain(eval_loader, &batches) == eval->indices(0));
         CHECK(batches == (eval->size() + bs - 1) / bs);
       }
+}
+
+TEST_CASE("DataLoader follows the sampler's set_epoch, PyTorch's way to reshuffle and resume") {
+  auto ds = std::make_shared<IdDataset>(23);
+  auto train = std::make_shared<DistributedSampler>(23, 2, 1, true, 9);
+  DataLoader loader(ds, {.batch_size = 4, .sampler = train, .num_workers = 2});
+  int64_t batches = 0;
+  CHECK(drain(loader, &batches) == train->indices(0));  // never set: the loader's own epoch
+  for (int64_t epoch : {3, 4, 4, 1}) {  // a resumed run; the same epoch twice gives the same order
+    CAPTURE(epoch);
+    train->set_epoch(epoch);
+    CHECK(drain(loader, &batches) == train->indices(epoch));  // gave the loader's epochs 1, 2, ...
+    CHECK(loader.epoch() == epoch + 1);
+  }
+  CHECK(drain(loader, &batches) == train->indices(1));  // not moved by the loader, as PyTorch's
+}
+
+TEST_CASE("DataLoader::size with a batch_size past the sample count") {
+  auto ds = std::make_shared<IdDataset>(5);
+  for (int64_t bs : {int64_t{6}, std::numeric_limits<int64_t>::max() - 1, std::numeric_limits<int64_t>::max()}) {
+    DataLoader loader(ds, {.batch_size = bs});
+    CHECK(loader.size() == 1);  // (n + bs - 1) / bs overflowed: 0 and -1
+    int64_t batches = 0;
+    CHECK(drain(loader, &batches).size() == 5);
+    CHECK(batches == 1);
+    DataLoader dropping(ds, {.batch_size = bs, .drop_last = true});
+    CHECK(dropping.size() == 0);
+  }
 }
