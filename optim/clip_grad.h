@@ -25,6 +25,11 @@ namespace minidl::optim {
 // there) and returned as a float64 0-d tensor on that device; with no
 // tensors, a 0-d CPU zero. error_if_nonfinite reads the total on the host (as
 // PyTorch's check does) and throws PyTorch's error when it is NaN or infinite.
+// Two deliberate differences: in double, float32 gradients whose norm passes
+// float32's range (3.4e38) give a finite total, where PyTorch's float32 total
+// is inf (its clip then zeroes them, or error_if_nonfinite raises); and
+// norm_type 0 (count of nonzeros) and negative orders, which PyTorch accepts
+// but no clipping uses, are refused.
 Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0, bool error_if_nonfinite = false);
 
 // Multiplies every defined gradient of `params` in place by
