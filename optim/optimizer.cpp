@@ -41,15 +41,19 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups,
 
 void Optimizer::add_param_group(ParamGroup group) {
   MINIDL_CHECK(!group.params.empty(), name_, ".add_param_group: optimizer got an empty parameter list");
-  std::unordered_set<const TensorImpl*> seen;
+  std::unordered_set<const TensorImpl*> others, in_group;
   for (const ParamGroup& g : groups_)
-    for (const Tensor& p : g.params) seen.insert(p.impl());
+    for (const Tensor& p : g.params) others.insert(p.impl());
   for (const Tensor& p : group.params) {
     MINIDL_CHECK(p.defined(), name_, ": optimizer can only optimize Tensors, but one of the params is undefined");
     MINIDL_CHECK(p.is_leaf(), "can't optimize a non-leaf Tensor");
     MINIDL_CHECK(is_floating(p.dtype()), name_, ": can only optimize floating-point parameters, got ",
                  dtype_name(p.dtype()));
-    MINIDL_CHECK(seen.insert(p.impl()).second, "some parameters appear in more than one parameter group");
+    MINIDL_CHECK(!others.count(p.impl()), "some parameters appear in more than one parameter group");
+    // PyTorch warns ("in future, this will cause an error") and then steps
+    // such a parameter twice; refused here.
+    MINIDL_CHECK(in_group.insert(p.impl()).second, name_,
+                 ": optimizer contains a parameter group with duplicate parameters");
   }
   if (group.options) {
     const OptimizerOptions& o = *group.options;
