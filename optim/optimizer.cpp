@@ -49,6 +49,11 @@ void Optimizer::add_param_group(ParamGroup group) {
     MINIDL_CHECK(p.is_leaf(), "can't optimize a non-leaf Tensor");
     MINIDL_CHECK(is_floating(p.dtype()), name_, ": can only optimize floating-point parameters, got ",
                  dtype_name(p.dtype()));
+    // The update kernels run over the storage span (PyTorch steps any layout):
+    // refused here already, not at the first step().
+    MINIDL_CHECK(is_non_overlapping_and_dense(p), name_,
+                 ": expected a dense parameter (contiguous or channels-last), got strides ", shape_str(p.strides()),
+                 " for size ", shape_str(p.shape()));
     MINIDL_CHECK(!others.count(p.impl()), "some parameters appear in more than one parameter group");
     // PyTorch warns ("in future, this will cause an error") and then steps
     // such a parameter twice; refused here.

@@ -256,6 +256,9 @@ TEST_CASE("optimizer argument errors use PyTorch's messages") {
   CHECK_THROWS_CONTAINS(Adam({p}, 0.1, {0.9, 0.999}, -1e-8), "Invalid epsilon value: -1e-08");
   CHECK_THROWS_CONTAINS(AdamW({p}, 0.1, {0.9, 0.999}, 1e-8, -0.01), "Invalid weight_decay value: -0.01");
   CHECK_THROWS_CONTAINS(SGD({p, p}, 0.1), "SGD: optimizer contains a parameter group with duplicate parameters");
+  const Tensor columns = zeros({4, 4}).narrow(1, 0, 2).detach().requires_grad_();  // a non-dense leaf
+  CHECK_THROWS_CONTAINS(SGD({columns}, 0.1), "SGD: expected a dense parameter (contiguous or channels-last), "
+                                             "got strides [4, 1] for size [4, 2]");  // was at the first step()
   SGD opt({p}, 0.1);
   CHECK_THROWS_CONTAINS(opt.add_param_group({{p}}), "some parameters appear in more than one parameter group");
   CHECK_THROWS_CONTAINS(opt.add_param_group({std::vector<Tensor>{}}), "optimizer got an empty parameter list");
