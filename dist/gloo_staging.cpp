@@ -1,5 +1,6 @@
 // The default staging of ProcessGroupGloo (see gloo_staging.h): in place on
-// the CPU, synchronous copies elsewhere unless a backend registered better.
+// the CPU, synchronous copies elsewhere (and for strided tensors) unless a
+// backend registered better.
 #include "minidl/dist/gloo_staging.h"
 
 #include <atomic>
@@ -21,7 +22,7 @@ class InPlace final : public StagedTensor {
 class Synchronous final : public StagedTensor {
  public:
   Synchronous(const Tensor& t, bool value) : target_(t) {
-    host_ = value ? t.detach().to(kCPU) : empty(t.shape(), t.dtype());
+    host_ = value ? t.detach().to(kCPU).contiguous() : empty(t.shape(), t.dtype());
   }
   void copy_back() override {
     NoGradGuard no_grad;
@@ -37,6 +38,9 @@ std::atomic<GlooStagingFactory> g_factories[kNumDeviceTypes];
 }  // namespace
 
 std::shared_ptr<StagedTensor> stage_for_gloo(const Tensor& t, bool value) {
+  // A strided tensor (a transposed view, channels-last) goes through a
+  // contiguous copy, so every rank sends its elements in logical order.
+  if (!t.is_contiguous()) return std::make_shared<Synchronous>(t, value);
   if (t.device().is_cpu()) return std::make_shared<InPlace>(t);
   if (GlooStagingFactory f = g_factories[static_cast<int>(t.device().type)].load()) return f(t, value);
   return std::make_shared<Synchronous>(t, value);

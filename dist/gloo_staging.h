@@ -7,7 +7,8 @@
 //   worker, before Gloo       wait_ready(): that copy has finished
 //   worker, after Gloo        copy_back(): the host result is in t when it returns
 //
-// CPU tensors are used in place (no copies). Other devices default to
+// Contiguous CPU tensors are used in place (no copies); strided ones (any
+// device but CUDA) through a contiguous host copy. Other devices default to
 // synchronous copies (the test device: the copy in is done on return from
 // stage_for_gloo). CUDA builds register a stream-ordered staging for CUDA
 // tensors (dist/cuda/gloo_staging_cuda.cpp): pinned host buffers, the copy in
@@ -37,7 +38,7 @@ class StagedTensor {
 };
 
 // value: an input or in-place tensor (its value is staged); else an output
-// whose host buffer Gloo fills. t must be contiguous (ProcessGroupGloo checks).
+// whose host buffer Gloo fills. A CUDA t must be contiguous (ProcessGroupGloo checks).
 std::shared_ptr<StagedTensor> stage_for_gloo(const Tensor& t, bool value);
 
 using GlooStagingFactory = std::shared_ptr<StagedTensor> (*)(const Tensor& t, bool value);

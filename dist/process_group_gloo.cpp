@@ -107,7 +107,10 @@ bool is_half(DType d) { return d == kFloat16 || d == kBFloat16; }
 // half_ok: the collective also takes float16 / bfloat16 (all_reduce).
 void check_tensor(const char* op, const Tensor& t, const char* what = "tensor", bool half_ok = false) {
   MINIDL_CHECK(t.defined(), op, ": the ", what, " is undefined");
-  MINIDL_CHECK(t.is_contiguous(), op, ": Tensors must be contiguous (the ", what, " is not)");
+  // Strided tensors elsewhere go through a contiguous host copy (dist/gloo_staging.h); the CUDA
+  // staging copies a tensor's bytes as they are.
+  MINIDL_CHECK(t.is_contiguous() || !t.device().is_cuda(), op, ": CUDA tensors must be contiguous (the ", what,
+               " is not)");
   DType d = t.dtype();
   MINIDL_CHECK(d == kFloat32 || d == kFloat64 || d == kInt64 || (half_ok && is_half(d)), op, ": expected a ",
                half_ok ? "float16, bfloat16, " : "", "float32, float64 or int64 ", what, ", got ", dtype_name(d));
