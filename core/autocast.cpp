@@ -6,6 +6,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "minidl/core/autograd/grad_mode.h"
 #include "minidl/core/check.h"
 #include "minidl/core/cuda.h"
 
@@ -49,10 +50,6 @@ bool is_eligible(const Tensor& t, DeviceType type) {
   return t.defined() && is_floating(t.dtype()) && t.dtype() != kFloat64 && t.device().type == type;
 }
 
-// "Not a view": the tensor covers its whole storage, contiguously, from its start.
-bool owns_storage(const Tensor& t) {
-  return t.storage_offset() == 0 && t.is_contiguous() && t.nbytes() == t.impl()->storage->nbytes();
-}
 
 // The dtype PyTorch's type promotion gives two floating dtypes.
 DType widest(DType a, DType b) {
@@ -125,11 +122,18 @@ bool any_autocast_active() {
 Tensor cached_cast(DType dtype, const Tensor& t, DeviceType type) {
   if (!is_eligible(t, type) || t.dtype() == dtype) return t;
   State& s = state();
+  // PyTorch's rule: not a view (a channels-last weight is cached too; it was
+  // re-cast on every use, a copy each kept for backward).
   const bool can_try_cache = dtype == s.dtype[slot(type)] && t.dtype() == kFloat32 && t.requires_grad() &&
-                             t.is_leaf() && owns_storage(t) && s.cache_enabled;
+                             t.is_leaf() && !t.is_view() && s.cache_enabled;
   if (!can_try_cache) return t.to(dtype);
   auto it = s.cache.find(t.impl());
   if (it != s.cache.end() && it->second.source.lock() == t.impl_ptr()) return it->second.cast;
+  // Recorded even under no_grad, as PyTorch's cache behaves: a region that
+  // first uses a weight under no_grad (an eval or teacher pass) and then with
+  // grad reuses this copy, which must lead back to the weight (it did not:
+  // the weight silently got no gradient).
+  autograd::AutoGradMode grad_on(true);
   Tensor cast = t.to(dtype);
   s.cache[t.impl()] = CacheEntry{t.impl_ptr(), cast};
   return cast;
@@ -159,13 +163,20 @@ void cast_args_inplace(AmpOp op, Tensor* const* args, size_t n) {
       for (size_t i = 0; i < n; ++i) *args[i] = cached_cast(kFloat32, *args[i], type);
       return;
     case CastPolicy::kPromote: {
-      // The widest floating dtype among the inputs on this device (float64
-      // included, as PyTorch's type promotion would give it), then cast to it.
+      // PyTorch's type promotion among the floating inputs on this device
+      // (float64 included): the widest dtype of those with dimensions, and of
+      // the 0-d ones only when none has dimensions (a bfloat16 activation
+      // times a 0-d float32 temperature stays bfloat16; it became float32).
+      auto floating = [&](const Tensor& t) {
+        return t.defined() && is_floating(t.dtype()) && t.device().type == type;
+      };
+      bool any_dims = false;
+      for (size_t i = 0; i < n; ++i) any_dims = any_dims || (floating(*args[i]) && args[i]->dim() > 0);
       bool found = false;
       DType target = kFloat32;
       for (size_t i = 0; i < n; ++i) {
         const Tensor& t = *args[i];
-        if (!t.defined() || !is_floating(t.dtype()) || t.device().type != type) continue;
+        if (!floating(t) || (any_dims && t.dim() == 0)) continue;
         target = found ? widest(target, t.dtype()) : t.dtype();
         found = true;
       }

@@ -49,8 +49,9 @@ constexpr Entry kCuda[] = {
     {AmpOp::cat, P::kPromote},
     {AmpOp::stack, P::kPromote},
     // Not autocast ops in PyTorch: its ordinary type promotion gives a mixed
-    // add the widest dtype. minidl's binary ops refuse mixed dtypes outside
-    // autocast, so inside it they promote explicitly to the same result.
+    // add the widest dtype (of the tensors with dimensions, when any has).
+    // minidl's binary ops refuse mixed dtypes outside autocast, so inside it
+    // they promote explicitly to the same result.
     {AmpOp::add, P::kPromote},
     {AmpOp::sub, P::kPromote},
     {AmpOp::mul, P::kPromote},

@@ -272,3 +272,57 @@ TEST_CASE("autocast: backward inside a region runs each op in its forward dtype"
   sum(y).backward();  // sum is no CPU autocast op: runs in bfloat16; backward has autocast off
   CHECK(w.grad().dtype() == kFloat32);
 }
+
+TEST_CASE("autocast: a weight used under no_grad first, then with grad, in one region gets its gradient") {
+  // PyTorch 2.15 (CPU, bfloat16): the cast cached by the no_grad use leads
+  // back to the weight (the grad use reuses it, stale values included).
+  // The cache held a copy without history: the weight got no gradient.
+  Tensor w = ones({1, 1, 1, 1}).requires_grad_();
+  const Tensor x = ones({1, 1, 1, 1});
+  Tensor y2, y3;
+  {
+    amp::autocast guard(DeviceType::CPU, kBFloat16);
+    {
+      NoGradGuard no_grad;
+      CHECK_FALSE(conv2d(x, w).requires_grad());
+      w.fill_(2.0);
+    }
+    y2 = conv2d(x, w);
+    {
+      NoGradGuard no_grad;
+      w.fill_(3.0);
+    }
+    y3 = conv2d(x, w);
+  }
+  CHECK(y2.item<double>() == 1.0);  // PyTorch: 1.0 and 1.0 (the region's first cast)
+  CHECK(y3.item<double>() == 1.0);
+  REQUIRE(y2.requires_grad());
+  add(y2.to(kFloat32), y3.to(kFloat32)).sum().backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK(w.grad().item<double>() == 2.0);
+}
+
+TEST_CASE("autocast: a channels-last weight is cast once per region, as a contiguous one") {
+  Tensor w = randn({2, 2, 3, 3}).contiguous(MemoryFormat::ChannelsLast).detach().requires_grad_();
+  const Tensor x = randn({1, 2, 5, 5});
+  amp::autocast guard(DeviceType::CPU, kBFloat16);
+  const Tensor y1 = conv2d(x, w), y2 = conv2d(x, w);
+  CHECK(amp::cache_size() == 1);  // it was re-cast on every use (0 entries)
+  CHECK(y1.grad_fn()->next_edges()[1].function == y2.grad_fn()->next_edges()[1].function);
+}
+
+TEST_CASE("autocast: add/sub/mul/div promote as PyTorch: 0-d tensors decide only among 0-d tensors") {
+  amp::autocast guard(DeviceType::CPU, kBFloat16);
+  const Tensor act = randn({3}).to(kBFloat16);
+  for (DType zero_d : {kFloat32, kFloat64}) {
+    const Tensor temperature = full({}, 0.5, zero_d);
+    CHECK(mul(act, temperature).dtype() == kBFloat16);  // PyTorch: bfloat16 (was float32 / float64)
+    CHECK(div(temperature, act).dtype() == kBFloat16);
+    CHECK(add(act, temperature).dtype() == kBFloat16);
+    CHECK(sub(temperature, act).dtype() == kBFloat16);
+  }
+  CHECK(mul(act, randn({3})).dtype() == kFloat32);  // both with dimensions: the widest
+  CHECK(add(full({}, 1.0, kBFloat16), full({}, 1.0, kFloat32)).dtype() == kFloat32);  // all 0-d: the widest
+  CHECK(add(full({}, 1.0, kFloat32), full({}, 1.0, kFloat64)).dtype() == kFloat64);
+}
