@@ -137,8 +137,32 @@ TEST_CASE("softmax is stable for large logits") {
   check_values(log_softmax(big, 1), ref_softmax(small, 1, true));
   const Tensor big32 = big.to(kFloat32);
   for (double p : softmax(big32, 1).to_vector<double>()) CHECK(std::isfinite(p));
-  // float32 spacing near 1000 is 6e-5, so x - shift carries that much rounding.
-  CHECK(allclose(log_softmax(big32, -1), log_softmax(small, -1).to(kFloat32), 0.0, 2e-4));
+  // (x - max) - log(sum), as PyTorch: no rounding of the shift to float32's
+  // spacing near 1000 (6e-5, which x - (max + log(sum)) carried).
+  CHECK(allclose(log_softmax(big32, -1), log_softmax(small, -1).to(kFloat32), 0.0, 1e-6));
+}
+
+TEST_CASE("log_softmax keeps its precision far from 0: short rows, long rows, columns") {
+  // float32 rows base + [0, 0, 1, 2] (-1e9: a masked row, all equal in
+  // float32) against float64 on the same float32 values. The shift max +
+  // log(sum) was rounded to float32: 1e5 gave -2.4921875 for -2.4938116, a
+  // masked row 0 for -log(4).
+  for (double base : {1000.0, 1e5, -1e9}) {
+    for (int64_t reps : {int64_t{1}, int64_t{600}}) {  // D = 4 (short rows) and 2400 (rows)
+      CAPTURE(base);
+      CAPTURE(reps);
+      std::vector<double> v;
+      for (int64_t r = 0; r < reps; ++r)
+        for (double d : {0.0, 0.0, 1.0, 2.0}) v.push_back(base + d);
+      const Tensor x = tensor(v, {1, 4 * reps}).to(kFloat32);
+      const Tensor want = log_softmax(x.to(kFloat64), 1);
+      CHECK(allclose(log_softmax(x, 1).to(kFloat64), want, 1e-7, 1e-7));
+      const Tensor columns = cat({x.t(), x.t()}, 1);  // (D, 2): dim 0 has inner 2, the column kernel
+      CHECK(allclose(log_softmax(columns, 0).select(1, 1).reshape({1, 4 * reps}).to(kFloat64), want, 1e-7, 1e-7));
+    }
+  }
+  const Tensor masked = full({2, 4}, -1e9, kFloat32);
+  for (double y : log_softmax(masked, 1).to_vector<double>()) CHECK(y == doctest::Approx(-std::log(4.0)).epsilon(1e-7));
 }
 
 TEST_CASE("softmax agrees with values PyTorch printed") {

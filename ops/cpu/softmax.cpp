@@ -96,11 +96,11 @@ void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool 
   const int64_t m = rows * D;
   alignas(64) T mx[kShortRowsBlock], per_row[kShortRowsBlock], spread[kShortRowsBlock];
   alignas(64) double sums[kShortRowsBlock];
-  short_rows_exp_sums(x, rows, D, mx, spread, y, sums);
-  for (int64_t r = 0; r < rows; ++r) per_row[r] = static_cast<T>(log ? sums[r] : 1.0 / sums[r]);
-  if (log) Run<T>(per_row, rows) = Run<T>(per_row, rows).log() + ConstRun<T>(mx, rows);  // the shift m + log(sum)
+  short_rows_exp_sums(x, rows, D, mx, spread, y, sums);  // spread: each value's row max
+  if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);  // then minus log(sum): see softmax_forward_row
+  for (int64_t r = 0; r < rows; ++r) per_row[r] = static_cast<T>(log ? std::log(sums[r]) : 1.0 / sums[r]);
   spread_rows(per_row, rows, D, spread);
-  if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);
+  if (log) Run<T>(y, m) = Run<T>(y, m) - ConstRun<T>(spread, m);
   else scale_flushed(y, m, spread, 1);
 }
 
@@ -133,8 +133,11 @@ void softmax_forward_row(const T* x, T* y, int64_t D, bool log) {
   exp_for_sum(y, D, ConstRun<T>(x, D) - mx);
   const double sum = widened_sum(y, D);
   if (log) {
-    const T shift = mx + static_cast<T>(std::log(sum));
-    Run<T>(y, D) = ConstRun<T>(x, D) - shift;
+    // (x - max) - log(sum), as PyTorch: x - (max + log(sum)) rounded the
+    // shift to the input's precision, losing digits in proportion to the max
+    // (a row of -1e9 gave 0, not -log(D)).
+    const T log_sum = static_cast<T>(std::log(sum));
+    Run<T>(y, D) = (ConstRun<T>(x, D) - mx) - log_sum;
   } else {
     const T inv = static_cast<T>(1.0 / sum);
     scale_flushed(y, D, &inv, 0);
@@ -168,11 +171,11 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
     exp_for_sum(yc + d * S, n, ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n));
     add_widened(sum, yc + d * S, n);
   }
-  alignas(64) T scale[kColumnChunk];  // log: the shift m + log(sum); softmax: 1 / sum
+  alignas(64) T scale[kColumnChunk];  // log: log(sum), after the max (see softmax_forward_row); softmax: 1 / sum
   if (log) {
-    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(sum[i]);
-    Run<T>(scale, n) = Run<T>(scale, n).log() + ConstRun<T>(mx, n);
-    for (int64_t d = 0; d < D; ++d) Run<T>(yc + d * S, n) = ConstRun<T>(xc + d * S, n) - ConstRun<T>(scale, n);
+    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(std::log(sum[i]));
+    for (int64_t d = 0; d < D; ++d)
+      Run<T>(yc + d * S, n) = (ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n)) - ConstRun<T>(scale, n);
   } else {
     for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(1.0 / sum[i]);
     for (int64_t d = 0; d < D; ++d) scale_flushed(yc + d * S, n, scale, 1);

@@ -49,15 +49,18 @@ struct SoftmaxShape {
 
 // What a column's outputs need besides its max, made once a column from the
 // float64 sum of exp(x - max), rounded to T as the CPU kernel rounds it:
-// log_softmax max + log(sum), softmax 1 / sum.
+// log_softmax log(sum), softmax 1 / sum.
 template <class T>
 MINIDL_HOST_DEVICE inline T softmax_column_factor(T max, double sum, bool log) {
-  return log ? max + static_cast<T>(std::log(sum)) : static_cast<T>(1.0 / sum);
+  (void)max;
+  return log ? static_cast<T>(std::log(sum)) : static_cast<T>(1.0 / sum);
 }
 
+// log_softmax is (x - max) - log(sum), as PyTorch and the CPU kernel: the
+// shift max + log(sum) rounded to T lost digits in proportion to the max.
 template <class T>
 MINIDL_HOST_DEVICE inline T softmax_output_with(T x, T max, T factor, bool log) {
-  return log ? x - factor : std::exp(x - max) * factor;
+  return log ? (x - max) - factor : std::exp(x - max) * factor;
 }
 
 // y from x, the column's max and its sum of exp(x - max) (float64, as the CPU).
