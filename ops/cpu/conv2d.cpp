@@ -79,10 +79,12 @@ void conv2d_forward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
     return cpu::conv2d_forward_bf16(g, x, w, bias, y);
   if (const int tile = reduced_winograd_tile(g, Conv2dPass::kForward, {&x, &w, &bias, &y})) {
     ++reduced_winograd_passes;
-    return cpu::dispatch_reduced(x.dtype(), [&](auto s) {
+    bool done = false;  // not when x holds an inf or NaN: then the float32 path below (direct)
+    cpu::dispatch_reduced(x.dtype(), [&](auto s) {
       using S = decltype(s);
-      conv2d_winograd_forward(g, x.data_ptr<S>(), w.data_ptr<S>(), ptr_or_null<S>(bias), y.data_ptr<S>(), tile);
+      done = conv2d_winograd_forward(g, x.data_ptr<S>(), w.data_ptr<S>(), ptr_or_null<S>(bias), y.data_ptr<S>(), tile);
     });
+    if (done) return;
   }
   cpu::Float32Compute<conv2d_forward_cpu, 4>::run(g, x, w, bias, y);
 }
@@ -94,16 +96,17 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   const int input_tile = dx.defined() ? reduced_winograd_tile(g, Conv2dPass::kInput, {&dy, &w, &dx}) : 0;
   const int weight_tile = dw.defined() ? reduced_winograd_tile(g, Conv2dPass::kWeight, {&dy, &x, &dw}) : 0;
   reduced_winograd_passes += (input_tile > 0) + (weight_tile > 0);
+  bool input_done = false;  // not when dy holds an inf or NaN: then the float32 path below (direct)
   if (input_tile || weight_tile)
     cpu::dispatch_reduced(dy.dtype(), [&](auto s) {
       using S = decltype(s);
       const S* pdy = dy.data_ptr<S>();
-      if (input_tile) conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
+      if (input_tile) input_done = conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
       if (weight_tile) conv2d_winograd_backward_weight(g, pdy, x.data_ptr<S>(), dw.data_ptr<S>(), weight_tile);
     });
   // The passes left (and the bias gradient), with only the operands they read.
   const Tensor none;
-  const bool rest_input = dx.defined() && !input_tile, rest_weight = dw.defined() && !weight_tile;
+  const bool rest_input = dx.defined() && !input_done, rest_weight = dw.defined() && !weight_tile;
   if (rest_input || rest_weight || dbias.defined())
     cpu::Float32Compute<conv2d_backward_cpu, 4, 5, 6>::run(g, rest_weight ? x : none, rest_input ? w : none, dy,
                                                            rest_input ? dx : none, rest_weight ? dw : none, dbias);

@@ -238,11 +238,15 @@ Conv2dAlgo conv2d_resolve_algo(const Conv2dGeometry& g, Conv2dPass pass, Conv2dA
   return algo;
 }
 
+// A Winograd pass whose input holds an inf or NaN is redone on the direct
+// path (see conv2d_winograd_forward).
 template <class T>
 void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Conv2dAlgo algo) {
-  switch (conv2d_resolve_algo(g, Conv2dPass::kForward, algo)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_forward(g, x, w, bias, y, 2);
-    case Conv2dAlgo::kWinograd4: return conv2d_winograd_forward(g, x, w, bias, y, 4);
+  switch (algo = conv2d_resolve_algo(g, Conv2dPass::kForward, algo)) {
+    case Conv2dAlgo::kWinograd:
+    case Conv2dAlgo::kWinograd4:
+      if (conv2d_winograd_forward(g, x, w, bias, y, algo == Conv2dAlgo::kWinograd4 ? 4 : 2)) return;
+      return conv2d_forward_kernel(g, x, w, bias, y, pick_direct(g));
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_forward(g, x, w, bias, y);
     default: return conv2d_shifted_forward(g, x, w, bias, y);
   }
@@ -250,9 +254,11 @@ void conv2d_forward_kernel(const Conv2dGeometry& g, const T* x, const T* w, cons
 
 template <class T>
 void conv2d_backward_input_kernel(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, Conv2dAlgo algo) {
-  switch (conv2d_resolve_algo(g, Conv2dPass::kInput, algo)) {
-    case Conv2dAlgo::kWinograd: return conv2d_winograd_backward_input(g, dy, w, dx, 2);
-    case Conv2dAlgo::kWinograd4: return conv2d_winograd_backward_input(g, dy, w, dx, 4);
+  switch (algo = conv2d_resolve_algo(g, Conv2dPass::kInput, algo)) {
+    case Conv2dAlgo::kWinograd:
+    case Conv2dAlgo::kWinograd4:
+      if (conv2d_winograd_backward_input(g, dy, w, dx, algo == Conv2dAlgo::kWinograd4 ? 4 : 2)) return;
+      return conv2d_backward_input_kernel(g, dy, w, dx, pick_direct(g));
     case Conv2dAlgo::kIm2colGemm: return conv2d_im2col_backward_input(g, dy, w, dx);
     default: return conv2d_shifted_backward_input(g, dy, w, dx);
   }

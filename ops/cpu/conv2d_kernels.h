@@ -73,11 +73,15 @@ void conv2d_im2col_backward_weight(const Conv2dGeometry& g, const T* dy, const T
 // Winograd (ops/cpu/conv2d_winograd.cpp), for geometries where
 // conv2d_winograd_applies; tile: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3).
 // T: float, double, or a 16-bit type (BFloat16, Half) read and written as
-// is, computed in float32 and each output rounded once.
+// is, computed in float32 and each output rounded once. The forward and grad
+// input return false, their output unusable, when their input (x, dy) holds
+// an inf or NaN: Winograd's transforms would spread NaN over whole tiles
+// (inf - inf), so the caller runs a direct path instead, as
+// conv2d_forward_kernel and conv2d_backward_input_kernel do.
 template <class T>
-void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile = 2);
+bool conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile = 2);
 template <class T>
-void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile = 2);
+bool conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile = 2);
 template <class T>
 void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, int tile = 2);
 

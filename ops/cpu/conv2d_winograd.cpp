@@ -40,6 +40,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -76,14 +77,17 @@ using winograd::TileGrid;
 // for the geometry g (3x3, stride 1, dilation 1), where weight(gi, m, j, a, b)
 // is the kernel tap (a, b) of group gi's output channel m and input channel j.
 // Tensors stored as E, computed in T; weight(...) returns T.
+// Returns false, leaving y partly written, when x holds an inf or NaN (see
+// transform_into_panels): the caller then runs a direct path instead.
 template <class F, class E, class Weight>
-void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
+bool winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
   using T = acc_type_t<E>;
   constexpr int64_t NR = kNR<T>, kPositions = F::kPositions, S = F::kTile;
   const int64_t G = g.groups, Cg = g.in_channels / G, Kg = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, out_hw = g.out_h * g.out_w, m_pad = round_up(Kg, kMR);
   const TileGrid grid(g, S);
-  if (grid.total == 0 || Kg == 0) return;
+  if (grid.total == 0 || Kg == 0) return true;
+  std::atomic<bool> finite{true};
 
   // U of each group, packed as the left operand of the GEMMs: block
   // (xi, k0) of size kc starts at (xi * Cg + k0) * m_pad, row tile i at + i * kc * kMR.
@@ -115,6 +119,7 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
   };
   // One chunk: tiles [t0, t0 + count) of the batch (the GEMM's columns), group gi.
   auto chunk = [&](int64_t t0, int64_t count, int64_t gi, bool parallel, Scratch& s) {
+    if (!finite.load(std::memory_order_relaxed)) return;  // the caller redoes the call
     T* const v = s.v;
     T* const mm = s.m;
     // Input transform, channel by channel, then into the panels.
@@ -125,9 +130,11 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
       T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < Cg; ++c)
-        winograd::transform_into_panels<F>(grid, x + (gi * Cg + c) * HW, t0, count, c, Cg, cols_pad, v, v_stride, vt,
-                                           ld, rows);
+        if (!winograd::transform_into_panels<F>(grid, x + (gi * Cg + c) * HW, t0, count, c, Cg, cols_pad, v, v_stride,
+                                                vt, ld, rows))
+          finite.store(false, std::memory_order_relaxed);
     }
+    if (!finite.load(std::memory_order_relaxed)) return;
     // The GEMMs M_xi = U_xi V_xi.
     winograd::position_gemms<F>(packed_u + gi * u_size, Cg, Kg, m_pad, v, v_stride, cols_pad, mm, m_stride, cols, count,
                                 false, parallel);
@@ -143,6 +150,7 @@ void winograd_correlate(const Conv2dGeometry& g, const E* x, Weight weight, cons
     }
   };
   for_each_chunk(grid.total, cols, chunks, G, threads, /*fixed=*/false, /*split_tiles=*/true, make_scratch, chunk);
+  return finite.load();
 }
 
 // ---- grad weight -----------------------------------------------------------------------------
@@ -280,18 +288,18 @@ void check_applies(const Conv2dGeometry& g, int tile) {
 }
 
 template <class E, class Weight>
-void correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y, int tile) {
+bool correlate(const Conv2dGeometry& g, const E* x, Weight weight, const E* bias, E* y, int tile) {
   if (tile == 4) return winograd_correlate<F4>(g, x, weight, bias, y);
-  winograd_correlate<F2>(g, x, weight, bias, y);
+  return winograd_correlate<F2>(g, x, weight, bias, y);
 }
 
 }  // namespace
 
 template <class T>
-void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile) {
+bool conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, int tile) {
   check_applies(g, tile);
   const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
-  correlate(
+  return correlate(
       g, x,
       [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
         return convert<acc_type_t<T>>(w[(((gi * Kg + m) * Cg + j) * 3 + a) * 3 + b]);
@@ -300,7 +308,7 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const T* x, const T* w, co
 }
 
 template <class T>
-void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile) {
+bool conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, int tile) {
   check_applies(g, tile);
   // dx = dy (padded by 2 - pad) correlated with w flipped and transposed.
   Conv2dGeometry gt = g;
@@ -308,7 +316,7 @@ void conv2d_winograd_backward_input(const Conv2dGeometry& g, const T* dy, const 
   gt.pad_h = 2 - g.pad_h, gt.pad_w = 2 - g.pad_w;
   conv2d_set_output_size(gt);  // = in_h x in_w
   const int64_t Cg = g.in_channels / g.groups, Kg = g.out_channels / g.groups;
-  correlate(
+  return correlate(
       gt, dy,
       [&](int64_t gi, int64_t m, int64_t j, int64_t a, int64_t b) {
         return convert<acc_type_t<T>>(w[(((gi * Kg + j) * Cg + m) * 3 + (2 - a)) * 3 + (2 - b)]);
@@ -324,8 +332,8 @@ void conv2d_winograd_backward_weight(const Conv2dGeometry& g, const T* dy, const
 }
 
 #define MINIDL_WINOGRAD_INSTANTIATE(T)                                                                           \
-  template void conv2d_winograd_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, int);         \
-  template void conv2d_winograd_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*, int);            \
+  template bool conv2d_winograd_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, int);         \
+  template bool conv2d_winograd_backward_input<T>(const Conv2dGeometry&, const T*, const T*, T*, int);            \
   template void conv2d_winograd_backward_weight<T>(const Conv2dGeometry&, const T*, const T*, T*, int);
 MINIDL_WINOGRAD_INSTANTIATE(float)
 MINIDL_WINOGRAD_INSTANTIATE(double)

@@ -14,6 +14,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "minidl/core/dtype.h"  // acc_type_t
@@ -299,25 +301,42 @@ void pack_kernel_channel(Kernel kernel, int64_t rows, int64_t c, int64_t C, int6
     std::copy_n(u + xi * MR, MR, packed + (xi * C + k0) * m_pad + tile * kc * MR + (c - k0) * MR);
 }
 
+// dst[0, n) = src[0, n); whether every value is finite (a compare and an
+// OR per copied value, vectorized with the copy).
+template <class T>
+bool copy_finite(const T* src, int64_t n, T* dst) {
+  int not_finite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = src[i];
+    not_finite |= !(std::abs(src[i]) <= std::numeric_limits<T>::max());
+  }
+  return not_finite == 0;
+}
+
 // V of input channel c (of C; `plane`: its plane in image 0) for tiles [t0,
 // t0 + count) into the panels at v: [xi, stride v_stride][K block][panel][kc][kNR],
 // zeros in a panel's columns past count. Scratch: vt (positions x ld, ld >=
-// count + kSlack) and rows (row_scratch_size).
+// count + kSlack) and rows (row_scratch_size). Returns whether V is finite:
+// an inf or NaN input makes some of it inf or NaN, and the output transform
+// would then spread NaN over the whole output tile (inf - inf), where the
+// direct correlation keeps it to the outputs that read the value.
 template <class F, class T, class Src>
-void transform_into_panels(const TileGrid& grid, const Src* plane, int64_t t0, int64_t count, int64_t c, int64_t C,
+bool transform_into_panels(const TileGrid& grid, const Src* plane, int64_t t0, int64_t count, int64_t c, int64_t C,
                            int64_t cols_pad, T* v, int64_t v_stride, T* vt, int64_t ld, T* rows) {
   constexpr int64_t NR = conv2d_gemm::kNR<T>;
   input_transform_tiles<F>(grid, plane, t0, count, vt, ld, rows);
   const int64_t k0 = c / kKC * kKC, kc = std::min(kKC, C - k0);
+  bool finite = true;
   for (int64_t xi = 0; xi < F::kPositions; ++xi) {
     T* dst = v + xi * v_stride + k0 * cols_pad + (c - k0) * NR;  // + panel * kc * NR
     const T* src = vt + xi * ld;
     for (int64_t p = 0; p * NR < count; ++p) {
       const int64_t n = std::min(NR, count - p * NR);
-      std::copy_n(src + p * NR, n, dst + p * kc * NR);
+      finite &= copy_finite(src + p * NR, n, dst + p * kc * NR);
       std::fill(dst + p * kc * NR + n, dst + p * kc * NR + NR, T(0));  // the panel's unused columns
     }
   }
+  return finite;
 }
 
 // M_xi (+)= U_xi V_xi for every position, u and v as packed above (C input
