@@ -8,6 +8,7 @@
 // this path where it should (the op's results against the direct loop).
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "minidl/ops/conv3d.h"
@@ -183,4 +184,26 @@ TEST_CASE("conv3d takes the Winograd path on planes of 16 tiles or more, and its
   const Tensor small = tensor(values(2 * 16 * 4 * 12 * 12), {2, 16, 4, 12, 12}).to(kFloat32);
   conv3d(small, w.detach(), Tensor(), Conv3dParams{.padding = {1, 1, 1}});
   CHECK(conv3d_winograd_calls() == before + 2);
+}
+
+TEST_CASE("conv3d Winograd with an inf input voxel: only the outputs that read it are not finite") {
+  // As conv2d's: the plane transforms spread NaN over whole tiles; such a call takes the stacked direct path.
+  manual_seed(44);
+  const Case c{"op", 1, 16, 16, 3, 20, 20, 3, 1, 1, 1, 1};
+  const Conv3dGeometry g = geometry(c);
+  std::vector<double> xv = as<double>(as<float>(values(c.N * c.C * c.D * c.H * c.W)));
+  const std::vector<double> wv = as<double>(as<float>(values(c.K * c.C * 27))), bv(c.K, 0.0);
+  xv[static_cast<size_t>(((3 * c.D + 1) * c.H + 7) * c.W + 9)] = std::numeric_limits<double>::infinity();
+  const std::vector<double> want = direct_forward(g, xv, wv, bv);
+  const Tensor x = tensor(xv, {c.N, c.C, c.D, c.H, c.W}).to(kFloat32);
+  const Tensor w = tensor(wv, {c.K, c.C, 3, 3, 3}).to(kFloat32);
+  const Tensor y = conv3d(x, w, Tensor(), Conv3dParams{.padding = {1, 1, 1}});
+  const std::vector<float> got = y.contiguous().to_vector<float>();
+  int not_finite = 0, mismatched = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    not_finite += !std::isfinite(want[i]);
+    mismatched += std::isfinite(want[i]) != std::isfinite(got[i]);
+  }
+  CHECK(not_finite == 16 * 27);  // every output channel at the 3x3x3 outputs around the voxel
+  CHECK(mismatched == 0);
 }

@@ -101,7 +101,8 @@ void conv2d_backward_any(const Conv2dGeometry& g, const Tensor& x, const Tensor&
     cpu::dispatch_reduced(dy.dtype(), [&](auto s) {
       using S = decltype(s);
       const S* pdy = dy.data_ptr<S>();
-      if (input_tile) input_done = conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
+      if (input_tile)
+        input_done = conv2d_winograd_backward_input(g, pdy, w.data_ptr<S>(), dx.data_ptr<S>(), input_tile);
       if (weight_tile) conv2d_winograd_backward_weight(g, pdy, x.data_ptr<S>(), dw.data_ptr<S>(), weight_tile);
     });
   // The passes left (and the bias gradient), with only the operands they read.

@@ -246,7 +246,7 @@ void conv3d_forward_kernel(const Conv3dGeometry& g, const E* x, const E* w_store
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, HW = g.hw.in_h * g.hw.in_w;
   const int64_t OHW = g.hw.out_h * g.hw.out_w;
   if (const int tile = winograd3d_tile(g, Conv2dPass::kForward))
-    return conv3d_winograd_forward(g, x, w_stored, bias_stored, y, tile);
+    if (conv3d_winograd_forward(g, x, w_stored, bias_stored, y, tile)) return;  // else x holds an inf or NaN
   const bool dot = dot_products<E>(g, Conv2dPass::kForward);
   std::vector<T> w_buffer, bias_buffer;
   const T* w = as_compute<T>(w_stored, K * (C / g.hw.groups) * g.kernel_d * g.hw.kernel_h * g.hw.kernel_w, w_buffer);
@@ -280,7 +280,7 @@ void conv3d_backward_input_kernel(const Conv3dGeometry& g, const E* dy, const E*
   const int64_t HW = g.hw.in_h * g.hw.in_w, OHW = g.hw.out_h * g.hw.out_w, taps2 = g.hw.kernel_h * g.hw.kernel_w;
   const int64_t sd = g.stride_d;
   if (const int tile = winograd3d_tile(g, Conv2dPass::kInput))
-    return conv3d_winograd_backward_input(g, dy, w, dx, tile);
+    if (conv3d_winograd_backward_input(g, dy, w, dx, tile)) return;  // else dy holds an inf or NaN
   // Per phase p = (id + pd) mod sd: the depth taps that reach it, and w permuted to [k][j][c][tap2].
   std::vector<std::vector<int64_t>> phase_taps(static_cast<size_t>(sd));
   for (int64_t kd = 0; kd < kD; ++kd) phase_taps[static_cast<size_t>(kd * g.dilation_d % sd)].push_back(kd);

@@ -57,7 +57,7 @@ int64_t input_depth(const Conv3dGeometry& g, int64_t od, int64_t kd) {
 // y = correlation of x with weight(k, c, kd, a, b) (T) over depth taps and
 // the 3x3 plane kernel, + bias; g.groups == 1.
 template <class F, class E, class Weight>
-void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
+bool correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bias, E* y) {
   using T = acc_type_t<E>;
   constexpr int64_t NR = kNR<T>, kPositions = F::kPositions, S = F::kTile;
   const int64_t C = g.hw.in_channels, K = g.hw.out_channels, kD = g.kernel_d, N = g.hw.batch;
@@ -65,8 +65,9 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
   Conv2dGeometry plane = g.hw;
   plane.batch = 1;
   const TileGrid grid(plane, S);
-  if (grid.total == 0 || K == 0 || g.out_d == 0 || N == 0) return;
+  if (grid.total == 0 || K == 0 || g.out_d == 0 || N == 0) return true;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  std::atomic<bool> finite{true};  // false: x holds an inf or NaN (see conv3d_winograd.h)
 
   // U per depth tap, packed as conv2d_winograd.cpp packs it: block (xi, k0)
   // of tap kd at kd * u_size + (xi * C + k0) * m_pad, row tile i at + i * kc * kMR.
@@ -118,11 +119,12 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
       T* vt = thread_buffer<T>(Slot::kTransform, kPositions * ld);
       T* rows = thread_buffer<T>(Slot::kRows, row_scratch_size(grid, kLanes<T>));
       for (int64_t c = 0; c < C; ++c)
-        winograd::transform_into_panels<F>(grid, x + ((n * C + c) * g.in_d + id) * HW, t0, count, c, C, cols_pad, v,
-                                           v_stride, vt, ld, rows);
+        if (!winograd::transform_into_panels<F>(grid, x + ((n * C + c) * g.in_d + id) * HW, t0, count, c, C, cols_pad,
+                                                v, v_stride, vt, ld, rows))
+          finite.store(false, std::memory_order_relaxed);
       return v;
     };
-    for (int64_t od = od0; od < od1; ++od) {
+    for (int64_t od = od0; od < od1 && finite.load(std::memory_order_relaxed); ++od) {
       bool written = false;
       for (int64_t kd = 0; kd < kD; ++kd) {
         const int64_t id = input_depth(g, od, kd);
@@ -145,13 +147,14 @@ void correlate3d(const Conv3dGeometry& g, const E* x, Weight weight, const E* bi
   } else {
     for (int64_t i = 0; i < items; ++i) item(i);
   }
+  return finite.load();
 }
 
 template <class E, class Weight>
-void correlate3d_tile(const Conv3dGeometry& g, const E* x, Weight weight, const E* bias, E* y, int tile) {
+bool correlate3d_tile(const Conv3dGeometry& g, const E* x, Weight weight, const E* bias, E* y, int tile) {
   ++calls;
   if (tile == 4) return correlate3d<winograd::F4>(g, x, weight, bias, y);
-  correlate3d<winograd::F2>(g, x, weight, bias, y);
+  return correlate3d<winograd::F2>(g, x, weight, bias, y);
 }
 
 }  // namespace
@@ -167,11 +170,11 @@ bool conv3d_winograd_input_applies(const Conv3dGeometry& g) {
 }
 
 template <class E>
-void conv3d_winograd_forward(const Conv3dGeometry& g, const E* x, const E* w, const E* bias, E* y, int tile) {
+bool conv3d_winograd_forward(const Conv3dGeometry& g, const E* x, const E* w, const E* bias, E* y, int tile) {
   MINIDL_CHECK(conv3d_winograd_applies(g), "conv3d_winograd_forward: expected groups 1 and a 3x3 stride-1 plane kernel");
   using T = acc_type_t<E>;
   const int64_t C = g.hw.in_channels, kD = g.kernel_d;
-  correlate3d_tile(
+  return correlate3d_tile(
       g, x,
       [&](int64_t k, int64_t c, int64_t kd, int64_t a, int64_t b) {
         return convert<T>(w[(((k * C + c) * kD + kd) * 3 + a) * 3 + b]);
@@ -183,7 +186,7 @@ void conv3d_winograd_forward(const Conv3dGeometry& g, const E* x, const E* w, co
 // (kD - 1) dd - pd in depth and 2 - pad in the plane, with the kernel flipped
 // in all three dims and (K, C) transposed (conv2d's grad input does the same in the plane).
 template <class E>
-void conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const E* w, E* dx, int tile) {
+bool conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const E* w, E* dx, int tile) {
   MINIDL_CHECK(conv3d_winograd_input_applies(g),
                "conv3d_winograd_backward_input: expected groups 1, depth stride 1, pad_d <= (kernel_d - 1) * "
                "dilation_d and a 3x3 stride-1 plane kernel");
@@ -195,7 +198,7 @@ void conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const 
   gt.in_d = g.out_d, gt.out_d = g.in_d;
   gt.pad_d = (g.kernel_d - 1) * g.dilation_d - g.pad_d;
   const int64_t C = g.hw.in_channels, kD = g.kernel_d;
-  correlate3d_tile(
+  return correlate3d_tile(
       gt, dy,
       [&](int64_t c, int64_t k, int64_t kd, int64_t a, int64_t b) {
         return convert<T>(w[(((k * C + c) * kD + (kD - 1 - kd)) * 3 + (2 - a)) * 3 + (2 - b)]);
@@ -204,8 +207,8 @@ void conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const 
 }
 
 #define MINIDL_CONV3D_WINOGRAD_INSTANTIATE(E)                                                                  \
-  template void conv3d_winograd_forward<E>(const Conv3dGeometry&, const E*, const E*, const E*, E*, int);     \
-  template void conv3d_winograd_backward_input<E>(const Conv3dGeometry&, const E*, const E*, E*, int);
+  template bool conv3d_winograd_forward<E>(const Conv3dGeometry&, const E*, const E*, const E*, E*, int);     \
+  template bool conv3d_winograd_backward_input<E>(const Conv3dGeometry&, const E*, const E*, E*, int);
 MINIDL_CONV3D_WINOGRAD_INSTANTIATE(float)
 MINIDL_CONV3D_WINOGRAD_INSTANTIATE(double)
 MINIDL_CONV3D_WINOGRAD_INSTANTIATE(BFloat16)

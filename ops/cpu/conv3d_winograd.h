@@ -18,10 +18,12 @@ bool conv3d_winograd_input_applies(const Conv3dGeometry& g);
 // Contiguous NCDHW x/y/dy/dx, (K, C, kD, 3, 3) w, (K) bias or nullptr; E
 // float, double, or a 16-bit type read and written as is (computed in
 // float32, each output rounded once). tile: 2 for F(2x2, 3x3), 4 for F(4x4).
+// false, the output unusable, when x (dy) holds an inf or NaN: the caller
+// runs the stacked direct path instead (as conv2d_winograd_forward).
 template <class E>
-void conv3d_winograd_forward(const Conv3dGeometry& g, const E* x, const E* w, const E* bias, E* y, int tile);
+bool conv3d_winograd_forward(const Conv3dGeometry& g, const E* x, const E* w, const E* bias, E* y, int tile);
 template <class E>
-void conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const E* w, E* dx, int tile);
+bool conv3d_winograd_backward_input(const Conv3dGeometry& g, const E* dy, const E* w, E* dx, int tile);
 
 // How many calls of the two above ran in this process (tests tell this path from conv3d's stacked one).
 int64_t conv3d_winograd_calls();
