@@ -131,3 +131,22 @@ TEST_CASE("published example: BatchNorm2d(2) training step with running_mean 2, 
   CHECK_MESSAGE(to_4_decimals(var[0], 0.9007), var[0]);
   CHECK_MESSAGE(to_4_decimals(var[1], 1.1187), var[1]);
 }
+
+TEST_CASE("batch_norm with inf and NaN inputs: eval gradients and the running mean as PyTorch's") {
+  // Eval: dx = w invstd dy whatever x is (PyTorch 2.15: 1.4999925 everywhere);
+  // (x - mean) * 0 made it NaN at the inf and NaN inputs.
+  const Tensor x = tensor({std::nan(""), INFINITY, 1.0, 2.0}, {4, 1}).requires_grad_();
+  batch_norm(x, zeros({1}), ones({1}), full({1}, 1.5), zeros({1}), false).backward(ones({4, 1}));
+  for (double g : x.grad().to_vector<double>()) CHECK(g == doctest::Approx(1.4999925).epsilon(1e-7));
+  const Tensor x4 = tensor({std::nan(""), INFINITY, 1.0, 2.0, -INFINITY, 0.0, 3.0, 4.0}, {1, 2, 2, 2}).requires_grad_();
+  batch_norm(x4, zeros({2}), ones({2}), full({2}, 1.5), zeros({2}), false).backward(ones({1, 2, 2, 2}));
+  for (double g : x4.grad().to_vector<double>()) CHECK(g == doctest::Approx(1.4999925).epsilon(1e-7));
+  // Train: an inf in the first of several 2048-value chunks kept the running
+  // mean inf only until a finite chunk was merged (inf - inf); PyTorch: inf, nan.
+  Tensor big = randn({1, 1, 4096});
+  big.narrow(2, 0, 1).fill_(INFINITY);
+  Tensor rm = zeros({1}), rv = ones({1});
+  batch_norm(big, rm, rv, Tensor(), Tensor(), true, 0.1);
+  CHECK(std::isinf(rm.item<double>()));
+  CHECK(std::isnan(rv.item<double>()));
+}

@@ -324,6 +324,11 @@ void backward_kernel(const NormBackwardArgs& args) {
       const T* dya = dy + a * G;
       const T* xa = x + a * G;
       T* dxa = dx + a * G;
+      if (!args.batch_stats) {  // eval: dx = w invstd dy whatever x is (inf and NaN included), as elemt_row
+#pragma omp simd
+        for (int64_t g = 0; g < G; ++g) dxa[g] = dya[g] * alpha[g];
+        continue;
+      }
 #pragma omp simd
       for (int64_t g = 0; g < G; ++g) dxa[g] = dya[g] * alpha[g] + (xa[g] - m[g]) * bt[g] + gm[g];
     }

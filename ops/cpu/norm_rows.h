@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -22,7 +23,9 @@ struct Moments {
     if (nb == 0) return;
     const double total = n + nb;
     const double delta = mean_b - mean;
-    mean += delta * nb / total;
+    // inf - inf is NaN: a weighted mean keeps an infinite mean infinite (a
+    // chunk holding +inf, then finite ones, gave a NaN running_mean).
+    mean = std::isfinite(delta) ? mean + delta * nb / total : (n * mean + nb * mean_b) / total;
     m2 += m2_b + delta * delta * n * nb / total;
     n = total;
   }
@@ -150,6 +153,18 @@ template <class T>
 void elemt_row(const T* dy, const T* x, T* dx, int64_t K, int64_t S, int64_t c0, const T* w,
                double mean, double invstd, double beta_d, double gamma_d) {
   const T m = static_cast<T>(mean), beta = static_cast<T>(beta_d), gamma = static_cast<T>(gamma_d);
+  if (beta_d == 0 && gamma_d == 0) {
+    // Constant statistics (eval): dx = w invstd dy, as PyTorch; (x - mean) * 0
+    // made dx NaN wherever x was inf or NaN.
+    for (int64_t k = 0; k < K; ++k) {
+      const T alpha = static_cast<T>(invstd * (w ? static_cast<double>(w[c0 + k]) : 1.0));
+      const T* dk = dy + k * S;
+      T* dxk = dx + k * S;
+#pragma omp simd
+      for (int64_t s = 0; s < S; ++s) dxk[s] = dk[s] * alpha;
+    }
+    return;
+  }
   if (S == 1 && K > 1) {
     const T rs = static_cast<T>(invstd);
     with_affine(w != nullptr, false, [&](auto has_w, auto) {
