@@ -203,7 +203,10 @@ struct Div : autograd::Function<Div> {
     const Tensor g_over_b = div(grads[0], b);
     Tensor da, db;
     if (ctx->needs_input_grad(0)) da = sum_to_shape(g_over_b, saved_shape(ctx, "a_shape"));
-    if (ctx->needs_input_grad(1)) db = sum_to_shape(neg(div(mul(g_over_b, a), b)), saved_shape(ctx, "b_shape"));
+    // PyTorch's -g ((a / b) / b): g / b first overflowed float16 for a small b
+    // (g 100, b 1e-3: -inf where PyTorch gives -9992).
+    if (ctx->needs_input_grad(1))
+      db = sum_to_shape(neg(mul(grads[0], div(div(a, b), b))), saved_shape(ctx, "b_shape"));
     return {da, db};
   }
 };
@@ -245,8 +248,10 @@ struct ScalarOp : autograd::Function<ScalarOp> {
   }
 };
 
-// maximum (wins = Gt) and minimum (wins = Lt): the winner's weight is 1, a tie's 0.5.
-template <class Self, BinaryOp kOp, BinaryOp kWins>
+// maximum (wins = Gt) and minimum (wins = Lt): the winner's weight is 1, a
+// tie's 0.5, and both get the whole gradient when a NaN makes every
+// comparison false, as PyTorch (only b got it).
+template <class Self, BinaryOp kOp, BinaryOp kWins, BinaryOp kLoses>
 struct Extremum : autograd::Function<Self> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
     Tensor out = binary_forward(kOp, a, b);
@@ -257,16 +262,15 @@ struct Extremum : autograd::Function<Self> {
     const variable_list saved = ctx->get_saved_variables();
     const Tensor& a = saved[0];
     const Tensor& b = saved[1];
-    const Tensor weight_a = add(compare(kWins, a, b), compare(BinaryOp::Eq, a, b), 0.5);
-    const Tensor ga = mul(grads[0], weight_a);
+    const Tensor tie = compare(BinaryOp::Eq, a, b) * 0.5;
     Tensor da, db;
-    if (ctx->needs_input_grad(0)) da = sum_to_shape(ga, a.shape());
-    if (ctx->needs_input_grad(1)) db = sum_to_shape(sub(grads[0], ga), b.shape());
+    if (ctx->needs_input_grad(0)) da = sum_to_shape(mul(grads[0], 1.0 - compare(kLoses, a, b) - tie), a.shape());
+    if (ctx->needs_input_grad(1)) db = sum_to_shape(mul(grads[0], 1.0 - compare(kWins, a, b) - tie), b.shape());
     return {da, db};
   }
 };
-struct Maximum : Extremum<Maximum, BinaryOp::Maximum, BinaryOp::Gt> {};
-struct Minimum : Extremum<Minimum, BinaryOp::Minimum, BinaryOp::Lt> {};
+struct Maximum : Extremum<Maximum, BinaryOp::Maximum, BinaryOp::Gt, BinaryOp::Lt> {};
+struct Minimum : Extremum<Minimum, BinaryOp::Minimum, BinaryOp::Lt, BinaryOp::Gt> {};
 
 struct SumToShape : autograd::Function<SumToShape> {
   static Tensor forward(AutogradContext* ctx, const Tensor& grad, const Shape& shape) {

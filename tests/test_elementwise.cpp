@@ -352,6 +352,26 @@ TEST_CASE("maximum/minimum: gradcheck away from ties, and ties split the gradien
   minimum(x, y).backward(tensor({2.0, 2.0, 2.0}, {3}, kFloat64));
   CHECK(values_near(x.grad(), {0.0, 1.0, 2.0}));
   CHECK(values_near(y.grad(), {2.0, 1.0, 0.0}));
+  // A NaN operand: every comparison is false, and PyTorch gives both inputs
+  // the whole gradient (only b got it).
+  for (bool max : {true, false}) {
+    Tensor p = tensor({std::nan(""), 1.0}, {2}, kFloat64).requires_grad_();
+    Tensor q = tensor({1.0, std::nan("")}, {2}, kFloat64).requires_grad_();
+    (max ? maximum(p, q) : minimum(p, q)).backward(tensor({3.0, 3.0}, {2}, kFloat64));
+    CHECK(values_near(p.grad(), {3.0, 3.0}));
+    CHECK(values_near(q.grad(), {3.0, 3.0}));
+  }
+}
+
+TEST_CASE("div backward in float16: -g ((a / b) / b), as PyTorch, not (g / b) first") {
+  // PyTorch 2.15: db = [-0, -9992]; g / b = 1e5 overflowed float16 to inf first (nan, -inf).
+  Tensor a = tensor({0.0, 1e-4}, {2}, kFloat16).requires_grad_();
+  Tensor b = full({2}, 1e-3, kFloat16).requires_grad_();
+  div(a, b).backward(full({2}, 100.0, kFloat16));
+  const std::vector<double> db = b.grad().to_vector<double>();
+  CHECK(db[0] == 0.0);
+  CHECK(std::signbit(db[0]));
+  CHECK(db[1] == -9992.0);
 }
 
 TEST_CASE("binary ops: scalar forms gradcheck") {
