@@ -334,6 +334,6 @@ TEST_CASE("GroupNorm: per-channel affine, divisibility checked at construction")
   const Tensor y = gn(x);
   gn->eval();
   CHECK(allclose(gn(x), y, 0, 0));
-  CHECK_THROWS_CONTAINS(nn::GroupNorm(4, 6), "num_channels must be divisible by num_groups");
+  CHECK_THROWS_CONTAINS(nn::GroupNorm(4, 6), "num_channels (6) must be divisible by num_groups (4)");  // PyTorch's
   CHECK_THROWS_CONTAINS(nn::GroupNorm(0, 6), "GroupNorm: expected a positive num_groups, got 0");
 }
