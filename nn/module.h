@@ -257,6 +257,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void named_modules_impl(const std::string& prefix, std::vector<const Module*>& seen,
                           std::vector<std::pair<std::string, const Module*>>& out) const;
   std::vector<std::pair<std::string, const Module*>> walk(bool recurse) const;
+  void sort_unexpected_keys(std::vector<std::string>& keys) const;
   // optional (if given) receives the keys of is_optional_state buffers.
   void state_dict_impl(const std::string& prefix, NamedTensors& out, std::set<std::string>* optional = nullptr) const;
   void collect_state_targets(const std::string& prefix, NamedTensors& out) const;
