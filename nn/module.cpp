@@ -295,6 +295,11 @@ void Module::run_forward_pre_hooks(const Tensor& input) {
   for (const auto& [id, hook] : hooks) hook(*this, input);
 }
 
+Module& Module::requires_grad_(bool requires_grad) {
+  for (Tensor& p : parameters()) p.requires_grad_(requires_grad);
+  return *this;
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (Tensor& p : parameters()) {
     Tensor g = p.grad();

@@ -201,6 +201,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // set_to_none: grads become undefined; otherwise they are zeroed in place.
   void zero_grad(bool set_to_none = true);
+  // Sets requires_grad on every parameter of this module and its children
+  // (PyTorch's module.requires_grad_: model->backbone->requires_grad_(false)
+  // freezes a submodule); buffers are left alone. Returns this module.
+  Module& requires_grad_(bool requires_grad = true);
 
   // Moves/converts every parameter and buffer (and existing grads) in place;
   // to(DType) converts floating tensors only. See the header comment.

@@ -308,6 +308,22 @@ TEST_CASE("load_state_dict: PyTorch's 1-element 1-D tensor for a 0-d entry, and 
                                                    "\"0.weight.q\". ");
 }
 
+TEST_CASE("Module::requires_grad_ sets every parameter (recursively) and returns the module") {
+  nn::Sequential m(nn::Linear(2, 3), nn::BatchNorm1d(3));
+  nn::Module& same = m->at<nn::LinearImpl>(0).requires_grad_(false);
+  CHECK(&same == m[0].get());
+  CHECK_FALSE(m->at<nn::LinearImpl>(0).weight.requires_grad());
+  CHECK_FALSE(m->at<nn::LinearImpl>(0).bias.requires_grad());
+  CHECK(m->at<nn::BatchNorm1dImpl>(1).weight.requires_grad());  // a sibling is left alone
+  m->requires_grad_(false);
+  for (const Tensor& p : m->parameters()) CHECK_FALSE(p.requires_grad());
+  for (const Tensor& b : m->buffers()) CHECK_FALSE(b.requires_grad());
+  const Tensor y = m(randn({4, 2}));
+  CHECK_FALSE(y.requires_grad());
+  m->requires_grad_();
+  for (const Tensor& p : m->parameters()) CHECK(p.requires_grad());
+}
+
 TEST_CASE("load_state_dict_file refuses a truncated or missing file cleanly") {
   manual_seed(5);
   Small a;
