@@ -12,7 +12,7 @@
 // Semantics (reference/pytorch-semantics.md section 2):
 // - Parameters, buffers, state_dict keys, num_batches_tracked, momentum=None
 //   and the repr are BatchNorm's: "SyncBatchNorm(64, eps=1e-05, momentum=0.1,
-//   affine=True, track_running_stats=True)". The input is (N, C, *), any dim >= 2.
+//   affine=True, bias=True, track_running_stats=True)". The input is (N, C, *), any dim >= 2.
 // - The statistics are synchronized only in training, with a process group of
 //   more than one rank (dist::is_initialized() or an explicit group). Otherwise
 //   (eval, world size 1, no process group) it is plain minidl::batch_norm and

@@ -62,16 +62,16 @@ using minidl::sigmoid;
 using minidl::softmax;
 using minidl::tanh;
 
-// stride defaults to the kernel size (PyTorch's stride=None). avg_pool keeps
-// count_include_pad before ceil_mode (see ops/pooling.h).
+// stride defaults to the kernel size (PyTorch's stride=None). Arguments are in
+// torch.nn.functional's order (avg_pool: ceil_mode before count_include_pad).
 inline Tensor max_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
                          Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false) {
   return minidl::max_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode);
 }
 inline Tensor avg_pool2d(const Tensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                         Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                         Int2 padding = 0, bool ceil_mode = false, bool count_include_pad = true,
                          std::optional<int64_t> divisor_override = std::nullopt) {
-  return minidl::avg_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad, ceil_mode,
+  return minidl::avg_pool2d(x, kernel_size, stride.value_or(kernel_size), padding, ceil_mode, count_include_pad,
                             divisor_override);
 }
 inline Tensor adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
@@ -85,9 +85,9 @@ inline Tensor max_pool3d(const Tensor& x, Int3 kernel_size, std::optional<Int3> 
   return minidl::max_pool3d(x, kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode);
 }
 inline Tensor avg_pool3d(const Tensor& x, Int3 kernel_size, std::optional<Int3> stride = std::nullopt,
-                         Int3 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                         Int3 padding = 0, bool ceil_mode = false, bool count_include_pad = true,
                          std::optional<int64_t> divisor_override = std::nullopt) {
-  return minidl::avg_pool3d(x, kernel_size, stride.value_or(kernel_size), padding, count_include_pad, ceil_mode,
+  return minidl::avg_pool3d(x, kernel_size, stride.value_or(kernel_size), padding, ceil_mode, count_include_pad,
                             divisor_override);
 }
 inline Tensor adaptive_avg_pool3d(const Tensor& x, Int3 output_size) {

@@ -3,6 +3,7 @@
 #include "minidl/nn/module.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <set>
@@ -25,6 +26,9 @@ void retarget(TensorImpl& impl, const Tensor& fresh) {
   const TensorImpl& f = *fresh.impl();
   impl.set_view(f, f.shape, f.strides, f.offset);
 }
+
+// A shape as PyTorch prints it in load_state_dict's messages: torch.Size([3, 4]).
+std::string torch_size(const Shape& shape) { return "torch.Size(" + shape_str(shape) + ")"; }
 
 // PyTorch's _addindent: indents every line but the first.
 std::string add_indent(const std::string& s, int spaces) {
@@ -291,6 +295,11 @@ void Module::run_forward_pre_hooks(const Tensor& input) {
   for (const auto& [id, hook] : hooks) hook(*this, input);
 }
 
+Module& Module::requires_grad_(bool requires_grad) {
+  for (Tensor& p : parameters()) p.requires_grad_(requires_grad);
+  return *this;
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (Tensor& p : parameters()) {
     Tensor g = p.grad();
@@ -367,6 +376,33 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+// PyTorch reports an unexpected key from the module whose _load_from_state_dict
+// finds it (the deepest one its dotted prefix names), modules in preorder, and
+// in state-dict order within a module.
+void Module::sort_unexpected_keys(std::vector<std::string>& keys) const {
+  std::map<std::string, size_t> preorder;  // module prefix ("" for this one, "fc." ...) -> position
+  std::function<void(const Module&, const std::string&)> number = [&](const Module& m, const std::string& prefix) {
+    preorder.emplace(prefix, preorder.size());
+    for (const auto& [name, child] : m.children_) number(*child, prefix + name + ".");
+  };
+  number(*this, "");
+  auto owner = [&](const std::string& key) {
+    const Module* m = this;
+    size_t begin = 0;
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', begin)) {
+      const std::string part = key.substr(begin, dot - begin);
+      const auto it = std::find_if(m->children_.begin(), m->children_.end(),
+                                   [&](const auto& c) { return c.first == part; });
+      if (it == m->children_.end()) break;
+      m = it->second.get();
+      begin = dot + 1;
+    }
+    return preorder.at(key.substr(0, begin));
+  };
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](const std::string& a, const std::string& b) { return owner(a) < owner(b); });
+}
+
 LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors targets;
   std::set<std::string> optional;
@@ -379,7 +415,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
 
   LoadStateDictResult result;
   std::vector<std::string> size_errors;
-  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  std::vector<std::pair<Tensor, Tensor>> copies;
   std::set<std::string> known;
   for (const auto& [name, target] : targets) {
     known.insert(name);
@@ -388,18 +424,21 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
       if (!optional.count(name)) result.missing_keys.push_back(name);
       continue;
     }
-    const Tensor& src = *it->second;
+    Tensor src = *it->second;
     MINIDL_CHECK(src.defined(), "load_state_dict: the tensor for key '", name, "' is undefined");
+    // PyTorch's backward compatibility (checkpoints of 0.3): a 0-d parameter or
+    // buffer takes a 1-element 1-D tensor, e.g. num_batches_tracked = tensor([7]).
+    if (target.dim() == 0 && src.dim() == 1 && src.size(0) == 1) src = src.reshape({});
     if (src.shape() != target.shape()) {
-      size_errors.push_back("size mismatch for " + name + ": copying a param with shape " +
-                            shape_str(src.shape()) + " from checkpoint, the shape in current model is " +
-                            shape_str(target.shape()) + ".");
+      size_errors.push_back("size mismatch for " + name + ": copying a param with shape " + torch_size(src.shape()) +
+                            " from checkpoint, the shape in current model is " + torch_size(target.shape()) + ".");
       continue;
     }
-    copies.emplace_back(target, &src);
+    copies.emplace_back(target, src);
   }
   for (const auto& [name, t] : state)
     if (!known.count(name)) result.unexpected_keys.push_back(name);
+  sort_unexpected_keys(result.unexpected_keys);
 
   // PyTorch's message: missing keys, then unexpected keys (strict only), then size mismatches.
   std::vector<std::string> errors;
@@ -422,7 +461,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   NoGradGuard no_grad;
   for (auto& [target, src] : copies) {
     Tensor dst = target;
-    dst.copy_(*src);
+    dst.copy_(src);
   }
   return result;
 }

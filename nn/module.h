@@ -201,6 +201,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // set_to_none: grads become undefined; otherwise they are zeroed in place.
   void zero_grad(bool set_to_none = true);
+  // Sets requires_grad on every parameter of this module and its children
+  // (PyTorch's module.requires_grad_: model->backbone->requires_grad_(false)
+  // freezes a submodule); buffers are left alone. Returns this module.
+  Module& requires_grad_(bool requires_grad = true);
 
   // Moves/converts every parameter and buffer (and existing grads) in place;
   // to(DType) converts floating tensors only. See the header comment.
@@ -257,6 +261,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void named_modules_impl(const std::string& prefix, std::vector<const Module*>& seen,
                           std::vector<std::pair<std::string, const Module*>>& out) const;
   std::vector<std::pair<std::string, const Module*>> walk(bool recurse) const;
+  void sort_unexpected_keys(std::vector<std::string>& keys) const;
   // optional (if given) receives the keys of is_optional_state buffers.
   void state_dict_impl(const std::string& prefix, NamedTensors& out, std::set<std::string>* optional = nullptr) const;
   void collect_state_targets(const std::string& prefix, NamedTensors& out) const;

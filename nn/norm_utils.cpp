@@ -128,24 +128,27 @@ std::shared_ptr<GroupNormImpl> make_group_norm(const Module& module, int64_t max
   record.num_channels = o.num_features();
   record.num_groups = group_norm_groups_for(o.num_features(), max_groups);
   record.eps = o.eps();
-  record.affine = bn.weight.defined() && bn.bias.defined();
+  record.affine = bn.weight.defined();
+  record.bias = bn.bias.defined();
   record.dropped_running_stats = bn.running_mean.defined() || bn.running_var.defined();
   if (bn.num_batches_tracked.defined())
     record.dropped_num_batches_tracked = bn.num_batches_tracked.to_vector<int64_t>().at(0);  // host copy
 
   auto gn = std::make_shared<GroupNormImpl>(
-      GroupNormOptions(record.num_groups, record.num_channels).eps(record.eps).affine(record.affine));
+      GroupNormOptions(record.num_groups, record.num_channels).eps(record.eps).affine(record.affine).bias(record.bias));
   // Same device and floating dtype as the BN.
   const Tensor& like = bn.weight.defined() ? bn.weight : bn.running_mean;
   if (like.defined()) {
     if (!like.device().is_cpu()) gn->to(like.device());
     if (is_floating(like.dtype()) && like.dtype() != kFloat32) gn->to(like.dtype());
   }
-  if (record.affine) {
-    NoGradGuard no_grad;
+  NoGradGuard no_grad;
+  if (gn->weight.defined()) {
     gn->weight.copy_(bn.weight);
-    gn->bias.copy_(bn.bias);
     gn->weight.requires_grad_(bn.weight.requires_grad());
+  }
+  if (gn->bias.defined()) {
+    gn->bias.copy_(bn.bias);
     gn->bias.requires_grad_(bn.bias.requires_grad());
   }
   gn->train(training);
@@ -224,7 +227,7 @@ std::ostream& operator<<(std::ostream& os, const GroupNormConversionReport& repo
   os << "convert_batch_norm_to_group_norm: " << report.layers.size() << " layer(s) converted"
      << (report.root_replaced ? " (the root module was replaced)" : "") << "\n";
   if (report.layers.empty()) return os;
-  std::vector<std::vector<std::string>> rows{{"layer", "from", "C", "groups", "eps", "affine", "dropped"}};
+  std::vector<std::vector<std::string>> rows{{"layer", "from", "C", "groups", "eps", "affine", "bias", "dropped"}};
   for (const auto& l : report.layers) {
     std::string dropped;
     if (l.dropped_running_stats) dropped = "running_mean, running_var";
@@ -232,7 +235,8 @@ std::ostream& operator<<(std::ostream& os, const GroupNormConversionReport& repo
       dropped += (dropped.empty() ? "" : ", ") + std::string("num_batches_tracked=") +
                  std::to_string(*l.dropped_num_batches_tracked);
     rows.push_back({display_name(l.name), l.from, std::to_string(l.num_channels), std::to_string(l.num_groups),
-                    repr_float(l.eps), repr_bool(l.affine), dropped.empty() ? "-" : dropped});
+                    repr_float(l.eps), repr_bool(l.affine), repr_bool(l.affine && l.bias),
+                    dropped.empty() ? "-" : dropped});
   }
   print_table(os, rows, "  ");
   for (const auto& l : report.layers)

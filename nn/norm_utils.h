@@ -57,7 +57,8 @@ struct GroupNormConversion {
   int64_t num_channels = 0;
   int64_t num_groups = 0;
   double eps = 1e-5;
-  bool affine = true;         // gamma/beta copied when true
+  bool affine = true;         // gamma (and beta, if bias) copied when true
+  bool bias = true;           // the BN had a beta (BatchNormOptions::bias); so does the GroupNorm
   // What GroupNorm has no place for: the running statistics.
   bool dropped_running_stats = false;              // running_mean and running_var
   std::optional<int64_t> dropped_num_batches_tracked;
@@ -73,7 +74,7 @@ struct GroupNormConversionReport {
 // A table, plus one warning line per still_referenced layer.
 std::ostream& operator<<(std::ostream& os, const GroupNormConversionReport& report);
 
-// Replaces every BatchNorm layer by GroupNorm(G, C, eps, affine), G =
+// Replaces every BatchNorm layer by GroupNorm(G, C, eps, affine, bias), G =
 // group_norm_groups_for(C, max_groups), with gamma/beta copied (values,
 // requires_grad), the dtype and device of the BN, and the parent's mode. The
 // registry changes and so do nn::AnyModule members (Module::replace_module);

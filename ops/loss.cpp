@@ -179,8 +179,12 @@ ClassGeometry class_geometry(const Tensor& input, const Tensor& target, const ch
   MINIDL_CHECK(input.defined() && target.defined(), op, ": expected defined input and target tensors");
   MINIDL_CHECK(input.dim() >= 1, op, ": Expected 1 or more dimensions (got 0)");
   MINIDL_CHECK(is_floating(input.dtype()), op, ": expected a floating point input, got ", dtype_name(input.dtype()));
-  MINIDL_CHECK(target.dtype() == kInt64, op, ": expected target dtype to be Long (int64 class indices), but got ",
+  MINIDL_CHECK(target.dtype() == kInt64 || target.dtype() == kUInt8, op,
+               ": expected target dtype to be Long or Byte (int64 or uint8 class indices), but got ",
                dtype_name(target.dtype()));
+  // PyTorch's nll_loss2d (input of 3 or more dims) takes Long only.
+  MINIDL_CHECK(target.dtype() == kInt64 || input.dim() <= 2, op, ": expected scalar type Long but found Byte (uint8 "
+               "targets are taken for 1-D or 2-D input only, as PyTorch; got input of dimension ", input.dim(), ")");
   MINIDL_CHECK(input.device() == target.device(), op, ": expected input and target on the same device, got ",
                input.device(), " and ", target.device());
   if (input.dim() == 1) {
@@ -202,6 +206,11 @@ ClassGeometry class_geometry(const Tensor& input, const Tensor& target, const ch
   g.C = input.size(1);
   for (int64_t d = 2; d < input.dim(); ++d) g.S *= input.size(d);
   return g;
+}
+
+// The targets as the kernels read them: contiguous int64 (uint8 class indices widened).
+Tensor class_indices(const Tensor& target) {
+  return (target.dtype() == kUInt8 ? target.to(kInt64) : target).contiguous();
 }
 
 // Every target is a class index or ignore_index. Checked for CPU targets
@@ -288,7 +297,7 @@ Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tens
     return cross_entropy_probabilities(input, target, weight, reduction, ignore_index, label_smoothing);
   const ClassGeometry g = class_geometry(input, target, "cross_entropy");
   const Tensor w = checked_weight(weight, input, g.C, "cross_entropy");
-  Tensor t = target.contiguous();
+  Tensor t = class_indices(target);
   check_targets(t, g.C, ignore_index, "cross_entropy");
   return CrossEntropyFunction::apply(input, t, w, g, ignore_index, label_smoothing, reduction);
 }
@@ -303,7 +312,7 @@ Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const Tensor& w
   const Tensor &input = cast[0], &target = cast[1], &weight = cast[2];
   const ClassGeometry g = class_geometry(input, target, "nll_loss");
   const Tensor w = checked_weight(weight, input, g.C, "nll_loss");
-  Tensor t = target.contiguous();
+  Tensor t = class_indices(target);
   check_targets(t, g.C, ignore_index, "nll_loss");
   return NllLossFunction::apply(input, t, w, g, ignore_index, reduction);
 }
@@ -312,8 +321,9 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   const auto cast = amp::cast_args(amp::AmpOp::mse_loss, input_in, target_in);
   const Tensor &input = cast[0], &target = cast[1];
   MINIDL_CHECK(input.defined() && target.defined(), "mse_loss: expected defined input and target tensors");
-  MINIDL_CHECK(input.shape() == target.shape(), "mse_loss: expected input and target of the same shape, got ",
-               shape_str(input.shape()), " and ", shape_str(target.shape()));
+  // Stricter than PyTorch, which broadcasts them with a warning that it is probably a bug.
+  MINIDL_CHECK(input.shape() == target.shape(), "mse_loss: expected input and target of the same shape (they are "
+               "not broadcast), got input ", shape_str(input.shape()), " and target ", shape_str(target.shape()));
   MINIDL_CHECK(input.dtype() == target.dtype(), "mse_loss: expected input and target of the same dtype, got ",
                dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
   MINIDL_CHECK(is_floating(input.dtype()), "mse_loss: expected a floating point input, got ",

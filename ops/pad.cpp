@@ -40,10 +40,10 @@ static_assert(static_cast<int>(PadMode::kConstant) == cuda_math::kPadConstant &&
               static_cast<int>(PadMode::kReplicate) == cuda_math::kPadReplicate &&
               static_cast<int>(PadMode::kCircular) == cuda_math::kPadCircular);
 
-// Where output index i (of in + left + right) reads from, or -1: one rule for
-// the CPU tables and the CUDA kernels.
-int64_t source_index(int64_t i, int64_t left, int64_t in, PadMode mode) {
-  return cuda_math::pad_source_index(i, left, in, static_cast<int>(mode));
+// Where output index i (of out = in + left + right) reads from, or -1: one
+// rule for the CPU tables and the CUDA kernels.
+int64_t source_index(int64_t i, int64_t left, int64_t in, int64_t out, PadMode mode) {
+  return cuda_math::pad_source_index(i, left, in, out, static_cast<int>(mode));
 }
 
 // Checks x and pads (PyTorch's messages) and builds the geometry; `item` is
@@ -83,8 +83,15 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
       MINIDL_CHECK(left < in && right < in, "Argument #", 4 + 2 * (dim - 1 - d), ": Padding size should be less than the "
                    "corresponding input dimension, but got: padding (", left, ", ", right, ") at dimension ", d, " of input ",
                    shape_str(shape));
-    if (mode == PadMode::kCircular)
+    if (mode == PadMode::kCircular) {
       MINIDL_CHECK(left <= in && right <= in, "Padding value causes wrapping around more than once.");
+      // A positive pad copies from what the negative one left (PyTorch fails
+      // on the overlapping copy, or returns uninitialized memory when nothing is left).
+      const int64_t kept = in - std::max<int64_t>(-left, 0) - std::max<int64_t>(-right, 0);
+      MINIDL_CHECK(left <= kept && right <= kept, "Padding value causes wrapping around more than once: the "
+                   "negative pad of circular padding (", left, ", ", right, ") at dimension ", d, " of input ",
+                   shape_str(shape), " leaves ", kept, " elements, fewer than the positive pad");
+    }
     MINIDL_CHECK(!wraps, "pad: Storage size calculation overflowed: the input size ", in, " plus padding ", left,
                  " and ", right, " does not fit int64 at dimension ", d, " of input ", shape_str(shape));
     if (mode == PadMode::kReplicate && out > 0)
@@ -102,7 +109,8 @@ PadGeometry make_geometry(const Shape& shape, const std::vector<int64_t>& pads, 
     const auto j = static_cast<size_t>(k);
     const int64_t out = g.out_sizes[j];
     std::vector<int64_t> src(static_cast<size_t>(out));
-    for (int64_t i = 0; i < out; ++i) src[static_cast<size_t>(i)] = source_index(i, g.left[j], g.in_sizes[j], mode);
+    for (int64_t i = 0; i < out; ++i)
+      src[static_cast<size_t>(i)] = source_index(i, g.left[j], g.in_sizes[j], out, mode);
     g.source.push_back(std::move(src));
   }
   return g;

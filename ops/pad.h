@@ -22,7 +22,8 @@ const char* pad_mode_name(PadMode mode);
 // crop); the other modes pad the last 1, 2 or 3 dimensions of a tensor with
 // one or two more (batch and channel) and fill from the input: reflect
 // mirrors without repeating the edge (pad < size), replicate repeats the
-// edge, circular wraps around (pad <= size).
+// edge, circular wraps around (pad <= size; as PyTorch, negative pads crop
+// first and a positive pad wraps within what is left, so it must be at most that).
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::kConstant, double value = 0.0);
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string& mode, double value = 0.0);
 

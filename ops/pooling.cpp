@@ -285,8 +285,8 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 paddin
   return std::get<0>(max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
-Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding, bool count_include_pad,
-                  bool ceil_mode, std::optional<int64_t> divisor_override) {
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
   const WindowArgs a{2,         "avg_pool2d",      as3(kernel_size, 1), as3(stride, 1), as3(padding, 0), {1, 1, 1},
                      ceil_mode, count_include_pad, divisor_override};
   return AvgPoolFunction::apply(x, window_geometry(x, a), int64_t{2});
@@ -315,8 +315,8 @@ Tensor max_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride, Size3 paddin
   return std::get<0>(max_pool3d_with_indices(x32, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
-Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride, Size3 padding, bool count_include_pad,
-                  bool ceil_mode, std::optional<int64_t> divisor_override) {
+Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride, Size3 padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
   const WindowArgs a{3,         "avg_pool3d",      kernel_size, stride, padding, {1, 1, 1},
                      ceil_mode, count_include_pad, divisor_override};
   const Tensor x32 = amp::cast_args(amp::AmpOp::avg_pool3d, x)[0];

@@ -3,9 +3,9 @@
 // place in NHWC and gives channels-last outputs, indices and gradients, as
 // PyTorch's max_pool2d/avg_pool2d/adaptive pools do.
 //
-// Argument order follows torch.nn.functional, except that avg_pool keeps
-// minidl's historical count_include_pad as the fifth argument (before
-// ceil_mode), so existing calls avg_pool2d(x, k, s, p, false) keep their meaning.
+// Argument order follows torch.nn.functional: avg_pool is (x, kernel_size,
+// stride, padding, ceil_mode, count_include_pad, divisor_override), so a call
+// ported positionally from PyTorch keeps its meaning.
 #pragma once
 
 #include <array>
@@ -32,7 +32,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel
                                                    bool ceil_mode = false);
 // divisor_override replaces the window size as the divisor (PyTorch's divisor_override).
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride = {0, 0}, Size2 padding = {0, 0},
-                  bool count_include_pad = true, bool ceil_mode = false,
+                  bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, Size2 output_size);
@@ -45,7 +45,7 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3 kernel
                                                    Size3 padding = {0, 0, 0}, Size3 dilation = {1, 1, 1},
                                                    bool ceil_mode = false);
 Tensor avg_pool3d(const Tensor& x, Size3 kernel_size, Size3 stride = {0, 0, 0}, Size3 padding = {0, 0, 0},
-                  bool count_include_pad = true, bool ceil_mode = false,
+                  bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size);
 Tensor adaptive_max_pool3d(const Tensor& x, Size3 output_size);

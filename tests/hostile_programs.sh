@@ -80,7 +80,7 @@ foreign=$work/foreign && cp -r "$ckpt" "$foreign"
 cp "$wide/model_epoch1.safetensors" "$foreign/model_epoch1.safetensors"  # another network's weights
 expect 1 "$foreign/model_epoch1.safetensors: Error(s) in loading state_dict" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
-expect 1 "size mismatch for conv1.weight: copying a param with shape [16, 3, 3, 3] from checkpoint, the shape in current model is [8, 3, 3, 3]" \
+expect 1 "size mismatch for conv1.weight: copying a param with shape torch.Size([16, 3, 3, 3]) from checkpoint, the shape in current model is torch.Size([8, 3, 3, 3])" \
   "$TRAIN" --data "$data" "${small[@]}" --resume "$foreign" --log-dir "$work/logs"
 broken=$work/broken && cp -r "$ckpt" "$broken"
 head -c 40 "$ckpt/checkpoint.json" > "$broken/checkpoint.json"

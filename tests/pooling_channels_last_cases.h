@@ -39,8 +39,8 @@ inline std::vector<PoolCase> pool_cases() {
       {"adaptive max 3x2", [](const Tensor& x) { return adaptive_max_pool2d_with_indices(x, {3, 2}); }},
       {"avg 3x3 stride 1 pad 1", avg([](const Tensor& x) { return avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}); })},
       {"avg 3x3 stride 2 pad 1 exclude pad ceil",
-       avg([](const Tensor& x) { return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, true); })},
-      {"avg 2x2 divisor 3", avg([](const Tensor& x) { return avg_pool2d(x, {2, 2}, {0, 0}, {0, 0}, true, false, 3); })},
+       avg([](const Tensor& x) { return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, true, false); })},
+      {"avg 2x2 divisor 3", avg([](const Tensor& x) { return avg_pool2d(x, {2, 2}, {0, 0}, {0, 0}, false, true, 3); })},
       {"adaptive avg 3x2", avg([](const Tensor& x) { return adaptive_avg_pool2d(x, {3, 2}); })},
       {"global avg", avg([](const Tensor& x) { return adaptive_avg_pool2d(x, {1, 1}); }), false},
   };

@@ -110,7 +110,7 @@ std::vector<Case> norm_pool_cases() {
        [](V a) { return instance_norm(a[0], Tensor(), Tensor(), a[1], a[2]); }, scale, threads},
       {"avg_pool2d 2x2 odd sizes", {{{2, 3, 7, 9}}}, [](V a) { return avg_pool2d(a[0], {2, 2}); }},
       {"avg_pool2d 3x3 stride 2 pad 1, count_include_pad false", {{{2, 3, 9, 8}}},
-       [](V a) { return avg_pool2d(a[0], {3, 3}, {2, 2}, {1, 1}, false); }},
+       [](V a) { return avg_pool2d(a[0], {3, 3}, {2, 2}, {1, 1}, false, false); }},
       {"avg_pool2d ceil_mode, divisor_override 3", {{{2, 2, 5, 7}}},
        [](V a) { return avg_pool2d(a[0], {2, 2}, {2, 2}, {0, 0}, true, true, 3); }},
       {"avg_pool2d parallel", {{{4, 16, 32, 34}}}, [](V a) { return avg_pool2d(a[0], {2, 2}); }},

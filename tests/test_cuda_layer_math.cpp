@@ -135,7 +135,7 @@ TEST_CASE("pool windows reproduce the CPU avg_pool2d (padding, ceil_mode, count_
   const Tensor x = randn({1, 2, 7, 6}, kFloat64);
   const std::vector<double> xv = x.to_vector<double>();
   for (bool include_pad : {true, false}) {
-    const Tensor y = avg_pool2d(x, {3, 2}, {2, 2}, {1, 1}, include_pad, /*ceil_mode=*/true);
+    const Tensor y = avg_pool2d(x, {3, 2}, {2, 2}, {1, 1}, /*ceil_mode=*/true, include_pad);
     const std::vector<double> yv = y.to_vector<double>();
     const int64_t OH = y.shape()[2], OW = y.shape()[3];
     const PoolDim dd{1, 1, 1, 1, 0, 1, false};

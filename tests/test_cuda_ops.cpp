@@ -440,7 +440,8 @@ TEST_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") {
     }, {leaf({2, 3, 4, 9}, dt)});
     compare("avg_pool2d pad", [](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {leaf({1, 2, 7, 7}, dt)});
     compare("avg_pool2d exclude pad ceil divisor", [](auto& v) {
-      return add(avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, false, true), avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, true, 4));
+      return add(avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, false),
+                 avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, true, 4));
     }, {leaf({2, 1, 8, 6}, dt)});
     compare("avg_pool2d transposed", [](auto& v) { return avg_pool2d(transpose(v[0], 2, 3), {2, 2}); },
             {leaf({1, 2, 6, 4}, dt)});
@@ -458,7 +459,8 @@ TEST_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") {
             {randn({1, 2, 4, 6, 5}, dt)});
     compare("avg_pool3d pad", [](auto& v) { return avg_pool3d(v[0], {3, 3, 3}, {2, 2, 2}, {1, 1, 1}); },
             {leaf({1, 2, 5, 5, 5}, dt)});
-    compare("avg_pool3d exclude pad", [](auto& v) { return avg_pool3d(v[0], {2, 2, 2}, {1, 2, 2}, {1, 1, 1}, false); },
+    compare("avg_pool3d exclude pad",
+            [](auto& v) { return avg_pool3d(v[0], {2, 2, 2}, {1, 2, 2}, {1, 1, 1}, false, false); },
             {leaf({2, 1, 3, 4, 5}, dt)});
     compare("adaptive_avg_pool3d", [](auto& v) { return adaptive_avg_pool3d(v[0], {2, 3, 1}); }, {leaf({1, 2, 5, 7, 4}, dt)});
     compare("adaptive_max_pool3d", [](auto& v) { return adaptive_max_pool3d(v[0], {2, 2, 3}); }, {leaf({2, 2, 5, 4, 7}, dt)});

@@ -47,7 +47,7 @@ struct Case {
                                 : std::make_tuple(adaptive_avg_pool2d(x, out2), Tensor());
     if (is_max) return max_pool2d_with_indices(x, k, s, p, d, ceil_mode);
     const std::optional<int64_t> div = divisor_override ? std::optional<int64_t>(divisor_override) : std::nullopt;
-    return {avg_pool2d(x, k, s, p, count_include_pad, ceil_mode, div), Tensor()};
+    return {avg_pool2d(x, k, s, p, ceil_mode, count_include_pad, div), Tensor()};
   }
 
   PoolGeometry geometry(const Tensor& y, bool channels_last) const {

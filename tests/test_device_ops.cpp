@@ -183,7 +183,7 @@ TEST_CASE("test device: matmul, linear, conv2d, pooling, interpolate") {
   check_op("max_pool2d dilation ceil_mode", {x},
            [](auto& t) { return max_pool2d(t[0], {3, 2}, {2, 2}, {1, 1}, {2, 1}, true); });
   check_op("avg_pool2d ceil_mode divisor_override", {x},
-           [](auto& t) { return avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, false, true, 4); });
+           [](auto& t) { return avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, true, false, 4); });
   check_op("max_pool2d indices", {x}, [](auto& t) {
     auto [y, idx] = max_pool2d_with_indices(t[0], {2, 2});
     return y + idx.to(y.dtype());
@@ -192,9 +192,9 @@ TEST_CASE("test device: matmul, linear, conv2d, pooling, interpolate") {
   check_op("max_pool3d", {v}, [](auto& t) { return max_pool3d(t[0], {2, 2, 2}); });
   check_op("max_pool3d dilation ceil_mode", {v},
            [](auto& t) { return max_pool3d(t[0], {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, {2, 1, 1}, true); });
-  check_op("avg_pool3d", {v}, [](auto& t) { return avg_pool3d(t[0], {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false, true); });
+  check_op("avg_pool3d", {v}, [](auto& t) { return avg_pool3d(t[0], {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true, false); });
   check_op("avg_pool3d divisor_override", {v},
-           [](auto& t) { return avg_pool3d(t[0], {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, true, false, 3); });
+           [](auto& t) { return avg_pool3d(t[0], {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, false, true, 3); });
   check_op("adaptive 3-D pools", {v}, [](auto& t) {
     return adaptive_avg_pool3d(t[0], {2, 3, 3}) + adaptive_max_pool3d(t[0], {2, 3, 3});
   });

@@ -79,7 +79,7 @@ TEST_CASE("goldens: pooling matches PyTorch") {
       if (op == "max_pool2d")
         return max_pool2d(t[0], pair_of(c.at("kernel_size")), pair_of(c.at("stride")), pair_of(c.at("padding")));
       if (op == "avg_pool2d")
-        return avg_pool2d(t[0], pair_of(c.at("kernel_size")), pair_of(c.at("stride")), pair_of(c.at("padding")),
+        return avg_pool2d(t[0], pair_of(c.at("kernel_size")), pair_of(c.at("stride")), pair_of(c.at("padding")), false,
                           c.at("count_include_pad").get<bool>());
       if (op == "adaptive_avg_pool2d") return adaptive_avg_pool2d(t[0], pair_of(c.at("output_size")));
       REQUIRE(op == "adaptive_max_pool2d");

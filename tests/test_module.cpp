@@ -260,7 +260,7 @@ TEST_CASE("load_state_dict: strict and non-strict, with PyTorch's messages") {
     nn::NamedTensors state{{"fc.weight", zeros({10, 4})}, {"fc.bias", zeros({10})}};
     const std::string msg =
         "Error(s) in loading state_dict for Net:\n\tsize mismatch for fc.weight: copying a param with shape "
-        "[10, 4] from checkpoint, the shape in current model is [10, 5].";
+        "torch.Size([10, 4]) from checkpoint, the shape in current model is torch.Size([10, 5]).";
     CHECK_THROWS_CONTAINS(m->load_state_dict(state), msg);
     CHECK_THROWS_CONTAINS(m->load_state_dict(state, false), msg);
     CHECK(m->fc->bias.to_vector<float>() == bias_before);
@@ -271,6 +271,57 @@ TEST_CASE("load_state_dict: strict and non-strict, with PyTorch's messages") {
     CHECK(m->fc->weight.dtype() == kFloat32);
     CHECK(m->fc->weight.to_vector<float>() == std::vector<float>(50, 0.25f));
   }
+}
+
+TEST_CASE("load_state_dict: PyTorch's 1-element 1-D tensor for a 0-d entry, and its unexpected-key order") {
+  // PyTorch: m = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)); sd = m.state_dict(); then as below.
+  nn::Sequential m(nn::Linear(2, 3), nn::BatchNorm1d(3));
+  const Tensor& tracked = m->at<nn::BatchNorm1dImpl>(1).num_batches_tracked;
+  auto with = [&](const std::string& key, const Tensor& value) {
+    nn::NamedTensors state = m->state_dict();
+    for (auto& [name, t] : state)
+      if (name == key) t = value;
+    return state;
+  };
+  // sd["1.num_batches_tracked"] = torch.tensor([7]) loads as 7 (0.3-era checkpoints); any 0-d entry does.
+  m->load_state_dict(with("1.num_batches_tracked", tensor(std::vector<int64_t>{7}, {1})));
+  CHECK(tracked.shape() == Shape{});
+  CHECK(tracked.item<int64_t>() == 7);
+  m->load_state_dict(with("1.num_batches_tracked", tensor({9.5}, {1})));
+  CHECK(tracked.item<int64_t>() == 9);
+  // Only that: [7, 8], [[0]], or a 0-d tensor for a 1-element parameter are size mismatches.
+  CHECK_THROWS_CONTAINS(m->load_state_dict(with("1.num_batches_tracked", zeros({2}, kInt64))),
+                        "size mismatch for 1.num_batches_tracked: copying a param with shape torch.Size([2]) from "
+                        "checkpoint, the shape in current model is torch.Size([]).");
+  CHECK_THROWS_CONTAINS(m->load_state_dict(with("1.num_batches_tracked", zeros({1, 1}, kInt64))),
+                        "copying a param with shape torch.Size([1, 1]) from checkpoint");
+  nn::Linear one(1, 1);
+  CHECK_THROWS_CONTAINS(one->load_state_dict({{"weight", zeros({1, 1})}, {"bias", scalar_tensor(3.0)}}),
+                        "size mismatch for bias: copying a param with shape torch.Size([]) from checkpoint, the "
+                        "shape in current model is torch.Size([1]).");
+  // Unexpected keys come module by module in preorder (PyTorch's _load_from_state_dict per module):
+  // sd["zz"], sd["0.b"], sd["5.x"], sd["0.weight.q"] -> ['zz', '5.x', '0.b', '0.weight.q'].
+  nn::NamedTensors state = m->state_dict();
+  for (const char* key : {"zz", "0.b", "5.x", "0.weight.q"}) state.emplace_back(key, zeros({1}));
+  CHECK(m->load_state_dict(state, false).unexpected_keys == std::vector<std::string>{"zz", "5.x", "0.b", "0.weight.q"});
+  CHECK_THROWS_CONTAINS(m->load_state_dict(state), "Unexpected key(s) in state_dict: \"zz\", \"5.x\", \"0.b\", "
+                                                   "\"0.weight.q\". ");
+}
+
+TEST_CASE("Module::requires_grad_ sets every parameter (recursively) and returns the module") {
+  nn::Sequential m(nn::Linear(2, 3), nn::BatchNorm1d(3));
+  nn::Module& same = m->at<nn::LinearImpl>(0).requires_grad_(false);
+  CHECK(&same == m[0].get());
+  CHECK_FALSE(m->at<nn::LinearImpl>(0).weight.requires_grad());
+  CHECK_FALSE(m->at<nn::LinearImpl>(0).bias.requires_grad());
+  CHECK(m->at<nn::BatchNorm1dImpl>(1).weight.requires_grad());  // a sibling is left alone
+  m->requires_grad_(false);
+  for (const Tensor& p : m->parameters()) CHECK_FALSE(p.requires_grad());
+  for (const Tensor& b : m->buffers()) CHECK_FALSE(b.requires_grad());
+  const Tensor y = m(randn({4, 2}));
+  CHECK_FALSE(y.requires_grad());
+  m->requires_grad_();
+  for (const Tensor& p : m->parameters()) CHECK(p.requires_grad());
 }
 
 TEST_CASE("load_state_dict_file refuses a truncated or missing file cleanly") {

@@ -130,7 +130,7 @@ TEST_CASE("activations, pools and Flatten equal their functional ops") {
   CHECK(allclose(nn::MaxPool2d(2)(x), max_pool2d(x, {2, 2}, {2, 2}), 0, 0));
   CHECK(allclose(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(1).padding(1))(x), F::max_pool2d(x, 3, 1, 1), 0, 0));
   CHECK(allclose(nn::AvgPool2d(nn::AvgPool2dOptions({2, 3}).padding({1, 1}).count_include_pad(false))(x),
-                 avg_pool2d(x, {2, 3}, {2, 3}, {1, 1}, false), 0, 0));
+                 avg_pool2d(x, {2, 3}, {2, 3}, {1, 1}, false, false), 0, 0));
   CHECK(allclose(nn::AdaptiveAvgPool2d(1)(x), x.mean({2, 3}, true), 1e-6, 1e-6));
   CHECK(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({2, 3}))(x).shape() == Shape{2, 3, 2, 3});
   CHECK_THROWS_CONTAINS(nn::MaxPool2d(nn::MaxPool2dOptions(2).padding(2)),

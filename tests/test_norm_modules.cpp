@@ -107,19 +107,30 @@ TEST_CASE("BatchNorm loads checkpoints without num_batches_tracked (pre-0.4.1 Py
 }
 
 TEST_CASE("pretty_print matches PyTorch's repr") {
-  CHECK(repr(nn::BatchNorm2d(64)) == "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
+  // PyTorch 2.15 prints bias= (whether there is one: affine=False prints bias=False).
+  CHECK(repr(nn::BatchNorm2d(64)) ==
+        "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)");
   CHECK(repr(nn::BatchNorm2d(nn::BatchNormOptions(64).momentum(std::nullopt))) ==
-        "BatchNorm2d(64, eps=1e-05, momentum=None, affine=True, track_running_stats=True)");
+        "BatchNorm2d(64, eps=1e-05, momentum=None, affine=True, bias=True, track_running_stats=True)");
   CHECK(repr(nn::BatchNorm1d(3, 1e-3, 0.1, false, false)) ==
-        "BatchNorm1d(3, eps=0.001, momentum=0.1, affine=False, track_running_stats=False)");
-  CHECK(repr(nn::BatchNorm3d(8)) == "BatchNorm3d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
+        "BatchNorm1d(3, eps=0.001, momentum=0.1, affine=False, bias=False, track_running_stats=False)");
+  CHECK(repr(nn::BatchNorm3d(8)) ==
+        "BatchNorm3d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)");
+  CHECK(repr(nn::BatchNorm2d(nn::BatchNormOptions(4).bias(false))) ==
+        "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=False, track_running_stats=True)");
   CHECK(repr(nn::InstanceNorm2d(64)) ==
-        "InstanceNorm2d(64, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)");
+        "InstanceNorm2d(64, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)");
+  CHECK(repr(nn::InstanceNorm3d(nn::InstanceNormOptions(4).affine(true))) ==
+        "InstanceNorm3d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=False)");
+  CHECK(repr(nn::InstanceNorm2d(nn::InstanceNormOptions(4).affine(true).bias(false))) ==
+        "InstanceNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=False, track_running_stats=False)");
   CHECK(repr(nn::LayerNorm(Shape{10})) == "LayerNorm((10,), eps=1e-05, elementwise_affine=True, bias=True)");
   CHECK(repr(nn::LayerNorm(nn::LayerNormOptions({64, 32, 32}).bias(false))) ==
         "LayerNorm((64, 32, 32), eps=1e-05, elementwise_affine=True, bias=False)");
-  CHECK(repr(nn::GroupNorm(32, 64)) == "GroupNorm(32, 64, eps=1e-05, affine=True)");
-  CHECK(repr(nn::GroupNorm(2, 6, 1e-5, false)) == "GroupNorm(2, 6, eps=1e-05, affine=False)");
+  CHECK(repr(nn::GroupNorm(32, 64)) == "GroupNorm(32, 64, eps=1e-05, affine=True, bias=True)");
+  CHECK(repr(nn::GroupNorm(2, 6, 1e-5, false)) == "GroupNorm(2, 6, eps=1e-05, affine=False, bias=False)");
+  CHECK(repr(nn::GroupNorm(nn::GroupNormOptions(2, 4).bias(false))) ==
+        "GroupNorm(2, 4, eps=1e-05, affine=True, bias=False)");
 }
 
 TEST_CASE("BatchNorm: training uses batch stats and updates the buffers; eval uses the buffers") {
@@ -323,6 +334,6 @@ TEST_CASE("GroupNorm: per-channel affine, divisibility checked at construction")
   const Tensor y = gn(x);
   gn->eval();
   CHECK(allclose(gn(x), y, 0, 0));
-  CHECK_THROWS_CONTAINS(nn::GroupNorm(4, 6), "num_channels must be divisible by num_groups");
+  CHECK_THROWS_CONTAINS(nn::GroupNorm(4, 6), "num_channels (6) must be divisible by num_groups (4)");  // PyTorch's
   CHECK_THROWS_CONTAINS(nn::GroupNorm(0, 6), "GroupNorm: expected a positive num_groups, got 0");
 }

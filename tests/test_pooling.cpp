@@ -97,7 +97,7 @@ std::string describe(const Window& c) {
 
 Tensor pool(const Tensor& x, Window c, const std::string& mode) {
   if (mode == "max") return max_pool2d(x, {c.kH, c.kW}, {c.sH, c.sW}, {c.pH, c.pW});
-  return avg_pool2d(x, {c.kH, c.kW}, {c.sH, c.sW}, {c.pH, c.pW}, mode == "avg");
+  return avg_pool2d(x, {c.kH, c.kW}, {c.sH, c.sW}, {c.pH, c.pW}, false, mode == "avg");
 }
 
 const Window kWindows[] = {
@@ -156,7 +156,7 @@ TEST_CASE("pooling agrees with values PyTorch printed") {
                {0.3649108667499483, -0.002016469291463855, -0.5596810409051945, -0.006970183725427866,
                 0.00022300265001162778, 0.010826141716680948, 0.007199595290228104, 0.009239942799980132,
                 -0.004219528083623519, -0.37644563951761456, -0.4737787486762656, 0.22750167981927});
-  check_values(plane(avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false), 1, 2),
+  check_values(plane(avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, false), 1, 2),
                {0.8210494501873837, -0.003024703937195783, -0.8395215613577918, -0.0104552755881418,
                 0.00022300265001162778, 0.010826141716680948, 0.010799392935342156, 0.009239942799980132,
                 -0.004219528083623519, -0.8470026889146327, -0.7106681230143984, 0.34125251972890497});

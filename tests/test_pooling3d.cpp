@@ -93,12 +93,12 @@ Size2 hw(const Size3& a) { return {a[1], a[2]}; }
 
 Tensor pool3d(const Tensor& x, const Pool& c, const std::string& mode) {
   if (mode == "max") return max_pool3d(x, c.k, c.s, c.p, c.dil, c.ceil);
-  return avg_pool3d(x, c.k, c.s, c.p, c.cip, c.ceil, c.divisor ? std::optional<int64_t>(c.divisor) : std::nullopt);
+  return avg_pool3d(x, c.k, c.s, c.p, c.ceil, c.cip, c.divisor ? std::optional<int64_t>(c.divisor) : std::nullopt);
 }
 
 Tensor pool2d(const Tensor& x, const Pool& c, const std::string& mode) {
   if (mode == "max") return max_pool2d(x, hw(c.k), hw(c.s), hw(c.p), hw(c.dil), c.ceil);
-  return avg_pool2d(x, hw(c.k), hw(c.s), hw(c.p), c.cip, c.ceil,
+  return avg_pool2d(x, hw(c.k), hw(c.s), hw(c.p), c.ceil, c.cip,
                     c.divisor ? std::optional<int64_t>(c.divisor) : std::nullopt);
 }
 
@@ -171,6 +171,29 @@ TEST_CASE("ceil_mode follows PyTorch's rule: the last window starts inside the i
   const Tensor a = avg_pool2d(ones({1, 1, 5, 5}, kFloat64), {2, 2}, {2, 2}, {1, 1}, true, true);
   check_values(a.select(2, 0).flatten(), {0.25, 0.5, 0.5});
   check_values(a.select(2, 2).flatten(), {0.5, 1.0, 1.0});
+}
+
+TEST_CASE("avg_pool takes PyTorch's positional order: ceil_mode, then count_include_pad") {
+  namespace F = minidl::nn::functional;
+  // PyTorch: x = torch.arange(1., 26.).reshape(1, 1, 5, 5); F.avg_pool2d(x, 2, 2, 0, True) (ceil_mode) and
+  // F.avg_pool2d(x, 2, 2, 1, False, True) (count_include_pad).
+  const Tensor x = arange(1, 26, 1, kFloat64).reshape({1, 1, 5, 5});
+  const std::vector<double> ceil_want{4.0, 6.0, 7.5, 14.0, 16.0, 17.5, 21.5, 23.5, 25.0};
+  const std::vector<double> include_pad_want{0.25, 1.25, 2.25, 4.25, 10.0, 12.0, 9.25, 20.0, 22.0};
+  check_values(F::avg_pool2d(x, 2, 2, 0, true), ceil_want);
+  check_values(avg_pool2d(x, {2, 2}, {2, 2}, {0, 0}, true), ceil_want);
+  check_values(F::avg_pool2d(x, 2, 2, 1, false, true), include_pad_want);
+  check_values(avg_pool2d(x, {2, 2}, {2, 2}, {1, 1}, false, true), include_pad_want);
+  check_values(F::avg_pool2d(x, 2, 2, 1, false, false).flatten().narrow(0, 0, 3), {1.0, 2.5, 4.5});
+  // 3-D: F.avg_pool3d(torch.arange(1., 126.).reshape(1, 1, 5, 5, 5), 2, 2, 0, True) is 3x3x3.
+  const Tensor v = arange(1, 126, 1, kFloat64).reshape({1, 1, 5, 5, 5});
+  const Tensor ceil3 = F::avg_pool3d(v, 2, 2, 0, true);
+  CHECK(ceil3.shape() == Shape{1, 1, 3, 3, 3});
+  CHECK(avg_pool3d(v, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, true).shape() == Shape{1, 1, 3, 3, 3});
+  check_values(ceil3.flatten().narrow(0, 0, 3), {16.5, 18.5, 20.0});
+  check_values(ceil3.flatten().narrow(0, 26, 1), {125.0});
+  check_values(F::avg_pool3d(v, 2, 2, 1, false, true).flatten().narrow(0, 0, 3), {0.125, 0.625, 1.125});
+  check_values(F::avg_pool3d(v, 2, 2, 1, false, false).flatten().narrow(0, 0, 3), {1.0, 2.5, 4.5});
 }
 
 TEST_CASE("return_indices gives flat positions in the input plane, without gradient") {
@@ -307,8 +330,8 @@ TEST_CASE("pooling argument errors use PyTorch's wording") {
                         "dilation should be greater than zero, but got dilationH: 1 dilationW: 0");
   CHECK_THROWS_CONTAINS(max_pool2d(x4, {3, 3}, {1, 1}, {0, 0}, {3, 3}),
                         "Given input size: (3x5x5). Calculated output size: (3x-1x-1). Output size is too small");
-  CHECK_THROWS_CONTAINS(avg_pool2d(x4, {3, 3}, {1, 1}, {1, 1}, true, false, 0), "divisor must be not zero");
-  CHECK(avg_pool2d(x4, {3, 3}, {1, 1}, {1, 1}, true, false, -2).shape() == Shape{2, 3, 5, 5});  // as PyTorch
+  CHECK_THROWS_CONTAINS(avg_pool2d(x4, {3, 3}, {1, 1}, {1, 1}, false, true, 0), "divisor must be not zero");
+  CHECK(avg_pool2d(x4, {3, 3}, {1, 1}, {1, 1}, false, true, -2).shape() == Shape{2, 3, 5, 5});  // as PyTorch
   // 3-D
   CHECK_THROWS_CONTAINS(max_pool3d(x5, {3, 3, 3}, {1, 1, 1}, {2, 2, 2}),
                         "pad should be at most half of effective kernel size, but got pad=2, kernel_size=3 and "
@@ -331,7 +354,7 @@ TEST_CASE("pooling argument errors use PyTorch's wording") {
                         "Given input size: (3x1x4x4). Calculated output size: (3x0x2x2). Output size is too small");
   CHECK_THROWS_CONTAINS(avg_pool3d(zeros({1, 3, 1, 4, 4}), {2, 2, 2}),
                         "input image (T: 1 H: 4 W: 4) smaller than kernel size (kT: 2 kH: 2 kW: 2)");
-  CHECK_THROWS_CONTAINS(avg_pool3d(x5, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, true, false, 0), "divisor must be not zero");
+  CHECK_THROWS_CONTAINS(avg_pool3d(x5, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false, true, 0), "divisor must be not zero");
   CHECK_THROWS_CONTAINS(max_pool3d(zeros({1, 1, 4, 4, 4}, kInt64), {2, 2, 2}), "max_pool3d: expected a floating point");
   CHECK_THROWS_CONTAINS(adaptive_avg_pool3d(zeros({3, 4}), {2, 2, 2}),
                         "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got: [3, 4]");
@@ -346,14 +369,14 @@ TEST_CASE("nn pooling layers: PyTorch's defaults, options and repr") {
   const Tensor x = random_input({2, 3, 6, 7, 5}, 11);
   CHECK(allclose(nn::MaxPool3d(2)(x), max_pool3d(x, {2, 2, 2}), 0, 0));
   CHECK(allclose(nn::AvgPool3d(nn::AvgPool3dOptions(3).stride(2).padding(1).count_include_pad(false).ceil_mode(true))(x),
-                 avg_pool3d(x, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false, true), 0, 0));
+                 avg_pool3d(x, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true, false), 0, 0));
   CHECK(allclose(nn::AdaptiveAvgPool3d(1)(x), x.mean({2, 3, 4}, true), 1e-12, 1e-12));
   CHECK(nn::AdaptiveMaxPool3d(nn::AdaptiveMaxPool3dOptions({1, 2, 3}))(x).shape() == Shape{2, 3, 1, 2, 3});
   const Tensor x2 = x.select(2, 0);
   CHECK(allclose(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1).dilation(2).ceil_mode(true))(x2),
                  max_pool2d(x2, {3, 3}, {2, 2}, {1, 1}, {2, 2}, true), 0, 0));
   CHECK(allclose(nn::AvgPool2d(nn::AvgPool2dOptions(3).padding(1).divisor_override(2))(x2),
-                 avg_pool2d(x2, {3, 3}, {3, 3}, {1, 1}, true, false, 2), 0, 0));
+                 avg_pool2d(x2, {3, 3}, {3, 3}, {1, 1}, false, true, 2), 0, 0));
   CHECK(allclose(nn::AdaptiveMaxPool2d(2)(x2), adaptive_max_pool2d(x2, {2, 2}), 0, 0));
   auto [y, idx] = nn::MaxPool3d(2)->forward_with_indices(x);
   CHECK(allclose(y, max_pool3d(x, {2, 2, 2}), 0, 0));

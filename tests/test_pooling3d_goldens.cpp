@@ -45,15 +45,15 @@ std::tuple<Tensor, Tensor> run_pool(const json& c, const Tensor& x) {
     return max_pool2d_with_indices(x, sizes<2>(c, "kernel_size", 0), sizes<2>(c, "stride", 0),
                                    sizes<2>(c, "padding", 0), sizes<2>(c, "dilation", 1), ceil);
   if (op == "avg_pool2d")
-    return {avg_pool2d(x, sizes<2>(c, "kernel_size", 0), sizes<2>(c, "stride", 0), sizes<2>(c, "padding", 0), cip,
-                       ceil, divisor(c)),
+    return {avg_pool2d(x, sizes<2>(c, "kernel_size", 0), sizes<2>(c, "stride", 0), sizes<2>(c, "padding", 0), ceil,
+                       cip, divisor(c)),
             Tensor()};
   if (op == "max_pool3d")
     return max_pool3d_with_indices(x, sizes<3>(c, "kernel_size", 0), sizes<3>(c, "stride", 0),
                                    sizes<3>(c, "padding", 0), sizes<3>(c, "dilation", 1), ceil);
   if (op == "avg_pool3d")
-    return {avg_pool3d(x, sizes<3>(c, "kernel_size", 0), sizes<3>(c, "stride", 0), sizes<3>(c, "padding", 0), cip,
-                       ceil, divisor(c)),
+    return {avg_pool3d(x, sizes<3>(c, "kernel_size", 0), sizes<3>(c, "stride", 0), sizes<3>(c, "padding", 0), ceil,
+                       cip, divisor(c)),
             Tensor()};
   if (op == "adaptive_avg_pool3d") return {adaptive_avg_pool3d(x, sizes<3>(c, "output_size", 0)), Tensor()};
   if (op == "adaptive_max_pool3d") return adaptive_max_pool3d_with_indices(x, sizes<3>(c, "output_size", 0));

@@ -43,7 +43,7 @@ TEST_CASE("gradient check (float64) through channels-last max, avg and adaptive 
       [](const std::vector<Tensor>& in) {
         const Tensor xc = in[0].contiguous(kCL);
         const Tensor m = max_pool2d(xc, {3, 3}, {2, 2}, {1, 1});
-        const Tensor a = avg_pool2d(xc, {2, 3}, {1, 2}, {1, 1}, false);
+        const Tensor a = avg_pool2d(xc, {2, 3}, {1, 2}, {1, 1}, false, false);
         const Tensor g = adaptive_avg_pool2d(xc, {2, 2}) + adaptive_max_pool2d(xc, {2, 2});
         REQUIRE(m.is_contiguous(kCL));
         REQUIRE(a.is_contiguous(kCL));

@@ -348,6 +348,27 @@ TEST_CASE("mean over only ignored targets is nan with a zero gradient, as PyTorc
   CHECK(std::isnan(cross_entropy(zeros({0, 5}, kFloat64), zeros({0}, kInt64)).item<double>()));
 }
 
+TEST_CASE("cross_entropy and nll_loss take uint8 class indices for 1-D and 2-D input, as PyTorch") {
+  // PyTorch: F.cross_entropy(x, torch.tensor([2, 0, 1, 1], dtype=torch.uint8)) and x.grad, x float64 as below.
+  const Tensor x = tensor({0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 0.0, 1.0, -2.0, 3.0, -0.75, 0.125}, {4, 3}, kFloat64)
+                       .requires_grad_();
+  const Tensor t8 = tensor({2, 0, 1, 1}, {4}, kUInt8);
+  const Tensor loss = cross_entropy(x, t8);
+  check_values(loss, {1.192293799807741});
+  loss.backward();
+  check_values(x.grad(), {0.04382259803500917, 0.009778143317671862, -0.05360074135268103, -0.07417150599455652,
+                          0.050375706957262734, 0.023795799037293747, 0.06487411508560478, -0.0736538718254397,
+                          0.008779756739834933, 0.23149565301093497, -0.24455574406571795, 0.01306009105478294});
+  check_values(nll_loss(x.detach(), t8, Reduction::Sum), {-3.75});
+  check_values(cross_entropy(x.detach().select(0, 1), tensor({2}, {1}, kUInt8).reshape({})), {2.351951863802802});
+  // PyTorch's nll_loss2d (3-D or more input) takes Long only; other integer types are refused.
+  CHECK_THROWS_CONTAINS(cross_entropy(zeros({2, 3, 4}), zeros({2, 4}, kUInt8)),
+                        "cross_entropy: expected scalar type Long but found Byte");
+  CHECK_THROWS_CONTAINS(nll_loss(x, tensor({2, 0, 1, 1}, {4}, kFloat16)),
+                        "nll_loss: expected target dtype to be Long or Byte (int64 or uint8 class indices), but "
+                        "got float16");
+}
+
 TEST_CASE("float32 cross_entropy agrees with float64 on a large batch") {
   manual_seed(19);
   const Tensor x = random_input({4096, 10}, 19, 4.0);
@@ -434,7 +455,8 @@ TEST_CASE("mse_loss matches the direct formula and finite differences") {
 
 TEST_CASE("mse_loss errors") {
   CHECK_THROWS_CONTAINS(mse_loss(zeros({3}), zeros({4})),
-                        "mse_loss: expected input and target of the same shape, got [3] and [4]");
+                        "mse_loss: expected input and target of the same shape (they are not broadcast), got input "
+                        "[3] and target [4]");
   CHECK_THROWS_CONTAINS(mse_loss(zeros({3, 1}), zeros({3})), "same shape");
   CHECK_THROWS_CONTAINS(mse_loss(zeros({3}), zeros({3}, kFloat64)), "same dtype, got float32 and float64");
   CHECK_THROWS_CONTAINS(mse_loss(zeros({3}, kInt64), zeros({3}, kInt64)), "expected a floating point input");

@@ -321,11 +321,15 @@ TEST_CASE("SyncBatchNorm argument errors") {
             "expected at least 2D input (got 1D input)");
         std::ostringstream os;
         os << *sync;
-        DIST_REQUIRE(os.str() == "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)",
+        DIST_REQUIRE(os.str() ==
+                         "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True,"
+                         " bias=True, track_running_stats=True)",
                      << os.str());
         std::ostringstream os2;
         os2 << *nn::SyncBatchNorm(64, 1e-3, std::nullopt, false, false);
-        DIST_REQUIRE(os2.str() == "SyncBatchNorm(64, eps=0.001, momentum=None, affine=False, track_running_stats=False)",
+        DIST_REQUIRE(os2.str() ==
+                         "SyncBatchNorm(64, eps=0.001, momentum=None, affine=False,"
+                         " bias=False, track_running_stats=False)",
                      << os2.str());
         // Same parameters and buffers as BatchNorm.
         const auto keys = [](const nn::Module& m) {

@@ -91,7 +91,9 @@ TEST_CASE("convert_sync_batch_norm shares the tensors and keeps modes") {
         DIST_REQUIRE(!sync(1)->weight.requires_grad() && sync(1)->bias.requires_grad());
         std::ostringstream os;
         os << *sync(6);
-        DIST_REQUIRE(os.str() == "SyncBatchNorm(4, eps=1e-05, momentum=None, affine=False, track_running_stats=True)",
+        DIST_REQUIRE(os.str() ==
+                         "SyncBatchNorm(4, eps=1e-05, momentum=None, affine=False,"
+                         " bias=False, track_running_stats=True)",
                      << os.str());
         // state_dict: the same keys in the same order, the same tensors.
         const auto keys_after = model->state_dict();

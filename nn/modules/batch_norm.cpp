@@ -15,7 +15,7 @@ NormBaseImpl::NormBaseImpl(std::string name, const BatchNormOptions& options_)
   const int64_t C = options.num_features();
   MINIDL_CHECK(C >= 0, this->name(), ": expected a non-negative num_features, got ", C);
   weight = register_parameter("weight", options.affine() ? empty({C}) : Tensor());
-  bias = register_parameter("bias", options.affine() ? empty({C}) : Tensor());
+  bias = register_parameter("bias", options.affine() && options.bias() ? empty({C}) : Tensor());
   const bool track = options.track_running_stats();
   running_mean = register_buffer("running_mean", track ? zeros({C}) : Tensor());
   running_var = register_buffer("running_var", track ? ones({C}) : Tensor());
@@ -40,7 +40,8 @@ std::string NormBaseImpl::extra_repr() const {
   const auto& o = options;
   return std::to_string(o.num_features()) + ", eps=" + repr_float(o.eps()) +
          ", momentum=" + (o.momentum() ? repr_float(*o.momentum()) : std::string("None")) +
-         ", affine=" + repr_bool(o.affine()) + ", track_running_stats=" + repr_bool(o.track_running_stats());
+         ", affine=" + repr_bool(o.affine()) + ", bias=" + repr_bool(bias.defined()) +
+         ", track_running_stats=" + repr_bool(o.track_running_stats());
 }
 
 Tensor BatchNormImplBase::forward(const Tensor& input) {

@@ -4,7 +4,9 @@
 //   auto bn = nn::BatchNorm2d(64);                        // eps 1e-5, momentum 0.1
 //   auto cma = nn::BatchNorm2d(nn::BatchNormOptions(64).momentum(std::nullopt));
 //
-// Parameters weight (ones) and bias (zeros) when affine; buffers running_mean
+// Parameters weight (ones) and bias (zeros) when affine (bias only with
+// bias=true, PyTorch's keyword-only bias: BatchNormOptions(64).bias(false)
+// has a weight and no bias; affine=false has neither); buffers running_mean
 // (zeros), running_var (ones) and num_batches_tracked (int64 0-d, 0) when
 // track_running_stats, otherwise registered as undefined (PyTorch's None).
 // forward (PyTorch's _BatchNorm.forward):
@@ -36,6 +38,8 @@ struct BatchNormOptions {
   MINIDL_ARG(std::optional<double>, momentum) = 0.1;
   MINIDL_ARG(bool, affine) = true;
   MINIDL_ARG(bool, track_running_stats) = true;
+  // A bias (zeros) beside the weight when affine; ignored without affine (PyTorch's bias=).
+  MINIDL_ARG(bool, bias) = true;
 };
 
 // Parameters, buffers, reset and printing of BatchNorm and InstanceNorm.
@@ -47,7 +51,8 @@ class NormBaseImpl : public Module {
   void reset_running_stats();
   // reset_running_stats(), then weight = 1, bias = 0.
   void reset_parameters();
-  // "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True"
+  // "64, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True"
+  // (bias= says whether there is one, as PyTorch's `self.bias is not None`)
   std::string extra_repr() const override;
   // Checkpoints from before num_batches_tracked existed load (the counter
   // keeps its value), as in PyTorch.

@@ -12,10 +12,10 @@ GroupNormImpl::GroupNormImpl(const GroupNormOptions& options_) : Module("GroupNo
   const auto& o = options;
   MINIDL_CHECK(o.num_groups() > 0, "GroupNorm: expected a positive num_groups, got ", o.num_groups());
   MINIDL_CHECK(o.num_channels() >= 0, "GroupNorm: expected a non-negative num_channels, got ", o.num_channels());
-  MINIDL_CHECK(o.num_channels() % o.num_groups() == 0, "num_channels must be divisible by num_groups (got num_channels=",
-               o.num_channels(), " and num_groups=", o.num_groups(), ")");
+  MINIDL_CHECK(o.num_channels() % o.num_groups() == 0, "num_channels (", o.num_channels(),
+               ") must be divisible by num_groups (", o.num_groups(), ")");
   weight = register_parameter("weight", o.affine() ? empty({o.num_channels()}) : Tensor());
-  bias = register_parameter("bias", o.affine() ? empty({o.num_channels()}) : Tensor());
+  bias = register_parameter("bias", o.affine() && o.bias() ? empty({o.num_channels()}) : Tensor());
   reset_parameters();
 }
 
@@ -31,7 +31,7 @@ Tensor GroupNormImpl::forward(const Tensor& input) {
 std::string GroupNormImpl::extra_repr() const {
   const auto& o = options;
   return std::to_string(o.num_groups()) + ", " + std::to_string(o.num_channels()) + ", eps=" + repr_float(o.eps()) +
-         ", affine=" + repr_bool(o.affine());
+         ", affine=" + repr_bool(o.affine()) + ", bias=" + repr_bool(bias.defined());
 }
 
 }  // namespace minidl::nn

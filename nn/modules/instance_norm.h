@@ -1,5 +1,6 @@
 // InstanceNorm1d/2d/3d, as torch.nn.InstanceNorm*d: defaults eps=1e-5,
-// momentum=0.1, affine=False, track_running_stats=False; accepts unbatched
+// momentum=0.1, affine=False, track_running_stats=False, bias=True (a bias
+// only when affine; .affine(true).bias(false): a weight alone); accepts unbatched
 // input ((C, L), (C, H, W), (C, D, H, W)).
 //
 //   auto in = nn::InstanceNorm2d(64);

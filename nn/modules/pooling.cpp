@@ -76,10 +76,10 @@ Tensor AvgPoolImpl<D>::forward(const Tensor& input) {
   const auto& o = options;
   if constexpr (D == 2)
     return avg_pool2d(input, o.kernel_size(), o.stride().value_or(o.kernel_size()), o.padding(),
-                      o.count_include_pad(), o.ceil_mode(), o.divisor_override());
+                      o.ceil_mode(), o.count_include_pad(), o.divisor_override());
   else
     return avg_pool3d(input, o.kernel_size(), o.stride().value_or(o.kernel_size()), o.padding(),
-                      o.count_include_pad(), o.ceil_mode(), o.divisor_override());
+                      o.ceil_mode(), o.count_include_pad(), o.divisor_override());
 }
 
 // PyTorch's AvgPool*d repr leaves out ceil_mode, count_include_pad and divisor_override.

@@ -20,16 +20,30 @@ inline constexpr int kMaxPadDims = 8;
 // ops/pad.h's PadMode as an int (its order; ops/pad.cpp static_asserts it).
 inline constexpr int kPadConstant = 0, kPadReflect = 1, kPadReplicate = 2, kPadCircular = 3;
 
-// The input index that output index i (of in + left + right) of one padded
-// dimension reads, or -1 where it is the padding value: reflect mirrors
-// without repeating the edge, replicate clamps, circular wraps.
-MINIDL_HOST_DEVICE inline int64_t pad_source_index(int64_t i, int64_t left, int64_t in, int mode) {
+// Circular padding: how many input indices are left once the negative pads
+// have cropped (PyTorch crops first, then wraps within what is left).
+MINIDL_HOST_DEVICE inline int64_t circular_kept(int64_t left, int64_t in, int64_t out) {
+  const int64_t right = out - in - left;
+  return in - (left < 0 ? -left : 0) - (right < 0 ? -right : 0);
+}
+
+// The input index that output index i of one padded dimension (in + left +
+// right = out) reads, or -1 where it is the padding value: reflect mirrors
+// without repeating the edge, replicate clamps, circular wraps within the
+// cropped input (as PyTorch's _pad_circular: a positive pad copies from the
+// cropped centre, so with input 0 1 2 3 4 and pads (2, -1) it gives 2 3 0 1 2 3).
+MINIDL_HOST_DEVICE inline int64_t pad_source_index(int64_t i, int64_t left, int64_t in, int64_t out, int mode) {
   const int64_t s = i - left;
   if (s >= 0 && s < in) return s;
   switch (mode) {
     case kPadReflect: return s < 0 ? -s : 2 * (in - 1) - s;
     case kPadReplicate: return s < 0 ? 0 : in - 1;
-    case kPadCircular: return ((s % in) + in) % in;
+    case kPadCircular: {
+      const int64_t kept = circular_kept(left, in, out);
+      if (kept <= 0) return -1;  // nothing to wrap (ops/pad.cpp refuses a positive pad here)
+      const int64_t first_kept = left < 0 ? -left : 0, centre = i - (left > 0 ? left : 0);
+      return first_kept + ((centre % kept) + kept) % kept;
+    }
     default: return -1;
   }
 }
@@ -51,15 +65,16 @@ struct PadReaders {
   }
 };
 
-// Per dimension, with pads below the size (reflect) or at most the size
-// (circular) as ops/pad.cpp checks, each input index is read directly
-// (i = j + left), mirrored once on either side (reflect), wrapped once on
-// either side (circular) or repeated over a whole pad (replicate, the edges).
+// Per dimension, with pads below the size (reflect) or positive pads at most
+// the cropped size (circular) as ops/pad.cpp checks, each input index is read
+// directly (i = j + left), mirrored once on either side (reflect), wrapped
+// once on either side, a cropped length away (circular) or repeated over a
+// whole pad (replicate, the edges).
 // Every candidate is checked against pad_source_index, so an index outside
 // [0, out) or a wrong guess is dropped rather than trusted.
 MINIDL_HOST_DEVICE inline PadReaders pad_readers(int64_t j, int64_t left, int64_t in, int64_t out, int mode) {
   PadReaders r;
-  auto reads = [&](int64_t i) { return i >= 0 && i < out && pad_source_index(i, left, in, mode) == j; };
+  auto reads = [&](int64_t i) { return i >= 0 && i < out && pad_source_index(i, left, in, out, mode) == j; };
   auto single = [&](int64_t i) {
     if (reads(i)) r.single[r.n_single++] = i;
   };
@@ -68,10 +83,11 @@ MINIDL_HOST_DEVICE inline PadReaders pad_readers(int64_t j, int64_t left, int64_
     if (r.lo_end <= 0 || !reads(0) || !reads(r.lo_end - 1)) r.lo_end = 0;  // clamped: all or none read j
   }
   if (mode == kPadReflect && j >= 1) single(left - j);
-  if (mode == kPadCircular) single(j + left - in);
+  const int64_t kept = mode == kPadCircular ? circular_kept(left, in, out) : 0;
+  if (mode == kPadCircular) single(j + left - kept);
   single(j + left);
   if (mode == kPadReflect && j <= in - 2) single(left + 2 * (in - 1) - j);
-  if (mode == kPadCircular) single(j + left + in);
+  if (mode == kPadCircular) single(j + left + kept);
   if (mode == kPadReplicate && j == in - 1) {
     r.hi_begin = left + in > 0 ? left + in : 0;
     r.hi_end = out;
@@ -92,7 +108,7 @@ struct PadMaps {
   MINIDL_HOST_DEVICE int64_t source_offset(int64_t o) const {
     int64_t offset = 0, stride = 1;
     for (int d = m - 1; d >= 0; --d) {
-      const int64_t s = pad_source_index(o % out_sizes[d], left[d], in_sizes[d], mode);
+      const int64_t s = pad_source_index(o % out_sizes[d], left[d], in_sizes[d], out_sizes[d], mode);
       o /= out_sizes[d];
       if (s < 0) return -1;
       offset += s * stride;
