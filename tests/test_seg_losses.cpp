@@ -114,6 +114,17 @@ TEST_CASE("cross_entropy with probability targets: gradients for input and targe
   CHECK(std::isnan(cross_entropy(zeros({0, 3}, kFloat64), zeros({0, 3}, kFloat64)).item<double>()));
 }
 
+TEST_CASE("cross_entropy with probability targets, smoothing and a -inf logit: inf, as PyTorch") {
+  // PyTorch 2.15: inf (the smoothed target is positive for every class);
+  // splitting the sum as (1 - eps) sum q d + eps / C sum d made 0 * inf NaN.
+  const Tensor x = tensor({1.0, 2.0, -INFINITY, 3.0}, {1, 4});
+  const Tensor q = tensor({0.5, 0.5, 0.0, 0.0}, {1, 4});
+  CHECK(std::isinf(cross_entropy(x, q, Reduction::Mean, -100, 0.1).item<double>()));
+  // Finite logits: PyTorch 2.15's 2.285773515701294 (float32).
+  const Tensor xf = tensor({1.0, 2.0, 0.5, 3.0}, {1, 4}), qf = tensor({0.5, 0.25, 0.25, 0.0}, {1, 4});
+  CHECK(cross_entropy(xf, qf, Reduction::Mean, -100, 0.1).item<double>() == doctest::Approx(2.2857735).epsilon(1e-7));
+}
+
 TEST_CASE("cross_entropy and nll_loss weight and probability-target errors") {
   const Tensor x = randn({4, 3}), t = tensor<int64_t>({0, 1, 2, 0});
   CHECK_THROWS_CONTAINS(cross_entropy(x, t, ones({4})),

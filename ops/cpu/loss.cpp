@@ -316,21 +316,27 @@ void cross_entropy_probs_forward_kernel(const T* x, const T* q, T* lse_out, T* o
       wt[i] = 1.0;
     }
     if (S == 1) {
-      // Per row: sum_c w_c q'_c d_c with d = lse - x rounded to T.
-      alignas(64) T d[kPositionBlock], wd[kPositionBlock];
+      // Per row: sum_c w_c q'_c d_c with d = lse - x rounded to T. With
+      // smoothing, q' itself (positive): a class at -inf gives the loss inf,
+      // as PyTorch; (1 - eps) sum q w d + eps / C sum w d made 0 * inf NaN.
+      alignas(64) T d[kPositionBlock], wd[kPositionBlock], qs[kPositionBlock];
       for (int64_t row = 0; row < n; ++row) {
         const T* xr = x + (first + row) * C;
         const T* qr = q + (first + row) * C;
-        double hard = 0.0, smooth = 0.0;  // sum_c q_c w_c d_c and sum_c w_c d_c
+        double sum = 0.0;  // sum_c q'_c w_c d_c
         for (int64_t c0 = 0; c0 < C; c0 += kPositionBlock) {
           const int64_t m = std::min(kPositionBlock, C - c0);
           Run<T>(d, m) = static_cast<T>(lse[row]) - ConstRun<T>(xr + c0, m);
           if (weight) Run<T>(wd, m) = Run<T>(d, m) * ConstRun<T>(weight + c0, m);
           const T* w_d = weight ? wd : d;
-          hard += widened_dot(qr + c0, w_d, m);
-          if (eps > 0.0) smooth += widened_sum(w_d, m);
+          const T* q_used = qr + c0;
+          if (eps > 0.0) {
+            Run<T>(qs, m) = ConstRun<T>(qr + c0, m) * static_cast<T>(1.0 - eps) + static_cast<T>(uniform);
+            q_used = qs;
+          }
+          sum += widened_dot(q_used, w_d, m);
         }
-        loss[row] = (1.0 - eps) * hard + uniform * smooth;
+        loss[row] = sum;
       }
       return;
     }
