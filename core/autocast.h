@@ -46,7 +46,8 @@ namespace minidl::amp {
   X(softmax) X(log_softmax) X(layer_norm) X(group_norm) X(sum) X(exp) X(log) X(pow)                  \
   X(max_pool3d) X(avg_pool3d) X(adaptive_max_pool3d) X(adaptive_avg_pool3d)                           \
   X(cross_entropy) X(nll_loss) X(mse_loss) X(binary_cross_entropy)                                   \
-  X(binary_cross_entropy_with_logits) X(add) X(sub) X(mul) X(div) X(cat) X(stack)
+  X(binary_cross_entropy_with_logits) X(add) X(sub) X(mul) X(div) X(cat) X(stack)                   \
+  X(reflection_pad1d) X(reflection_pad2d) X(replication_pad1d) X(replication_pad2d) X(replication_pad3d)
 
 enum class AmpOp : uint8_t {
 #define MINIDL_AMP_ENUM_(name) name,

@@ -80,6 +80,11 @@ constexpr Entry kCpu[] = {
     {AmpOp::mse_loss, P::kFp32},
     {AmpOp::binary_cross_entropy, P::kFp32},
     {AmpOp::binary_cross_entropy_with_logits, P::kFp32},
+    {AmpOp::reflection_pad1d, P::kFp32},  // pad's reflect over 1 or 2 dims, replicate over 1 to 3
+    {AmpOp::reflection_pad2d, P::kFp32},
+    {AmpOp::replication_pad1d, P::kFp32},
+    {AmpOp::replication_pad2d, P::kFp32},
+    {AmpOp::replication_pad3d, P::kFp32},
     // promote
     {AmpOp::cat, P::kPromote},
     {AmpOp::stack, P::kPromote},

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "minidl/core/autocast.h"
 #include "minidl/core/autograd/function.h"
 #include "minidl/ops/cuda/pad_math.h"
 
@@ -158,6 +159,15 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   // No padded dimension (an empty list, constant mode): PyTorch returns a copy;
   // the kernels index the last padded dimension.
   if (pads.empty()) return x.clone();
+  // PyTorch's CPU autocast runs reflection_pad1d/2d and replication_pad1d/2d/3d in float32.
+  const size_t dims = pads.size() / 2;
+  static constexpr amp::AmpOp kReflect[] = {amp::AmpOp::reflection_pad1d, amp::AmpOp::reflection_pad2d};
+  static constexpr amp::AmpOp kReplicate[] = {amp::AmpOp::replication_pad1d, amp::AmpOp::replication_pad2d,
+                                              amp::AmpOp::replication_pad3d};
+  if (mode == PadMode::kReflect && dims <= 2)
+    return Pad::apply(amp::cast_args(kReflect[dims - 1], x)[0], pads, mode, value);
+  if (mode == PadMode::kReplicate && dims <= 3)
+    return Pad::apply(amp::cast_args(kReplicate[dims - 1], x)[0], pads, mode, value);
   return Pad::apply(x, pads, mode, value);
 }
 

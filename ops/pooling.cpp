@@ -329,12 +329,12 @@ Tensor adaptive_avg_pool3d(const Tensor& x, Size3 output_size) {
 }
 
 std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Size3 output_size) {
-  return max_pool(x, adaptive_geometry(x, output_size, 3, "adaptive_max_pool3d"), 3);
+  const Tensor x32 = amp::cast_args(amp::AmpOp::adaptive_max_pool3d, x)[0];  // also with indices, as PyTorch
+  return max_pool(x32, adaptive_geometry(x32, output_size, 3, "adaptive_max_pool3d"), 3);
 }
 
 Tensor adaptive_max_pool3d(const Tensor& x, Size3 output_size) {
-  const Tensor x32 = amp::cast_args(amp::AmpOp::adaptive_max_pool3d, x)[0];
-  return std::get<0>(adaptive_max_pool3d_with_indices(x32, output_size));
+  return std::get<0>(adaptive_max_pool3d_with_indices(x, output_size));
 }
 
 }  // namespace minidl

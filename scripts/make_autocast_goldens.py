@@ -57,6 +57,18 @@ def _ops():
         "avg_pool3d": ([((1, 2, 4, 4, 4), "x")], lambda x: F.avg_pool3d(x, 2)),
         "adaptive_max_pool3d": ([((1, 2, 4, 4, 4), "x")], lambda x: F.adaptive_max_pool3d(x, 1)),
         "adaptive_avg_pool3d": ([((1, 2, 4, 4, 4), "x")], lambda x: F.adaptive_avg_pool3d(x, 1)),
+        "adaptive_max_pool3d_with_indices": ([((1, 2, 4, 4, 4), "x")],
+                                             lambda x: F.adaptive_max_pool3d(x, 1, return_indices=True)[0]),
+        # pad: reflection_pad1d/2d and replication_pad1d/2d/3d are on the CPU fp32 list;
+        # reflect over 3 dims, circular and constant are on none.
+        "reflection_pad1d": ([((2, 3, 5), "x")], lambda x: F.pad(x, (1, 2), mode="reflect")),
+        "reflection_pad2d": ([((1, 2, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 2, 0), mode="reflect")),
+        "reflection_pad3d": ([((1, 2, 3, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="reflect")),
+        "replication_pad1d": ([((2, 3, 5), "x")], lambda x: F.pad(x, (1, 2), mode="replicate")),
+        "replication_pad2d": ([((1, 2, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 2, 0), mode="replicate")),
+        "replication_pad3d": ([((1, 2, 3, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="replicate")),
+        "circular_pad2d": ([((1, 2, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 1, 1), mode="circular")),
+        "constant_pad2d": ([((1, 2, 4, 4), "x")], lambda x: F.pad(x, (1, 1, 1, 1))),
         "cross_entropy": ([((3, 5), "x"), ((3,), "label")], lambda x, t: F.cross_entropy(x, t)),
         "nll_loss": ([((3, 5), "x"), ((3,), "label")], lambda x, t: F.nll_loss(x, t)),
         "mse_loss": ([((3, 4), "x"), ((3, 4), "x")], lambda x, y: F.mse_loss(x, y)),
