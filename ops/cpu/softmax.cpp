@@ -98,7 +98,8 @@ void softmax_forward_short_rows(const T* x, T* y, int64_t rows, int64_t D, bool 
   alignas(64) double sums[kShortRowsBlock];
   short_rows_exp_sums(x, rows, D, mx, spread, y, sums);  // spread: each value's row max
   if (log) Run<T>(y, m) = ConstRun<T>(x, m) - ConstRun<T>(spread, m);  // then minus log(sum): see softmax_forward_row
-  for (int64_t r = 0; r < rows; ++r) per_row[r] = static_cast<T>(log ? std::log(sums[r]) : 1.0 / sums[r]);
+  for (int64_t r = 0; r < rows; ++r) per_row[r] = static_cast<T>(log ? sums[r] : 1.0 / sums[r]);
+  if (log) Run<T>(per_row, rows) = Run<T>(per_row, rows).log();  // vectorized: a scalar log a row cost 30%
   spread_rows(per_row, rows, D, spread);
   if (log) Run<T>(y, m) = Run<T>(y, m) - ConstRun<T>(spread, m);
   else scale_flushed(y, m, spread, 1);
@@ -173,7 +174,8 @@ void softmax_forward_columns(const T* xc, T* yc, int64_t D, int64_t S, int64_t n
   }
   alignas(64) T scale[kColumnChunk];  // log: log(sum), after the max (see softmax_forward_row); softmax: 1 / sum
   if (log) {
-    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(std::log(sum[i]));
+    for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<T>(sum[i]);
+    Run<T>(scale, n) = Run<T>(scale, n).log();  // vectorized: a scalar log a column cost 30%
     for (int64_t d = 0; d < D; ++d)
       Run<T>(yc + d * S, n) = (ConstRun<T>(xc + d * S, n) - ConstRun<T>(mx, n)) - ConstRun<T>(scale, n);
   } else {
