@@ -149,6 +149,15 @@ class Tensor {
   // var({1}) reduces dim 1: without this overload a one-element braced list
   // would bind to var(bool unbiased).
   Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
+  // One dim: x.sum(1), x.mean(0, true), x.var(0) (not var(bool unbiased): see SingleDim).
+  template <SingleDim D>
+  Tensor sum(D dim, bool keepdim = false) const { return sum(Shape{static_cast<int64_t>(dim)}, keepdim); }
+  template <SingleDim D>
+  Tensor mean(D dim, bool keepdim = false) const { return mean(Shape{static_cast<int64_t>(dim)}, keepdim); }
+  template <SingleDim D>
+  Tensor var(D dim, bool unbiased = true, bool keepdim = false) const {
+    return var(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
   Tensor max() const;
   Tensor min() const;
   Tensor argmax() const;
