@@ -149,6 +149,8 @@ Tensor pow(const Tensor& x, Scalar exponent) {
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  // The slope becomes x's type: PyTorch refuses a finite one past it (1e39 for float32).
+  if (x.defined() && is_floating(x.dtype())) check_scalar_fits(x.dtype(), negative_slope, "leaky_relu");
   return LeakyRelu::apply(x, UnaryParams{.scalar = negative_slope});
 }
 

@@ -1,7 +1,8 @@
 // A number stored into a tensor (full, full_like, fill_, scalar_tensor,
-// arange) converts as PyTorch's checked_convert: int64 exactly (past 2^53
-// too), an integer into uint8 wrapped, a floating value into an integer dtype
-// truncated. Expected values from PyTorch 2.15.
+// arange, clamp bounds, add's alpha) converts as PyTorch's checked_convert:
+// int64 exactly (past 2^53 too), an integer into uint8 wrapped, a floating
+// value into an integer dtype truncated, and a finite value past a floating
+// dtype's largest refused. Expected values from PyTorch 2.15.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -61,6 +62,36 @@ TEST_CASE("int64 arange with integer bounds counts and steps in int64, as PyTorc
   CHECK(arange(-3, 2, 1, kUInt8).to_vector<int64_t>() == I64{253, 254, 255, 0, 1});
   CHECK_THROWS_CONTAINS(arange(5, 0, 1), "arange: upper bound and lower bound inconsistent with step sign");
   CHECK_THROWS_CONTAINS(arange(0, 5, 0, kInt64), "arange: step must be nonzero");
+}
+
+TEST_CASE("a finite scalar past float32's range is refused where PyTorch refuses it") {
+  const std::string msg = "value cannot be converted to type float without overflow";
+  CHECK_THROWS_CONTAINS(full({2}, 1e39), "full: " + msg);
+  CHECK_THROWS_CONTAINS(full({2}, 3.5e38), msg);
+  CHECK_THROWS_CONTAINS(full_like(zeros({2}), -1e39), msg);
+  CHECK_THROWS_CONTAINS(zeros({2}).fill_(1e39), "fill_: " + msg);
+  CHECK_THROWS_CONTAINS(scalar_tensor(1e39), "scalar_tensor: " + msg);
+  CHECK_THROWS_CONTAINS(zeros({2}).add(zeros({2}), 1e39), msg);
+  CHECK_THROWS_CONTAINS(sub(zeros({2}), zeros({2}), -1e39), msg);
+  CHECK_THROWS_CONTAINS(zeros({2}).add_(zeros({2}), 1e39), msg);
+  CHECK_THROWS_CONTAINS(clamp(zeros({2}), 0, 1e39), "clamp: " + msg);
+  CHECK_THROWS_CONTAINS(clamp(zeros({2}), -1e39, std::nullopt), msg);
+  CHECK_THROWS_CONTAINS(clamp(tensor(std::vector<uint8_t>{1}), -1e39, 5), msg);  // promoted to float32
+  CHECK_THROWS_CONTAINS(leaky_relu(zeros({2}), 1e39), "leaky_relu: " + msg);
+  CHECK_THROWS_CONTAINS(pad(zeros({2}), {1, 1}, PadMode::kConstant, 1e39), "pad: " + msg);
+  // The largest float, inf, float64 tensors, and the wrapped scalars of arithmetic are fine.
+  CHECK(full({1}, 0x1.FFFFFEp127).item<double>() == 0x1.FFFFFEp127);
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(std::isinf(full({1}, inf).item<double>()));
+  CHECK(clamp(zeros({2}), 0, inf).to_vector<float>() == std::vector<float>{0, 0});
+  CHECK(full({1}, 1e39, kFloat64).item<double>() == 1e39);
+  CHECK(clamp(zeros({2}, kFloat64), 0, 1e300).to_vector<double>() == std::vector<double>{0, 0});
+  CHECK(leaky_relu(zeros({2}, kFloat64), 1e39).to_vector<double>() == std::vector<double>{0, 0});
+  CHECK(std::isinf((zeros({2}) + 1e39).to_vector<float>()[0]));
+  CHECK(std::isinf((ones({2}) * 1e39).to_vector<float>()[0]));
+  CHECK(std::isinf(ones({2}).mul_(1e39).to_vector<float>()[0]));
+  CHECK(gt(zeros({2}), 1e39).to_vector<float>() == std::vector<float>{0, 0});
+  CHECK(std::isinf((tensor(std::vector<int64_t>{1}) + 1e39).item<double>()));
 }
 
 TEST_CASE("fill_ and full on integer tensors truncate and wrap as PyTorch") {
