@@ -346,9 +346,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   MINIDL_CHECK(x.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
   dim = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[dim];
-  if (start < 0) start += size;
-  MINIDL_CHECK(start >= 0 && start <= size, "start out of range (expected to be in range of [", -size, ", ",
+  MINIDL_CHECK(start >= -size && start <= size, "start out of range (expected to be in range of [", -size, ", ",
                size, "], but got ", start, ")");
+  if (start < 0) start += size;
   MINIDL_CHECK(length >= 0, "narrow(): length must be non-negative.");
   // length <= size - start: start + length could overflow int64.
   MINIDL_CHECK(length <= size - start, "start (", start, ") + length (", length,

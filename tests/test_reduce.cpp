@@ -402,7 +402,9 @@ TEST_CASE("reduction errors") {
   CHECK_THROWS_CONTAINS(max(zeros({2, 0}), 1), "max(): Expected reduction dim 1 to have non-zero size.");
   CHECK_THROWS_CONTAINS(zeros({2, 0}).argmax(1), "argmax(): Expected reduction dim 1 to have non-zero size.");
   Tensor l = zeros({3}, kInt64);
-  CHECK_THROWS_CONTAINS(l.mean(), "mean(): could not infer output dtype");
+  CHECK_THROWS_CONTAINS(l.mean(), "mean(): could not infer output dtype. Input dtype must be either a floating "
+                                  "point or complex dtype. Got: Long");
+  CHECK_THROWS_CONTAINS(zeros({3}, kUInt8).mean({0}), "complex dtype. Got: Byte");
   CHECK_THROWS_CONTAINS(l.var(), "std and var only support floating point");
   CHECK_THROWS_CONTAINS(sum(Tensor()), "sum: expected a defined tensor");
   CHECK_THROWS_CONTAINS(max(Tensor(), 0), "max: expected a defined tensor");

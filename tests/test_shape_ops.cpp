@@ -145,3 +145,11 @@ TEST_CASE("cat gives a skipped legacy empty tensor a zero-size gradient") {
       [](const std::vector<Tensor>& in) { return cat({in[1], in[0], in[1]}, 0); },
       {arange(6.0, kFloat64).reshape({3, 2}).requires_grad_(), empty({0}, kFloat64).requires_grad_()});
 }
+
+TEST_CASE("narrow names the start as given when it is out of range (PyTorch's message)") {
+  // It printed the wrapped start: "but got -1".
+  CHECK_THROWS_CONTAINS(zeros({5}).narrow(0, -6, 1),
+                        "start out of range (expected to be in range of [-5, 5], but got -6)");
+  CHECK_THROWS_CONTAINS(zeros({5}).narrow(0, 6, 1), "(expected to be in range of [-5, 5], but got 6)");
+  CHECK(zeros({5}).narrow(0, -5, 2).shape() == Shape{2});
+}
