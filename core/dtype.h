@@ -98,15 +98,17 @@ constexpr const char* c10_type_name(DType t) {
   return "?";
 }
 
-// True when a scalar stored into a `dtype` tensor (fill_, full) is finite but
-// beyond the dtype's largest value: PyTorch refuses these ("value cannot be
-// converted to type c10::Half without overflow") rather than storing inf,
-// even when the value would round down to the largest one (65504.5). inf and
-// NaN are fine. Checked for the 16-bit types only; float32 keeps rounding to inf.
+// True when a scalar stored into a `dtype` tensor (fill_, full, clamp's
+// bounds, add's alpha) is finite but beyond the dtype's largest value:
+// PyTorch refuses these ("value cannot be converted to type float without
+// overflow") rather than storing inf, even when the value would round down to
+// the largest one (65504.5). inf and NaN are fine; so are the wrapped scalars
+// of arithmetic (x + 1e39 is inf), which do not come here.
 inline bool scalar_overflows(DType dtype, double value) {
   if (!std::isfinite(value)) return false;
   if (dtype == DType::Float16) return std::abs(value) > 65504.0;
   if (dtype == DType::BFloat16) return std::abs(value) > 0x1.FEp127;  // bfloat16 max, 0x7F7F
+  if (dtype == DType::Float32) return std::abs(value) > 0x1.FFFFFEp127;  // FLT_MAX
   return false;
 }
 

@@ -104,9 +104,9 @@ Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0,
 
 namespace {
 
-// A value stored into a `dtype` tensor by a factory (`op`), truncated for an
-// integer dtype, as PyTorch's; NaN, inf and values past the type refused
-// (converting them would be undefined behaviour).
+// A floating value stored into a `dtype` tensor, truncated for an integer
+// dtype, as PyTorch's; NaN, inf and values past the type refused (converting
+// them would be undefined behaviour).
 double checked_value(DType dtype, double value, const char* op) {
   MINIDL_CHECK(!scalar_overflows(dtype, value), op, ": value cannot be converted to type ", c10_type_name(dtype),
                " without overflow");
@@ -117,36 +117,90 @@ double checked_value(DType dtype, double value, const char* op) {
   return std::trunc(value);
 }
 
-}  // namespace
-
-Tensor full(const Shape& shape, double value, TensorOptions options) {
-  check_shape(shape, "full");
-  value = checked_value(options.dtype_, value, "full");
-  if (options.device_.is_cpu()) return host_tensor(shape, options, [value](int64_t) { return value; });
-  Tensor t = empty(shape, options.requires_grad(false));
-  {
-    NoGradGuard no_grad;  // a fresh leaf: nothing to record
-    t.fill_(value);
+// full and scalar_tensor (`op` names which).
+Tensor filled(const Shape& shape, Scalar value, const TensorOptions& options, const char* op) {
+  check_shape(shape, op);
+  const double v = checked_scalar_value(options.dtype_, value, op);
+  if (!options.device_.is_cpu()) {
+    Tensor t = empty(shape, options.requires_grad(false));
+    {
+      NoGradGuard no_grad;  // a fresh leaf: nothing to record
+      t.fill_(value);
+    }
+    return finish(t, options);
   }
-  return finish(t, options);
+  if (options.dtype_ == kInt64 && value.is_integral()) {  // exact past 2^53, where v rounds
+    const int64_t exact = value.to_int64();
+    return host_tensor(shape, options, [exact](int64_t) { return exact; });
+  }
+  return host_tensor(shape, options, [v](int64_t) { return v; });
 }
 
-Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
+// Scalar::to<int64_t>() of an arange bound: exact for an integer, truncated
+// (and range-checked) for a floating value.
+int64_t arange_int64(Scalar s) {
+  return s.is_integral() && s.fits_int64() ? s.to_int64()
+                                           : static_cast<int64_t>(checked_value(kInt64, s.to_double(), "arange"));
+}
 
-Tensor arange(double start, double end, double step, TensorOptions options) {
-  MINIDL_CHECK(step != 0.0, "arange: step must be nonzero");
-  MINIDL_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ", end);
-  MINIDL_CHECK((end - start) / step >= 0, "arange: upper bound and larger bound inconsistent with step sign");
-  const double count = std::ceil((end - start) / step);
-  // Casting a count beyond int64 to int64 is undefined: refuse it first (PyTorch's words).
-  MINIDL_CHECK(count < 9.2e18, "arange: invalid size, possible overflow? (", count, " elements from ", start,
-               " to ", end, " by ", step, ")");
-  const auto n = static_cast<int64_t>(count);
-  // An integer dtype counts with the given bounds but steps from the truncated
-  // start by the truncated step (PyTorch: arange(0, 5, 1.5) is 0, 1, 2, 3).
-  const bool integral = !is_floating(options.dtype_);
-  const double first = integral ? std::trunc(start) : start, by = integral ? std::trunc(step) : step;
-  return host_tensor({n}, options, [=](int64_t i) { return first + static_cast<double>(i) * by; });
+// The element count of an int64 arange with integer bounds, exactly: |end -
+// start| fits uint64 once the signs agree, and the count must fit int64.
+int64_t exact_arange_count(int64_t start, int64_t end, int64_t step) {
+  const auto dist = step > 0 ? static_cast<uint64_t>(end) - static_cast<uint64_t>(start)
+                             : static_cast<uint64_t>(start) - static_cast<uint64_t>(end);
+  const uint64_t by = step > 0 ? static_cast<uint64_t>(step) : -static_cast<uint64_t>(step);
+  const uint64_t count = dist / by + (dist % by != 0);
+  MINIDL_CHECK(count <= static_cast<uint64_t>(INT64_MAX), "arange: invalid size, possible overflow? (", count,
+               " elements from ", start, " to ", end, " by ", step, ")");
+  return static_cast<int64_t>(count);
+}
+
+}  // namespace
+
+double checked_scalar_value(DType dtype, Scalar value, const char* op) {
+  if (!value.is_integral() || is_floating(dtype)) return checked_value(dtype, value.to_double(), op);
+  // An integer into an integer dtype (PyTorch's overflows<To>(int64)): uint8 also takes
+  // [-255, -1], wrapped (two's complement, so u8 - 1 and fill_(-1) agree).
+  const bool fits = value.fits_int64() &&
+                    (dtype != kUInt8 || (value.to_int64() >= -255 && value.to_int64() <= 255));
+  MINIDL_CHECK(fits, op, ": value cannot be converted to type ", c10_type_name(dtype), " without overflow");
+  return dtype == kUInt8 ? static_cast<uint8_t>(value.to_int64()) : static_cast<double>(value.to_int64());
+}
+
+Tensor full(const Shape& shape, Scalar value, TensorOptions options) { return filled(shape, value, options, "full"); }
+
+Tensor arange(Scalar end, TensorOptions options) { return arange(0, end, 1, options); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
+  const double dstart = start.to_double(), dend = end.to_double(), dstep = step.to_double();
+  MINIDL_CHECK(dstep != 0.0, "arange: step must be nonzero");
+  MINIDL_CHECK(std::isfinite(dstart) && std::isfinite(dend), "arange: unsupported range: ", dstart, " -> ", dend);
+  MINIDL_CHECK((dstep > 0 && dend >= dstart) || (dstep < 0 && dend <= dstart),
+               "arange: upper bound and lower bound inconsistent with step sign");
+  if (is_floating(options.dtype_)) {
+    const double count = std::ceil((dend - dstart) / dstep);
+    // Casting a count beyond int64 to int64 is undefined: refuse it first (PyTorch's words).
+    MINIDL_CHECK(count < 9.2e18, "arange: invalid size, possible overflow? (", count, " elements from ", dstart,
+                 " to ", dend, " by ", dstep, ")");
+    return host_tensor({static_cast<int64_t>(count)}, options,
+                       [=](int64_t i) { return dstart + static_cast<double>(i) * dstep; });
+  }
+  // An integer dtype steps from the truncated start by the truncated step
+  // (arange(0, 5, 1.5) is 0, 1, 2, 3), in int64 (uint8 wraps, as PyTorch's).
+  const int64_t first = arange_int64(start), by = arange_int64(step);
+  int64_t n = 0;
+  if (options.dtype_ == kInt64 && start.is_integral() && end.is_integral() && step.is_integral()) {
+    n = exact_arange_count(first, arange_int64(end), by);
+  } else {
+    const double count = std::ceil((dend - dstart) / dstep);
+    MINIDL_CHECK(count < 9.2e18, "arange: invalid size, possible overflow? (", count, " elements from ", dstart,
+                 " to ", dend, " by ", dstep, ")");
+    n = static_cast<int64_t>(count);
+  }
+  // In uint64, whose wrap-around is defined (int64 overflow is not).
+  return host_tensor({n}, options, [=](int64_t i) {
+    return static_cast<int64_t>(static_cast<uint64_t>(first) + static_cast<uint64_t>(i) * static_cast<uint64_t>(by));
+  });
 }
 
 Tensor rand(const Shape& shape, TensorOptions options) {
@@ -194,7 +248,7 @@ Tensor randperm(int64_t n, TensorOptions options) {
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.options()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.shape(), value, t.options()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.options()); }
 Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.options()); }
 
@@ -220,10 +274,7 @@ Tensor tensor(std::initializer_list<double> values, const Shape& shape, TensorOp
   return tensor(std::vector<double>(values), shape, options);
 }
 
-Tensor scalar_tensor(double value, TensorOptions options) {
-  value = checked_value(options.dtype_, value, "scalar_tensor");
-  return host_tensor({}, options, [value](int64_t) { return value; });
-}
+Tensor scalar_tensor(Scalar value, TensorOptions options) { return filled({}, value, options, "scalar_tensor"); }
 
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
   Tensor t = empty(shape, TensorOptions(dtype));

@@ -31,6 +31,7 @@ class Scalar {
     return in_int64_ && (int_ < -(int64_t{1} << 53) || int_ > (int64_t{1} << 53));
   }
   int64_t to_int64() const { return int_; }  // exact when rounds_in_double()
+  bool fits_int64() const { return in_int64_; }  // an integer within int64's range (uint64 past it is not)
 
  private:
   double value_;

@@ -49,10 +49,10 @@ std::string shape_str(const Shape& shape) {
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = n; i-- > 0;) {  // from the last dim: PyTorch names the trailing-most mismatch
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    MINIDL_CHECK(da == db || da == 1 || db == 1, op, ": the size of tensor a (", da,
+    MINIDL_CHECK(da == db || da == 1 || db == 1, op, ": The size of tensor a (", da,
                  ") must match the size of tensor b (", db, ") at non-singleton dimension ", i,
                  "; got shapes ", shape_str(a), " and ", shape_str(b));
     out[i] = da == 1 ? db : da;

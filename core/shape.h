@@ -3,6 +3,7 @@
 // broadcasting and negative-dim wrapping.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,13 @@
 namespace minidl {
 
 using Shape = std::vector<int64_t>;
+
+// An integer type other than bool: one dim given alone (x.var(0), sum(x, 1)).
+// The reductions take it through a template so that an int never converts to
+// a bool parameter instead (var(bool unbiased): x.var(0) was the variance of
+// every element; libtorch adds var(int dim) for the same trap).
+template <class T>
+concept SingleDim = std::integral<T> && !std::same_as<T, bool>;
 
 // The element count. Throws minidl::Error on a negative dim or when the
 // product overflows int64 (PyTorch: "numel: integer multiplication overflow").

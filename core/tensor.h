@@ -149,6 +149,15 @@ class Tensor {
   // var({1}) reduces dim 1: without this overload a one-element braced list
   // would bind to var(bool unbiased).
   Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
+  // One dim: x.sum(1), x.mean(0, true), x.var(0) (not var(bool unbiased): see SingleDim).
+  template <SingleDim D>
+  Tensor sum(D dim, bool keepdim = false) const { return sum(Shape{static_cast<int64_t>(dim)}, keepdim); }
+  template <SingleDim D>
+  Tensor mean(D dim, bool keepdim = false) const { return mean(Shape{static_cast<int64_t>(dim)}, keepdim); }
+  template <SingleDim D>
+  Tensor var(D dim, bool unbiased = true, bool keepdim = false) const {
+    return var(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
   Tensor max() const;
   Tensor min() const;
   Tensor argmax() const;
@@ -173,7 +182,8 @@ class Tensor {
   Tensor& mul_(Scalar other);
   Tensor& div_(Scalar other);
   Tensor& zero_();
-  Tensor& fill_(double value);
+  // value converted as PyTorch's fill_: see checked_scalar_value below.
+  Tensor& fill_(Scalar value);
   Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype
 
   std::string str() const;  // PyTorch-style printing
@@ -199,9 +209,12 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
-Tensor full(const Shape& shape, double value, TensorOptions options = {});
-Tensor arange(double end, TensorOptions options = {});
-Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+Tensor full(const Shape& shape, Scalar value, TensorOptions options = {});
+// An int64 dtype with integer bounds and step counts and steps in int64, exactly
+// (PyTorch's); otherwise the count is ceil((end - start) / step) in double, and an
+// integer dtype steps from the truncated start by the truncated step.
+Tensor arange(Scalar end, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
 Tensor rand(const Shape& shape, TensorOptions options = {});   // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions options = {});  // N(0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
@@ -216,7 +229,7 @@ Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat fmt);
 Tensor empty_like(const Tensor& t, MemoryFormat fmt);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+Tensor full_like(const Tensor& t, Scalar value);
 Tensor randn_like(const Tensor& t);
 Tensor rand_like(const Tensor& t);
 
@@ -225,7 +238,16 @@ Tensor rand_like(const Tensor& t);
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, TensorOptions options = dtype_v<T>);
 Tensor tensor(std::initializer_list<double> values, const Shape& shape = {}, TensorOptions options = {});
-Tensor scalar_tensor(double value, TensorOptions options = {});
+Tensor scalar_tensor(Scalar value, TensorOptions options = {});
+
+// The value a `dtype` tensor stores for `value` (full, fill_, scalar_tensor),
+// converted as PyTorch's checked_convert: an integer into uint8 wraps (-1 is
+// 255; past [-255, 255] refused), a floating value into an integer dtype
+// truncates (uint8 takes [0, 256)); NaN, inf and values past the dtype are
+// refused ("value cannot be converted to type float without overflow"), as
+// are finite values past a floating dtype's largest. An int64 value past 2^53
+// comes back rounded: callers store value.to_int64() instead.
+double checked_scalar_value(DType dtype, Scalar value, const char* op);
 // Copies host memory holding `shape` values of `dtype` into a new tensor (options: device, requires_grad).
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});
 

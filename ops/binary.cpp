@@ -446,14 +446,16 @@ Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryO
 Tensor& Tensor::mul_(Scalar other) { return scalar_inplace(*this, BinaryOp::Mul, other, "mul_"); }
 Tensor& Tensor::div_(Scalar other) { return scalar_inplace(*this, BinaryOp::Div, other, "div_"); }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(Scalar value) {
   check_writable(*this, "fill_");
-  check_scalar_fits(dtype(), value, "fill_");
-  fill_stub(device())(*this, value);
+  const double v = checked_scalar_value(dtype(), value, "fill_");
+  // The fill kernels take a double: int64 values past 2^53 are copied from an exact one-element tensor.
+  if (needs_exact_operand(*this, value)) return copy_(exact_operand(*this, value));
+  fill_stub(device())(*this, v);
   bump_version();
   return *this;
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() { return fill_(0); }
 
 }  // namespace minidl

@@ -50,9 +50,10 @@ Tensor operator-(const Tensor& a);
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
 
 // Throws unless `value` converts to `dtype` exactly (integer dtypes take whole
-// numbers in range only, so 0.5 never silently becomes 0) or, for float16 and
-// bfloat16, without overflow (PyTorch's check: 1e5 is refused, inf is not);
-// `op` names the caller.
+// numbers in range only, so an alpha of 0.5 never silently becomes 0) or, for
+// float32, float16 and bfloat16, without overflow (PyTorch's check: 1e39 into
+// float32 is refused, inf is not); `op` names the caller. (fill_ and the
+// factories convert as PyTorch's instead: checked_scalar_value in core/tensor.h.)
 void check_scalar_fits(DType dtype, double value, const char* op);
 
 // ---- kernel interface (a backend registers its kernels here) ----------------

@@ -156,6 +156,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   MINIDL_CHECK(x.defined(), "pad: the input tensor is undefined");
   MINIDL_CHECK(is_floating(x.dtype()), "pad: expected a float32 or float64 input, got ", dtype_name(x.dtype()));
   make_geometry(x.shape(), pads, mode, value, element_size(x.dtype()));  // checks before anything runs
+  if (mode == PadMode::kConstant) checked_scalar_value(x.dtype(), value, "pad");  // 1e39 into float32
   // No padded dimension (an empty list, constant mode): PyTorch returns a copy;
   // the kernels index the last padded dimension.
   if (pads.empty()) return x.clone();

@@ -420,7 +420,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   check_input(x, "mean");
   MINIDL_CHECK(is_floating(x.dtype()),
                "mean(): could not infer output dtype. Input dtype must be either a floating point "
-               "or complex dtype. Got: ", dtype_name(x.dtype()));
+               "or complex dtype. Got: ", scalar_type_name(x.dtype()));
   return Mean::apply(x, dims, keepdim);
 }
 

@@ -36,6 +36,28 @@ Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // index into the flattened tensor
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
+// One dim: sum(x, 1), var(x, 0) (not var(x, bool unbiased): see SingleDim in core/shape.h).
+template <SingleDim D>
+Tensor sum(const Tensor& x, D dim, bool keepdim = false) {
+  return sum(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim D>
+Tensor mean(const Tensor& x, D dim, bool keepdim = false) {
+  return mean(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim D>
+Tensor var(const Tensor& x, D dim, bool unbiased = true, bool keepdim = false) {
+  return var(x, Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+}
+template <SingleDim D>
+Tensor amax(const Tensor& x, D dim, bool keepdim = false) {
+  return amax(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim D>
+Tensor amin(const Tensor& x, D dim, bool keepdim = false) {
+  return amin(x, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+
 // ---- kernel interface (a backend registers its kernels here) ----------------
 
 inline constexpr int64_t kReduceChunk = 16384;  // elements per partial result

@@ -9,6 +9,7 @@
 // CPU kernels: ops/cpu/shape_ops.cpp.
 #include "minidl/ops/shape_ops.h"
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 
@@ -185,23 +186,38 @@ struct Expand : autograd::Function<Expand> {
   }
 };
 
+// PyTorch's legacy empty tensor: 1-D with no elements (empty({0})). cat
+// leaves it out of the shape checks and the copy, so acc = cat({acc, batch})
+// may start from one; its gradient is zeros({0}).
+bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
 struct Cat : autograd::Function<Cat> {
   static Tensor forward(AutogradContext* ctx, const variable_list& tensors, int64_t dim) {
     MINIDL_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
-    const Tensor& first = tensors[0];
-    for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t i = 0; i < tensors.size(); ++i) {
       MINIDL_CHECK(!tensors[i].defined() || tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i,
                    ") cannot be concatenated");
-    dim = wrap_dim(dim, first.dim(), "cat");
+      MINIDL_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
+    }
+    // Shapes are checked against the first tensor that is not a legacy empty one.
+    const auto kept =
+        std::find_if(tensors.begin(), tensors.end(), [](const Tensor& t) { return !is_legacy_empty(t); });
+    const Tensor& first = kept == tensors.end() ? tensors[0] : *kept;
+    // All legacy empty: an empty result, whatever dim is (PyTorch does not check it).
+    dim = kept == tensors.end() ? 0 : wrap_dim(dim, first.dim(), "cat");
     Shape shape = first.shape();
-    std::vector<int64_t> sizes;
+    std::vector<int64_t> sizes;  // -1: a legacy empty tensor, skipped
     shape[dim] = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i];
-      MINIDL_CHECK(t.defined(), "cat: tensor ", i, " is undefined");
+      // Skipped tensors too: minidl does not promote (PyTorch's result dtype counts them).
       MINIDL_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "cat: expected all tensors "
                    "to have the same dtype and device, got ", dtype_name(first.dtype()), " on ", first.device(),
                    " and ", dtype_name(t.dtype()), " on ", t.device(), " (tensor ", i, ")");
+      if (is_legacy_empty(t)) {
+        sizes.push_back(-1);
+        continue;
+      }
       MINIDL_CHECK(t.dim() == first.dim(), "Tensors must have same number of dimensions: got ", first.dim(),
                    " and ", t.dim());
       for (int64_t d = 0; d < t.dim(); ++d) {
@@ -215,6 +231,7 @@ struct Cat : autograd::Function<Cat> {
     Tensor out = empty(shape, first.options());
     int64_t start = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
+      if (sizes[i] < 0) continue;
       out.narrow(dim, start, sizes[i]).copy_(tensors[i]);
       start += sizes[i];
     }
@@ -227,6 +244,10 @@ struct Cat : autograd::Function<Cat> {
     variable_list out;
     int64_t start = 0;
     for (int64_t size : ctx->saved_data["sizes"].to_int_list()) {
+      if (size < 0) {
+        out.push_back(zeros({0}, grads[0].options()));
+        continue;
+      }
       out.push_back(grads[0].narrow(dim, start, size));
       start += size;
     }
@@ -325,9 +346,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   MINIDL_CHECK(x.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
   dim = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[dim];
-  if (start < 0) start += size;
-  MINIDL_CHECK(start >= 0 && start <= size, "start out of range (expected to be in range of [", -size, ", ",
+  MINIDL_CHECK(start >= -size && start <= size, "start out of range (expected to be in range of [", -size, ", ",
                size, "], but got ", start, ")");
+  if (start < 0) start += size;
   MINIDL_CHECK(length >= 0, "narrow(): length must be non-negative.");
   // length <= size - start: start + length could overflow int64.
   MINIDL_CHECK(length <= size - start, "start (", start, ") + length (", length,

@@ -149,6 +149,8 @@ Tensor pow(const Tensor& x, Scalar exponent) {
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  // The slope becomes x's type: PyTorch refuses a finite one past it (1e39 for float32).
+  if (x.defined() && is_floating(x.dtype())) check_scalar_fits(x.dtype(), negative_slope, "leaky_relu");
   return LeakyRelu::apply(x, UnaryParams{.scalar = negative_slope});
 }
 
@@ -157,17 +159,27 @@ Tensor clamp(const Tensor& input, std::optional<Scalar> min, std::optional<Scala
   // An integer tensor with a floating bound computes in float32 (PyTorch's promotion).
   const bool floating_bound = (min && min->is_floating_point()) || (max && max->is_floating_point());
   const Tensor x = floating_bound ? float32_if_integer(input) : input;
-  UnaryParams p;
+  if (x.defined() && is_integer_tensor(x)) {
+    // PyTorch: a bound past the dtype on its own side clamps nothing and is
+    // dropped (clamp(u8, -1, 5) is clamp(u8, max=5)); one past the far side
+    // would clamp everything to a value the dtype cannot hold, and is refused.
+    // Only integer bounds get here (a floating one made x float32); compared exactly.
+    const bool u8 = x.dtype() == kUInt8;
+    const auto below = [u8](Scalar s) { return s.fits_int64() && u8 && s.to_int64() < 0; };
+    const auto above = [u8](Scalar s) { return !s.fits_int64() || (u8 && s.to_int64() > 255); };
+    MINIDL_CHECK(!(min && above(*min)), "clamp: Clamp min value ", min ? min->to_double() : 0.0,
+                 " is outside the representable range of ", scalar_type_name(x.dtype()));
+    MINIDL_CHECK(!(max && below(*max)), "clamp: Clamp max value ", max ? max->to_double() : 0.0,
+                 " is outside the representable range of ", scalar_type_name(x.dtype()));
+    if (min && below(*min)) min.reset();
+    if (max && above(*max)) max.reset();
+  }
+  UnaryParams p;  // an absent bound stays infinite: the integer kernels take the dtype's extreme
   if (min) p.lo = min->to_double();
   if (max) p.hi = max->to_double();
   if (x.defined()) {
-    for (const auto& [bound, value] : {std::pair{"min", min}, std::pair{"max", max}}) {
-      if (!value) continue;
-      const double v = value->to_double();
-      MINIDL_CHECK(!is_integer_tensor(x) || in_integer_range(x.dtype(), v), "clamp: Clamp ", bound, " value ", v,
-                   " is outside the representable range of ", scalar_type_name(x.dtype()));
-      check_scalar_fits(x.dtype(), v, "clamp");
-    }
+    for (const auto& value : {min, max})  // a float32 tensor refuses 1e39
+      if (value && is_floating(x.dtype())) check_scalar_fits(x.dtype(), value->to_double(), "clamp");
     // A NaN bound makes every element NaN with a zero gradient (PyTorch);
     // the Clamp kernels would need a NaN test per element on every device.
     if (std::isnan(p.lo) || std::isnan(p.hi)) return add(mul(x, 0.0), std::nan(""));

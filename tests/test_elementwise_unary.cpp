@@ -179,6 +179,32 @@ TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {
   Tensor u = tensor(std::vector<uint8_t>{1, 44, 200}, {3});
   CHECK_THROWS_CONTAINS(clamp(u, 300, std::nullopt), "clamp: Clamp min value 300 is outside the representable range of Byte");
   CHECK_THROWS_CONTAINS(clamp(u, std::nullopt, -1), "clamp: Clamp max value -1 is outside the representable range of Byte");
+  // A bound past the dtype on its own side clamps nothing (these were refused); PyTorch 2.15's values.
+  const Tensor u4 = tensor(std::vector<uint8_t>{7, 9, 3, 0}, {4});
+  using U = std::vector<uint8_t>;
+  CHECK(clamp(u4, -1, 5).to_vector<uint8_t>() == U{5, 5, 3, 0});
+  CHECK(clamp(u4, -300, 5).to_vector<uint8_t>() == U{5, 5, 3, 0});
+  CHECK(clamp(u4, 0, 300).to_vector<uint8_t>() == U{7, 9, 3, 0});
+  CHECK(clamp(u4, -1, std::nullopt).to_vector<uint8_t>() == U{7, 9, 3, 0});
+  CHECK(clamp(u4, std::nullopt, 256).to_vector<uint8_t>() == U{7, 9, 3, 0});
+  CHECK(clamp(u4, 255, std::nullopt).to_vector<uint8_t>() == U{255, 255, 255, 255});
+  CHECK(clamp(u4, std::nullopt, 0).to_vector<uint8_t>() == U{0, 0, 0, 0});
+  const Tensor copy = clamp(u4, -1, 300);  // a new tensor, as PyTorch's
+  CHECK(copy.to_vector<uint8_t>() == U{7, 9, 3, 0});
+  CHECK(copy.raw_data() != u4.raw_data());
+  CHECK(copy.dtype() == kUInt8);
+  CHECK_THROWS_CONTAINS(clamp(u4, 256, std::nullopt), "clamp: Clamp min value 256 is outside the representable range");
+  CHECK_THROWS_CONTAINS(clamp(u4, 300, -1), "Clamp min value 300 is outside the representable range of Byte");
+  CHECK_THROWS_CONTAINS(clamp(u4, -5, -1), "Clamp max value -1 is outside the representable range of Byte");
+  CHECK(clamp(u4, 5, 3).to_vector<uint8_t>() == U{3, 3, 3, 3});
+  // int64: INT64_MAX as min and INT64_MIN as max are in range (a double's 2^63 was not).
+  const Tensor l = tensor(std::vector<int64_t>{7, -9, 3, 0}, {4});
+  CHECK(clamp(l, INT64_MAX, std::nullopt).to_vector<int64_t>() == std::vector<int64_t>(4, INT64_MAX));
+  CHECK(clamp(l, std::nullopt, INT64_MIN).to_vector<int64_t>() == std::vector<int64_t>(4, INT64_MIN));
+  CHECK(clamp(l, std::nullopt, INT64_MAX).to_vector<int64_t>() == std::vector<int64_t>{7, -9, 3, 0});
+  CHECK(clamp(l, std::nullopt, uint64_t{1} << 63).to_vector<int64_t>() == std::vector<int64_t>{7, -9, 3, 0});
+  CHECK_THROWS_CONTAINS(clamp(l, uint64_t{1} << 63, std::nullopt),
+                        "Clamp min value 9.22337e+18 is outside the representable range of Long");
   CHECK_THROWS_CONTAINS(leaky_relu(i), "leaky_relu: expected a float32 or float64 tensor on CPU, got int64");
   CHECK_THROWS_CONTAINS(gelu(i), "gelu: expected a float32 or float64 tensor on CPU, got int64");
 }

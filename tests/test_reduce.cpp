@@ -334,6 +334,37 @@ TEST_CASE("var({d}) reduces dim d") {
   CHECK(std::abs(x.var(false).item<double>() - 29.5 / 6.0) < 1e-12);
 }
 
+TEST_CASE("one integer dim reduces that dim (not var(bool unbiased)), as PyTorch's x.var(0)") {
+  // Before, x.var(0) and var(x, 1) bound to var(bool unbiased): the variance of every element.
+  const Tensor x = arange(6.0, kFloat64).reshape({2, 3});
+  CHECK(x.var(0).to_vector<double>() == std::vector<double>{4.5, 4.5, 4.5});
+  CHECK(x.var(1).to_vector<double>() == std::vector<double>{1.0, 1.0});
+  CHECK(x.var(-1).to_vector<double>() == std::vector<double>{1.0, 1.0});
+  CHECK(var(x, 1).to_vector<double>() == std::vector<double>{1.0, 1.0});
+  CHECK(allclose(var(x, 1, false), tensor({2.0 / 3, 2.0 / 3}, {}, kFloat64), 1e-12));
+  CHECK(x.var(0, false).to_vector<double>() == std::vector<double>{2.25, 2.25, 2.25});
+  CHECK(x.var(0, true, true).shape() == Shape{1, 3});
+  const int64_t d64 = 0;
+  const unsigned du = 1;
+  CHECK(x.var(d64).shape() == Shape{3});
+  CHECK(var(x, du).shape() == Shape{2});
+  // bool still means unbiased, over every element.
+  CHECK(x.var(true).item<double>() == 3.5);
+  CHECK(std::abs(x.var(false).item<double>() - 35.0 / 12) < 1e-12);
+  CHECK(var(x, false).dim() == 0);
+  // The other reductions take one int as well (libtorch's IntArrayRef does).
+  CHECK(x.sum(1).to_vector<double>() == std::vector<double>{3, 12});
+  CHECK(sum(x, 0).to_vector<double>() == std::vector<double>{3, 5, 7});
+  CHECK(x.mean(0, true).to_vector<double>() == std::vector<double>{1.5, 2.5, 3.5});
+  CHECK(x.mean(0, true).shape() == Shape{1, 3});
+  CHECK(mean(x, -1).to_vector<double>() == std::vector<double>{1, 4});
+  CHECK(amax(x, 1).to_vector<double>() == std::vector<double>{2, 5});
+  CHECK(amin(x, 0).to_vector<double>() == std::vector<double>{0, 1, 2});
+  CHECK(amax(x, {}).dim() == 0);  // {} is still "every dim"
+  CHECK(x.sum({}).dim() == 0);
+  CHECK_THROWS_CONTAINS(x.var(2), "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+}
+
 TEST_CASE("autograd metadata") {
   Tensor x = ones({2, 3}).requires_grad_(true);
   CHECK(x.sum().grad_fn()->name() == "SumBackward");
@@ -371,7 +402,9 @@ TEST_CASE("reduction errors") {
   CHECK_THROWS_CONTAINS(max(zeros({2, 0}), 1), "max(): Expected reduction dim 1 to have non-zero size.");
   CHECK_THROWS_CONTAINS(zeros({2, 0}).argmax(1), "argmax(): Expected reduction dim 1 to have non-zero size.");
   Tensor l = zeros({3}, kInt64);
-  CHECK_THROWS_CONTAINS(l.mean(), "mean(): could not infer output dtype");
+  CHECK_THROWS_CONTAINS(l.mean(), "mean(): could not infer output dtype. Input dtype must be either a floating "
+                                  "point or complex dtype. Got: Long");
+  CHECK_THROWS_CONTAINS(zeros({3}, kUInt8).mean({0}), "complex dtype. Got: Byte");
   CHECK_THROWS_CONTAINS(l.var(), "std and var only support floating point");
   CHECK_THROWS_CONTAINS(sum(Tensor()), "sum: expected a defined tensor");
   CHECK_THROWS_CONTAINS(max(Tensor(), 0), "max: expected a defined tensor");

@@ -106,3 +106,50 @@ TEST_CASE("gradients of views and copies") {
     {rnd({3, 5, 2})});
   g([](const std::vector<Tensor>& in) { return in[0].clone().contiguous(); }, {rnd({7})});
 }
+
+TEST_CASE("cat skips legacy empty 1-D tensors, as PyTorch (they were refused)") {
+  const Tensor x = arange(24.0).reshape({2, 3, 4});
+  const Tensor e = empty({0});
+  CHECK(cat({x, e}, 0).shape() == Shape{2, 3, 4});
+  CHECK(cat({e, x}, 0).sum().item<double>() == 276.0);
+  CHECK(cat({e, x}, -1).shape() == Shape{2, 3, 4});
+  CHECK(cat({e, x, e, x}, 1).shape() == Shape{2, 6, 4});
+  CHECK(cat({e, x, e, x}, 1).sum().item<double>() == 552.0);
+  CHECK(cat({e, arange(3.0)}).to_vector<float>() == std::vector<float>{0, 1, 2});
+  CHECK(cat({e, zeros({0, 3})}).shape() == Shape{0, 3});
+  // Only legacy empty tensors: an empty result; dim is not checked (PyTorch's).
+  CHECK(cat({e, e}, 5).shape() == Shape{0});
+  CHECK(cat({e}, 0).shape() == Shape{0});
+  // The dim is wrapped against the first tensor that is not skipped.
+  CHECK_THROWS_CONTAINS(cat({e, x}, 3), "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
+  CHECK_THROWS_CONTAINS(cat({zeros({0, 3}), x}), "Tensors must have same number of dimensions: got 2 and 3");
+  CHECK_THROWS_CONTAINS(cat({e, scalar_tensor(1.0)}), "zero-dimensional tensor (at position 1) cannot be concatenated");
+  // minidl does not promote: a skipped tensor of another dtype is still refused.
+  CHECK_THROWS_CONTAINS(cat({x, empty({0}, kFloat64)}), "cat: expected all tensors to have the same dtype");
+  // acc = cat({acc, batch}) from an empty start.
+  Tensor acc = empty({0});
+  for (int i = 0; i < 3; ++i) acc = cat({acc, full({2, 2}, i)});
+  CHECK(acc.shape() == Shape{6, 2});
+}
+
+TEST_CASE("cat gives a skipped legacy empty tensor a zero-size gradient") {
+  const Tensor a = arange(24.0, kFloat64).reshape({2, 3, 4}).requires_grad_();
+  const Tensor b = empty({0}, kFloat64).requires_grad_();
+  cat({b, a, b}, 1).sum().backward();
+  CHECK(b.grad().shape() == Shape{0});
+  CHECK(a.grad().sum().item<double>() == 24.0);
+  const Tensor c = empty({0}, kFloat64).requires_grad_();
+  cat({c, c}).sum().backward();
+  CHECK(c.grad().shape() == Shape{0});
+  minidl::testing::check_gradients(
+      [](const std::vector<Tensor>& in) { return cat({in[1], in[0], in[1]}, 0); },
+      {arange(6.0, kFloat64).reshape({3, 2}).requires_grad_(), empty({0}, kFloat64).requires_grad_()});
+}
+
+TEST_CASE("narrow names the start as given when it is out of range (PyTorch's message)") {
+  // It printed the wrapped start: "but got -1".
+  CHECK_THROWS_CONTAINS(zeros({5}).narrow(0, -6, 1),
+                        "start out of range (expected to be in range of [-5, 5], but got -6)");
+  CHECK_THROWS_CONTAINS(zeros({5}).narrow(0, 6, 1), "(expected to be in range of [-5, 5], but got 6)");
+  CHECK(zeros({5}).narrow(0, -5, 2).shape() == Shape{2});
+}
