@@ -147,6 +147,15 @@ TEST_CASE("unary ops: gradients at and beyond the kinks follow PyTorch") {
   x.set_grad(Tensor());
   pow(x, 0.0).backward(g);
   CHECK(values_near(x.grad(), std::vector<double>(6, 0.0)));  // not NaN at 0
+  // relu's gradient at NaN is the incoming one (PyTorch: y <= 0 ? 0 : g; it
+  // was 0), in every dtype including the 16-bit bit loop; abs(-0) is +0.
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor n = tensor({std::nan(""), -1.0, 0.0, -0.0, 2.0}, {5}, kFloat64).to(dtype).requires_grad_();
+    relu(n).backward(full({5}, 3.0, dtype));
+    CHECK(n.grad().to(kFloat64).to_vector<double>() == std::vector<double>{3.0, 0.0, 0.0, 0.0, 3.0});
+    CHECK_FALSE(std::signbit(abs(tensor({-0.0}, {1}, kFloat64).to(dtype)).to(kFloat64).item<double>()));
+  }
 }
 
 TEST_CASE("unary ops: special values, integer inputs, clamp corner cases") {

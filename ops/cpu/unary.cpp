@@ -107,7 +107,9 @@ void unary_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& out, const 
     case UnaryOp::Log: return vec([](const auto& v) { return vec::log(v); });
     case UnaryOp::Sqrt: return run([](T v) { return static_cast<T>(std::sqrt(v)); });
     case UnaryOp::Rsqrt: return run([](T v) { return static_cast<T>(1 / std::sqrt(v)); });
-    case UnaryOp::Abs: return run([](T v) { return static_cast<T>(v < 0 ? -static_cast<Wrap<T>>(v) : v); });
+    case UnaryOp::Abs:  // floating: std::abs, so abs(-0) is +0 as PyTorch's
+      if constexpr (std::is_floating_point_v<T>) return run([](T v) { return std::abs(v); });
+      else return run([](T v) { return static_cast<T>(v < 0 ? -static_cast<Wrap<T>>(v) : v); });
     case UnaryOp::Pow:
       if (p.scalar == 2.0) return run([](T v) { return static_cast<T>(v * v); });
       return run([s](T v) { return static_cast<T>(std::pow(v, s)); });
@@ -156,7 +158,7 @@ void unary_backward_cpu_typed(UnaryOp op, const UnaryParams& p, const Tensor& dx
       const T lo = static_cast<T>(p.lo), hi = static_cast<T>(p.hi);
       return run([=](T g, T x) { return ((!has_lo || x > lo) && (!has_hi || x < hi)) ? g : T(0); });
     }
-    case UnaryOp::Relu: return run([](T g, T y) { return y > 0 ? g : T(0); });
+    case UnaryOp::Relu: return run([](T g, T y) { return y <= 0 ? T(0) : g; });  // NaN passes g, as PyTorch
     case UnaryOp::LeakyRelu: return run([s](T g, T x) { return x > 0 ? g : g * s; });
     case UnaryOp::Sigmoid: return vec([](const auto& g, const auto& y) { return g * y * (T(1) - y); });
     case UnaryOp::Tanh: return vec([](const auto& g, const auto& y) { return g * (T(1) - y.square()); });
@@ -205,12 +207,13 @@ void relu_bits(const Tensor& out, const Tensor& x) {
   });
 }
 
-// dx = y > 0 ? g : 0.
+// dx = y <= 0 ? 0 : g (a NaN y passes g, as PyTorch's threshold_backward).
 template <uint16_t Inf>
 void relu_backward_bits(const Tensor& dx, const Tensor& grad, const Tensor& saved) {
   backward_loop<uint16_t>(dx, grad, saved, [](uint16_t g, uint16_t y) -> uint16_t {
-    const bool positive = (y & 0x8000) == 0 && y != 0 && y <= Inf;
-    return positive ? g : 0;
+    const uint16_t m = y & 0x7FFF;
+    const bool not_positive = m == 0 || ((y & 0x8000) != 0 && m <= Inf);
+    return not_positive ? 0 : g;
   });
 }
 

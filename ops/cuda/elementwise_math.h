@@ -127,7 +127,7 @@ MINIDL_HOST_DEVICE inline T unary_backward(UnaryOp op, const UnaryArgs<T>& a, T 
       return a.exponent == 0.0 ? T(0) : g * a.scalar * static_cast<T>(std::pow(s, a.scalar - T(1)));
     case UnaryOp::Clamp:  // strictly inside, as PyTorch 2.x with scalar bounds
       return ((!a.has_lo || s > a.lo) && (!a.has_hi || s < a.hi)) ? g : T(0);
-    case UnaryOp::Relu: return s > 0 ? g : T(0);
+    case UnaryOp::Relu: return s <= 0 ? T(0) : g;  // a NaN y passes g, as PyTorch's threshold_backward
     case UnaryOp::LeakyRelu: return s > 0 ? g : g * a.scalar;
     case UnaryOp::Sigmoid: return g * s * (T(1) - s);
     case UnaryOp::Tanh: return g * (T(1) - s * s);
