@@ -9,8 +9,7 @@
 // case that exercises it; the last TEST_CASE fails when a stub with a CUDA
 // kernel is in no entry (tests/test_cuda_registry.cpp checks the same table
 // without a GPU). matmul/linear/conv, copy_/fill_, the multi-tensor optimizer
-// kernels and the GradScaler kernels are compared in their own GPU tests (the
-// table names them).
+// kernels and the GradScaler kernels are compared in their own GPU tests.
 //
 // Without a CUDA device it prints why and exits 77 before doctest runs, which
 // CTest reports as skipped (SKIP_RETURN_CODE, tests/CMakeLists.txt), in every
@@ -440,8 +439,8 @@ TEST_CASE("pooling 2-D and 3-D, adaptive, empty batch; float32, float64") {
     }, {leaf({2, 3, 4, 9}, dt)});
     compare("avg_pool2d pad", [](auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }, {leaf({1, 2, 7, 7}, dt)});
     compare("avg_pool2d exclude pad ceil divisor", [](auto& v) {
-      return add(avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, false),
-                 avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, true, 4));
+      const Tensor ceil_exclude = avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, false);
+      return add(ceil_exclude, avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true, true, 4));
     }, {leaf({2, 1, 8, 6}, dt)});
     compare("avg_pool2d transposed", [](auto& v) { return avg_pool2d(transpose(v[0], 2, 3), {2, 2}); },
             {leaf({1, 2, 6, 4}, dt)});
